@@ -1,0 +1,227 @@
+//! Every action that moves resources, with its reason.
+//!
+//! The daemon records a [`Decision`] for each group it creates or changes,
+//! each process it moves, each policy it sets and each fallback the kernel
+//! forced, and logs it. `atoll why` and the status call read them back, so a
+//! user can ask why a process is where it is.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::backend::Fallback;
+use crate::plan::{GroupPath, TaskPolicy};
+use crate::spec::AdoptRule;
+
+/// What was done.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum Action {
+    /// A group was created or its knobs changed.
+    ApplyGroup {
+        /// The group.
+        path: GroupPath,
+        /// The knobs written, `file=value`.
+        knobs: Vec<String>,
+    },
+    /// A group was removed.
+    RemoveGroup {
+        /// The group.
+        path: GroupPath,
+    },
+    /// A process was moved into a group.
+    MoveProcess {
+        /// The process.
+        pid: u32,
+        /// Its name.
+        comm: String,
+        /// Where to.
+        to: GroupPath,
+    },
+    /// A process was given back to the cgroups it came from.
+    RestoreProcess {
+        /// The process.
+        pid: u32,
+        /// Where to (the v2 path, or the v1 `cpu` hierarchy path).
+        to: String,
+    },
+    /// A scheduling policy was set on a process's threads.
+    SetPolicy {
+        /// The process.
+        pid: u32,
+        /// The policy.
+        policy: TaskPolicy,
+        /// Threads changed.
+        threads: usize,
+    },
+    /// The kernel refused a knob and a fallback is in force.
+    Fallback(Fallback),
+    /// A unit was created at run time.
+    CreateUnit {
+        /// The unit.
+        unit: String,
+        /// Its island.
+        island: String,
+    },
+    /// A unit was removed.
+    RemoveUnit {
+        /// The unit.
+        unit: String,
+    },
+}
+
+/// Why it was done.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum Reason {
+    /// The platform description asks for it.
+    Config,
+    /// An adoption rule of a unit matched.
+    Rule {
+        /// The unit.
+        unit: String,
+        /// The rule.
+        rule: AdoptRule,
+    },
+    /// `[host] adopt_all` moves every unmanaged task to the host partition.
+    HostAdoptAll,
+    /// A caller asked through the API.
+    Api {
+        /// Caller's uid (from SO_PEERCRED).
+        uid: u32,
+        /// The request, short form.
+        request: String,
+    },
+    /// The daemon is shutting down.
+    Teardown,
+    /// Restart: the saved state was checked against the kernel.
+    Recover {
+        /// What was found.
+        detail: String,
+    },
+    /// The kernel would not take the value.
+    KernelRefused {
+        /// The error.
+        error: String,
+    },
+}
+
+/// One decision.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    /// Control-loop clock time.
+    #[serde(with = "millis")]
+    pub at: Duration,
+    /// What.
+    #[serde(flatten)]
+    pub action: Action,
+    /// Why.
+    pub why: Reason,
+}
+
+impl Decision {
+    /// The group or unit the decision is about, for filtering (`atoll why`).
+    pub fn subject(&self) -> String {
+        match &self.action {
+            Action::ApplyGroup { path, .. } | Action::RemoveGroup { path } => path.to_string(),
+            Action::MoveProcess { pid, .. }
+            | Action::RestoreProcess { pid, .. }
+            | Action::SetPolicy { pid, .. } => format!("pid {pid}"),
+            Action::Fallback(f) => f.path.to_string(),
+            Action::CreateUnit { unit, .. } | Action::RemoveUnit { unit } => unit.clone(),
+        }
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::ApplyGroup { path, knobs } => write!(f, "set {path}: {}", knobs.join(" ")),
+            Self::RemoveGroup { path } => write!(f, "remove group {path}"),
+            Self::MoveProcess { pid, comm, to } => write!(f, "move pid {pid} ({comm}) to {to}"),
+            Self::RestoreProcess { pid, to } => write!(f, "return pid {pid} to {to}"),
+            Self::SetPolicy {
+                pid,
+                policy,
+                threads,
+            } => {
+                write!(f, "set {policy:?} on pid {pid} ({threads} threads)")
+            }
+            Self::Fallback(fb) => write!(
+                f,
+                "fallback on {} {}: wanted {}, in force {} ({})",
+                fb.path, fb.knob, fb.wanted, fb.got, fb.reason
+            ),
+            Self::CreateUnit { unit, island } => write!(f, "create unit {unit} in island {island}"),
+            Self::RemoveUnit { unit } => write!(f, "remove unit {unit}"),
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Config => f.write_str("the platform description asks for it"),
+            Self::Rule { unit, rule } => write!(f, "unit {unit}'s adoption rule {rule:?} matched"),
+            Self::HostAdoptAll => {
+                f.write_str("host.adopt_all moves unmanaged tasks to the host partition")
+            }
+            Self::Api { uid, request } => write!(f, "uid {uid} asked: {request}"),
+            Self::Teardown => f.write_str("atoll is shutting down"),
+            Self::Recover { detail } => write!(f, "recovered after restart: {detail}"),
+            Self::KernelRefused { error } => write!(f, "the kernel refused: {error}"),
+        }
+    }
+}
+
+impl fmt::Display for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}, because {}", self.action, self.why)
+    }
+}
+
+mod millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        Ok(Duration::from_millis(u64::deserialize(d)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decisions_read_as_sentences_and_roundtrip_as_json() {
+        let d = Decision {
+            at: Duration::from_millis(1500),
+            action: Action::MoveProcess {
+                pid: 42,
+                comm: "nginx".into(),
+                to: GroupPath::from_relative("web/api"),
+            },
+            why: Reason::Rule {
+                unit: "api".into(),
+                rule: AdoptRule::Comm("nginx".into()),
+            },
+        };
+        assert_eq!(
+            d.to_string(),
+            "move pid 42 (nginx) to web/api, because unit api's adoption rule Comm(\"nginx\") matched"
+        );
+        assert_eq!(d.subject(), "pid 42");
+        let json = serde_json::to_string(&d).unwrap();
+        assert!(json.contains("\"at\":1500"), "{json}");
+        assert!(json.contains("\"action\":\"move_process\""), "{json}");
+        let back: Decision = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, d);
+    }
+}

@@ -1,0 +1,416 @@
+//! From a spec to the cgroup hierarchy atoll owns.
+//!
+//! ```text
+//! <root>/                 every CPU and node atoll manages
+//! ├── host/               the host partition (unmanaged tasks, if adopted)
+//! ├── <island>/           cpuset partition (v2 root/isolated, v1 cpu_exclusive)
+//! │   ├── <unit>/         a leaf: the unit's processes, weights, caps, limits
+//! │   └── <unit>/
+//! └── <island>/ ...
+//! ```
+//!
+//! Processes live only in leaves (`host` and units), which satisfies cgroup
+//! v2's no-internal-process rule. [`plan`] is pure: it says what each group
+//! should look like; a backend's actuator makes the kernel agree and reports
+//! where it had to fall back.
+//!
+//! How entitlements become knobs:
+//! - `weight` wins; otherwise `cpus = N` gives weight `100 * N` (one CPU's
+//!   worth is the default weight), clamped to 1..=10000.
+//! - `cpu_cap = C` gives `cpu.max = C * 100000 100000`.
+//! - a realtime island's budget is split evenly among its units, and the
+//!   root's budget is the sum of its islands', at a common 1 s period, as v1
+//!   RT group scheduling requires.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::spec::{
+    IoLimit, IslandSpec, MemoryEntitlement, PlatformSpec, RtClass, SchedPolicy, UnitSpec,
+    DEFAULT_CPU_PERIOD_US,
+};
+use crate::{CpuSet, NodeSet};
+
+/// Name of the host partition's group.
+pub const HOST_GROUP: &str = "host";
+/// Common RT period for the root and island groups, µs.
+pub const RT_PERIOD_US: u64 = 1_000_000;
+/// Most of the RT period atoll's root may take (the kernel's default global
+/// limit is 950000 of 1000000).
+pub const RT_ROOT_MAX_US: u64 = 950_000;
+
+/// A group's path relative to atoll's root: `""` (the root), `"host"`,
+/// `"web"`, `"web/api"`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct GroupPath(String);
+
+impl GroupPath {
+    /// atoll's root group.
+    pub fn root() -> Self {
+        Self(String::new())
+    }
+
+    /// The host partition.
+    pub fn host() -> Self {
+        Self(HOST_GROUP.into())
+    }
+
+    /// An island's group.
+    pub fn island(name: &crate::Name) -> Self {
+        Self(name.as_str().into())
+    }
+
+    /// A unit's leaf group.
+    pub fn unit(island: &crate::Name, unit: &crate::Name) -> Self {
+        Self(format!("{island}/{unit}"))
+    }
+
+    /// From a relative path already known to be valid (e.g. read back from
+    /// a state file); components are not re-checked.
+    pub fn from_relative(s: &str) -> Self {
+        Self(s.trim_matches('/').to_string())
+    }
+
+    /// The path as a relative string (`""` for the root).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether this is atoll's root.
+    pub fn is_root(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Nesting depth: 0 for the root.
+    pub fn depth(&self) -> usize {
+        if self.0.is_empty() {
+            0
+        } else {
+            self.0.matches('/').count() + 1
+        }
+    }
+
+    /// The parent group, `None` for the root.
+    pub fn parent(&self) -> Option<Self> {
+        if self.is_root() {
+            return None;
+        }
+        Some(match self.0.rsplit_once('/') {
+            Some((p, _)) => Self(p.to_string()),
+            None => Self::root(),
+        })
+    }
+}
+
+impl fmt::Display for GroupPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            f.write_str("/")
+        } else {
+            f.write_str(&self.0)
+        }
+    }
+}
+
+/// `cpu.max` (v2) or `cfs_quota_us`/`cfs_period_us` (v1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuMax {
+    /// Quota per period, µs.
+    pub quota_us: u64,
+    /// Period, µs.
+    pub period_us: u64,
+}
+
+/// RT budget of a group (v1 `cpu.rt_runtime_us` / `cpu.rt_period_us`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RtBudget {
+    /// Runtime per period, µs.
+    pub runtime_us: u64,
+    /// Period, µs.
+    pub period_us: u64,
+}
+
+/// How a group's CPUs are set apart from its siblings'.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Partition {
+    /// Shares CPUs with no exclusivity.
+    Member,
+    /// Exclusive CPUs with load balancing (v2 `root`, v1 `cpu_exclusive`).
+    Root,
+}
+
+/// What one group should look like. `None` leaves the kernel's default.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GroupSettings {
+    /// `cpuset.cpus`.
+    pub cpus: Option<CpuSet>,
+    /// `cpuset.mems`.
+    pub mems: Option<NodeSet>,
+    /// Exclusivity of the CPUs; `None` = member.
+    pub partition: Option<Partition>,
+    /// `cpu.weight` (v1: converted to `cpu.shares`).
+    pub cpu_weight: Option<u32>,
+    /// `cpu.max`.
+    pub cpu_max: Option<CpuMax>,
+    /// `cpu.idle`.
+    pub cpu_idle: bool,
+    /// RT budget (v1 only; v2 has no RT group scheduling on common kernels).
+    pub rt_budget: Option<RtBudget>,
+    /// Memory protection and limits.
+    pub memory: MemoryEntitlement,
+    /// `io.weight` (v1: converted to `blkio.weight`).
+    pub io_weight: Option<u32>,
+    /// `io.max` (v1: `blkio.throttle.*`).
+    pub io_max: Vec<IoLimit>,
+}
+
+/// The per-task scheduling policy atoll applies to tasks in a group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "policy", content = "priority", rename_all = "lowercase")]
+pub enum TaskPolicy {
+    /// SCHED_OTHER.
+    Other,
+    /// SCHED_BATCH.
+    Batch,
+    /// SCHED_IDLE.
+    Idle,
+    /// SCHED_FIFO at this priority.
+    Fifo(u8),
+    /// SCHED_RR at this priority.
+    Rr(u8),
+}
+
+/// One group of the plan.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlannedGroup {
+    /// Where.
+    pub path: GroupPath,
+    /// What.
+    pub settings: GroupSettings,
+    /// Policy for tasks placed in it; `None` for interior groups.
+    pub task_policy: Option<TaskPolicy>,
+}
+
+/// The whole hierarchy, parents before children.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GroupPlan {
+    /// Groups in creation order.
+    pub groups: Vec<PlannedGroup>,
+}
+
+impl GroupPlan {
+    /// The planned group at `path`.
+    pub fn get(&self, path: &GroupPath) -> Option<&PlannedGroup> {
+        self.groups.iter().find(|g| &g.path == path)
+    }
+}
+
+/// The task policy for a unit's tasks in `island`.
+pub fn task_policy(island: &IslandSpec, unit: Option<&UnitSpec>) -> TaskPolicy {
+    match &island.policy {
+        SchedPolicy::Fair => TaskPolicy::Other,
+        SchedPolicy::Batch => TaskPolicy::Batch,
+        SchedPolicy::Idle => TaskPolicy::Idle,
+        SchedPolicy::Realtime(rt) => {
+            let p = unit
+                .and_then(|u| u.rt_priority)
+                .unwrap_or(rt.priority_min)
+                .clamp(rt.priority_min, rt.priority_max);
+            match rt.class {
+                RtClass::Fifo => TaskPolicy::Fifo(p),
+                RtClass::Rr => TaskPolicy::Rr(p),
+            }
+        }
+    }
+}
+
+/// The settings of a unit's leaf group in `island`, given how many units the
+/// island has (for splitting an RT budget).
+pub fn unit_settings(
+    island: &IslandSpec,
+    unit: &UnitSpec,
+    units_in_island: usize,
+) -> GroupSettings {
+    let e = &unit.entitlement;
+    let cpu_weight = e.weight.or_else(|| {
+        e.cpus
+            .map(|c| ((c * 100.0).round() as u32).clamp(1, 10_000))
+    });
+    let cpu_max = e.cpu_cap.map(|cap| CpuMax {
+        quota_us: ((cap * DEFAULT_CPU_PERIOD_US as f64).round() as u64).max(1000),
+        period_us: DEFAULT_CPU_PERIOD_US,
+    });
+    let rt_budget = island_rt_budget(island).map(|b| RtBudget {
+        runtime_us: b.runtime_us / units_in_island.max(1) as u64,
+        period_us: b.period_us,
+    });
+    GroupSettings {
+        cpu_weight,
+        cpu_max,
+        cpu_idle: matches!(island.policy, SchedPolicy::Idle),
+        rt_budget,
+        memory: e.memory.clone(),
+        io_weight: e.io.weight,
+        io_max: e.io.limits.clone(),
+        ..Default::default()
+    }
+}
+
+/// An island's RT budget at the common period.
+pub fn island_rt_budget(island: &IslandSpec) -> Option<RtBudget> {
+    match &island.policy {
+        SchedPolicy::Realtime(rt) => Some(RtBudget {
+            runtime_us: rt.runtime_us * RT_PERIOD_US / rt.period_us.max(1),
+            period_us: RT_PERIOD_US,
+        }),
+        _ => None,
+    }
+}
+
+/// Plans the hierarchy for `spec` and its units (config units first, then
+/// `runtime_units`, created through the API). Units whose island is unknown
+/// are skipped: validation reports them.
+pub fn plan(spec: &PlatformSpec, runtime_units: &[UnitSpec]) -> GroupPlan {
+    let all_cpus = spec
+        .islands
+        .iter()
+        .fold(spec.host.cpus.clone(), |acc, i| acc.union(&i.cpus));
+    let all_mems = spec
+        .islands
+        .iter()
+        .fold(spec.host.mems.clone(), |acc, i| acc.union(&i.mems));
+    let rt_total: u64 = spec
+        .islands
+        .iter()
+        .filter_map(island_rt_budget)
+        .map(|b| b.runtime_us)
+        .sum();
+    let mut groups = vec![
+        PlannedGroup {
+            path: GroupPath::root(),
+            settings: GroupSettings {
+                cpus: Some(all_cpus),
+                mems: Some(all_mems),
+                rt_budget: (rt_total > 0).then_some(RtBudget {
+                    runtime_us: rt_total.min(RT_ROOT_MAX_US),
+                    period_us: RT_PERIOD_US,
+                }),
+                ..Default::default()
+            },
+            task_policy: None,
+        },
+        PlannedGroup {
+            path: GroupPath::host(),
+            settings: GroupSettings {
+                cpus: Some(spec.host.cpus.clone()),
+                mems: Some(spec.host.mems.clone()),
+                ..Default::default()
+            },
+            task_policy: Some(TaskPolicy::Other),
+        },
+    ];
+    let units: Vec<&UnitSpec> = spec.units.iter().chain(runtime_units).collect();
+    for island in &spec.islands {
+        groups.push(PlannedGroup {
+            path: GroupPath::island(&island.name),
+            settings: GroupSettings {
+                cpus: Some(island.cpus.clone()),
+                mems: Some(island.mems.clone()),
+                partition: Some(Partition::Root),
+                cpu_idle: matches!(island.policy, SchedPolicy::Idle),
+                rt_budget: island_rt_budget(island),
+                ..Default::default()
+            },
+            task_policy: None,
+        });
+        let members: Vec<&&UnitSpec> = units.iter().filter(|u| u.island == island.name).collect();
+        for unit in &members {
+            groups.push(PlannedGroup {
+                path: GroupPath::unit(&island.name, &unit.name),
+                settings: unit_settings(island, unit, members.len()),
+                task_policy: Some(task_policy(island, Some(unit))),
+            });
+        }
+    }
+    GroupPlan { groups }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::tests::{n, set, spec16};
+    use crate::spec::{Entitlement, UnitSpec};
+
+    #[test]
+    fn group_paths() {
+        let p = GroupPath::unit(&n("web"), &n("api"));
+        assert_eq!(p.as_str(), "web/api");
+        assert_eq!(p.depth(), 2);
+        assert_eq!(p.parent(), Some(GroupPath::island(&n("web"))));
+        assert_eq!(p.parent().unwrap().parent(), Some(GroupPath::root()));
+        assert_eq!(GroupPath::root().parent(), None);
+        assert_eq!(GroupPath::root().to_string(), "/");
+        assert_eq!(GroupPath::from_relative("/web/api/"), p);
+    }
+
+    #[test]
+    fn plans_root_host_islands_and_units_in_order() {
+        let extra = UnitSpec {
+            name: n("batch1"),
+            island: n("rt"),
+            entitlement: Entitlement {
+                weight: Some(300),
+                ..Default::default()
+            },
+            adopt: vec![],
+            rt_priority: Some(20),
+        };
+        let plan = plan(&spec16(), std::slice::from_ref(&extra));
+        let paths: Vec<_> = plan.groups.iter().map(|g| g.path.as_str()).collect();
+        assert_eq!(paths, ["", "host", "web", "web/api", "rt", "rt/batch1"]);
+        let root = &plan.groups[0].settings;
+        assert_eq!(root.cpus, Some(set("0-15")));
+        assert_eq!(root.mems, Some(set("0-1")));
+        assert_eq!(root.rt_budget.unwrap().runtime_us, 500_000);
+        let api = plan.get(&GroupPath::from_relative("web/api")).unwrap();
+        assert_eq!(api.settings.cpu_weight, Some(200));
+        assert_eq!(
+            api.settings.cpu_max,
+            Some(CpuMax {
+                quota_us: 400_000,
+                period_us: 100_000
+            })
+        );
+        assert_eq!(api.task_policy, Some(TaskPolicy::Other));
+        let b = plan.get(&GroupPath::from_relative("rt/batch1")).unwrap();
+        assert_eq!(b.settings.cpu_weight, Some(300));
+        assert_eq!(b.task_policy, Some(TaskPolicy::Fifo(20)));
+        assert_eq!(b.settings.rt_budget.unwrap().runtime_us, 500_000);
+        assert_eq!(plan.groups[2].settings.partition, Some(Partition::Root));
+    }
+
+    #[test]
+    fn rt_budget_is_split_among_units_and_rescaled_to_the_common_period() {
+        let mut spec = spec16();
+        if let SchedPolicy::Realtime(rt) = &mut spec.islands[1].policy {
+            rt.runtime_us = 20_000;
+            rt.period_us = 100_000;
+        }
+        let mk = |name: &str| UnitSpec {
+            name: n(name),
+            island: n("rt"),
+            entitlement: Entitlement::default(),
+            adopt: vec![],
+            rt_priority: None,
+        };
+        let plan = plan(&spec, &[mk("a"), mk("b")]);
+        let island = plan.get(&GroupPath::from_relative("rt")).unwrap();
+        assert_eq!(island.settings.rt_budget.unwrap().runtime_us, 200_000);
+        let a = plan.get(&GroupPath::from_relative("rt/a")).unwrap();
+        assert_eq!(a.settings.rt_budget.unwrap().runtime_us, 100_000);
+        assert_eq!(a.task_policy, Some(TaskPolicy::Fifo(10)));
+    }
+}

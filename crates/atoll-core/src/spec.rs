@@ -1,0 +1,629 @@
+//! What the operator asked for: the host partition, islands and units.
+//!
+//! A [`PlatformSpec`] is the validated, resolved form of a config file (or the
+//! embedded default): `auto` layouts have already been expanded into CPU and
+//! node sets. [`PlatformSpec::validate`] checks it against a [`Topology`] and
+//! returns every problem at once, each with the key path that caused it, so
+//! the config parser can point at a line and column.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::topology::Topology;
+use crate::{CpuSet, Name, NodeSet};
+
+/// Default control-loop period.
+pub const DEFAULT_EPOCH: Duration = Duration::from_millis(30);
+/// Default `cpu.max` / `cfs_period_us` period, µs.
+pub const DEFAULT_CPU_PERIOD_US: u64 = 100_000;
+
+/// The whole platform: host partition, islands, units.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlatformSpec {
+    /// CPUs and memory left to tasks atoll does not manage.
+    pub host: HostSpec,
+    /// Islands, in config order.
+    pub islands: Vec<IslandSpec>,
+    /// Units declared in the config (more may be created at run time).
+    pub units: Vec<UnitSpec>,
+    /// Island that receives units created without one (`atoll run` without
+    /// `--island`). Defaults to the first island.
+    pub default_island: Option<Name>,
+    /// Control-loop period.
+    pub epoch: Duration,
+}
+
+/// The host partition.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostSpec {
+    /// CPUs of the host partition.
+    pub cpus: CpuSet,
+    /// Memory nodes of the host partition.
+    pub mems: NodeSet,
+    /// Move every task not in a unit into the host partition. Off by default:
+    /// it touches every process on the machine.
+    pub adopt_all: bool,
+}
+
+/// A resource island: CPUs, memory nodes and a scheduler policy.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IslandSpec {
+    /// Island name (a cgroup directory under atoll's root).
+    pub name: Name,
+    /// Its CPUs.
+    pub cpus: CpuSet,
+    /// Its memory nodes.
+    pub mems: NodeSet,
+    /// Its scheduler policy.
+    pub policy: SchedPolicy,
+}
+
+/// The scheduler policy of an island, applied to every task atoll places there.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum SchedPolicy {
+    /// SCHED_OTHER (EEVDF/CFS) with cgroup weights.
+    Fair,
+    /// SCHED_FIFO or SCHED_RR within a priority range and an RT budget.
+    Realtime(RealtimePolicy),
+    /// SCHED_BATCH.
+    Batch,
+    /// SCHED_IDLE, and `cpu.idle` on the island's groups.
+    Idle,
+}
+
+/// Parameters of a realtime island.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RealtimePolicy {
+    /// FIFO or round-robin.
+    pub class: RtClass,
+    /// Lowest priority a unit may get (1..=99).
+    pub priority_min: u8,
+    /// Highest priority a unit may get (1..=99, >= `priority_min`).
+    pub priority_max: u8,
+    /// CPU time the island's RT tasks may use per period.
+    pub runtime_us: u64,
+    /// The budget's period.
+    pub period_us: u64,
+}
+
+/// Realtime scheduling class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RtClass {
+    /// SCHED_FIFO.
+    Fifo,
+    /// SCHED_RR.
+    Rr,
+}
+
+/// A unit: a group of processes with an entitlement, in one island.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UnitSpec {
+    /// Unit name, unique across the platform.
+    pub name: Name,
+    /// The island it lives in.
+    pub island: Name,
+    /// What it is entitled to.
+    pub entitlement: Entitlement,
+    /// Which processes join it.
+    pub adopt: Vec<AdoptRule>,
+    /// Realtime priority for its tasks on a realtime island (defaults to the
+    /// island's `priority_min`).
+    pub rt_priority: Option<u8>,
+}
+
+/// A unit's share of the machine.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Entitlement {
+    /// CPUs' worth of guaranteed time; sets the weight when `weight` is unset.
+    pub cpus: Option<f64>,
+    /// Explicit CPU weight (1..=10000).
+    pub weight: Option<u32>,
+    /// Hard cap in CPUs (`cpu.max`).
+    pub cpu_cap: Option<f64>,
+    /// Memory protection and limits.
+    pub memory: MemoryEntitlement,
+    /// IO weight and limits.
+    pub io: IoEntitlement,
+}
+
+/// Memory protection and limits, bytes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryEntitlement {
+    /// `memory.min`: hard protection.
+    pub min: Option<u64>,
+    /// `memory.low`: best-effort protection.
+    pub low: Option<u64>,
+    /// `memory.high`: throttle above.
+    pub high: Option<u64>,
+    /// `memory.max`: hard limit.
+    pub max: Option<u64>,
+}
+
+/// IO weight and per-device limits.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IoEntitlement {
+    /// `io.weight` (1..=10000).
+    pub weight: Option<u32>,
+    /// Per-device bandwidth limits.
+    pub limits: Vec<IoLimit>,
+}
+
+/// A block device by major:minor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct DeviceId {
+    /// Major number.
+    pub major: u32,
+    /// Minor number.
+    pub minor: u32,
+}
+
+/// Bandwidth limits on one device. `None` means unlimited.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IoLimit {
+    /// The device.
+    pub device: DeviceId,
+    /// Read bytes per second.
+    pub rbps: Option<u64>,
+    /// Write bytes per second.
+    pub wbps: Option<u64>,
+    /// Read operations per second.
+    pub riops: Option<u64>,
+    /// Write operations per second.
+    pub wiops: Option<u64>,
+}
+
+/// A rule that adopts matching processes into a unit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AdoptRule {
+    /// `comm` (the 15-byte task name) equals this.
+    Comm(String),
+    /// The executable path equals this.
+    Exe(PathBuf),
+    /// The real uid equals this.
+    Uid(u32),
+    /// The process sits in this cgroup (v2 path, or the v1 `cpu` hierarchy
+    /// path), e.g. `/system.slice/nginx.service`.
+    Cgroup(String),
+    /// This pid.
+    Pid(u32),
+}
+
+/// One problem found by [`PlatformSpec::validate`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: {problem}")]
+pub struct SpecError {
+    /// Dotted key path of the offending value, as in the config file:
+    /// `host.cpus`, `island.web.cpus`, `unit.api.island`.
+    pub key: String,
+    /// What is wrong, with the values involved.
+    pub problem: String,
+}
+
+impl SpecError {
+    fn new(key: impl Into<String>, problem: impl Into<String>) -> Self {
+        Self {
+            key: key.into(),
+            problem: problem.into(),
+        }
+    }
+}
+
+impl PlatformSpec {
+    /// The island named `name`.
+    pub fn island(&self, name: &Name) -> Option<&IslandSpec> {
+        self.islands.iter().find(|i| &i.name == name)
+    }
+
+    /// The island that takes units created without one.
+    pub fn default_island(&self) -> Option<&IslandSpec> {
+        match &self.default_island {
+            Some(n) => self.island(n),
+            None => self.islands.first(),
+        }
+    }
+
+    /// Checks the spec against the machine; returns every problem found.
+    pub fn validate(&self, topo: &Topology) -> Result<(), Vec<SpecError>> {
+        let mut errs = Vec::new();
+        let online = topo.online();
+        let all_nodes = topo.all_nodes();
+        if self.host.cpus.is_empty() {
+            errs.push(SpecError::new(
+                "host.cpus",
+                "the host partition needs at least one CPU",
+            ));
+        }
+        check_set(
+            &mut errs,
+            "host.cpus",
+            &self.host.cpus,
+            &online,
+            "online CPUs",
+        );
+        check_set(
+            &mut errs,
+            "host.mems",
+            &self.host.mems,
+            &all_nodes,
+            "NUMA nodes",
+        );
+        if self.epoch < Duration::from_millis(1) || self.epoch > Duration::from_secs(60) {
+            errs.push(SpecError::new(
+                "epoch_ms",
+                format!("{} ms is outside 1..=60000", self.epoch.as_millis()),
+            ));
+        }
+        let mut claimed = self.host.cpus.clone();
+        let mut seen = Vec::<&Name>::new();
+        for island in &self.islands {
+            let key = format!("island.{}", island.name);
+            if island.name.is_reserved() {
+                errs.push(SpecError::new(
+                    &key,
+                    format!("{:?} is reserved", island.name.as_str()),
+                ));
+            }
+            if seen.contains(&&island.name) {
+                errs.push(SpecError::new(&key, "island defined twice"));
+            }
+            seen.push(&island.name);
+            if island.cpus.is_empty() {
+                errs.push(SpecError::new(
+                    format!("{key}.cpus"),
+                    "an island needs at least one CPU",
+                ));
+            }
+            check_set(
+                &mut errs,
+                &format!("{key}.cpus"),
+                &island.cpus,
+                &online,
+                "online CPUs",
+            );
+            if island.mems.is_empty() {
+                errs.push(SpecError::new(
+                    format!("{key}.mems"),
+                    "an island needs at least one memory node",
+                ));
+            }
+            check_set(
+                &mut errs,
+                &format!("{key}.mems"),
+                &island.mems,
+                &all_nodes,
+                "NUMA nodes",
+            );
+            let overlap = island.cpus.intersection(&claimed);
+            if !overlap.is_empty() {
+                errs.push(SpecError::new(
+                    format!("{key}.cpus"),
+                    format!("CPUs {overlap} are already in the host partition or another island"),
+                ));
+            }
+            claimed = claimed.union(&island.cpus);
+            if let SchedPolicy::Realtime(rt) = &island.policy {
+                validate_rt(&mut errs, &key, rt);
+            }
+        }
+        if let Some(d) = &self.default_island {
+            if self.island(d).is_none() {
+                errs.push(SpecError::new(
+                    "default_island",
+                    format!("no island named {d:?}"),
+                ));
+            }
+        }
+        let mut unit_names = Vec::<&Name>::new();
+        for unit in &self.units {
+            let key = format!("unit.{}", unit.name);
+            if unit_names.contains(&&unit.name) {
+                errs.push(SpecError::new(&key, "unit defined twice"));
+            }
+            unit_names.push(&unit.name);
+            if unit.name.is_reserved() {
+                errs.push(SpecError::new(
+                    &key,
+                    format!("{:?} is reserved", unit.name.as_str()),
+                ));
+            }
+            match self.island(&unit.island) {
+                None => errs.push(SpecError::new(
+                    format!("{key}.island"),
+                    format!("no island named {:?}", unit.island.as_str()),
+                )),
+                Some(island) => {
+                    validate_entitlement(&mut errs, &key, &unit.entitlement, island, topo);
+                    match (&island.policy, unit.rt_priority) {
+                        (SchedPolicy::Realtime(rt), Some(p))
+                            if p < rt.priority_min || p > rt.priority_max =>
+                        {
+                            errs.push(SpecError::new(
+                                format!("{key}.rt_priority"),
+                                format!(
+                                    "{p} is outside island {}'s range {}..={}",
+                                    island.name, rt.priority_min, rt.priority_max
+                                ),
+                            ))
+                        }
+                        (SchedPolicy::Realtime(_), _) | (_, None) => {}
+                        (_, Some(_)) => errs.push(SpecError::new(
+                            format!("{key}.rt_priority"),
+                            format!("island {} is not a realtime island", island.name),
+                        )),
+                    }
+                }
+            }
+        }
+        if errs.is_empty() {
+            Ok(())
+        } else {
+            Err(errs)
+        }
+    }
+}
+
+fn check_set(errs: &mut Vec<SpecError>, key: &str, set: &CpuSet, within: &CpuSet, what: &str) {
+    let outside = set.difference(within);
+    if !outside.is_empty() {
+        errs.push(SpecError::new(
+            key,
+            format!("{outside} are not among the machine's {what} ({within})"),
+        ));
+    }
+}
+
+fn validate_rt(errs: &mut Vec<SpecError>, key: &str, rt: &RealtimePolicy) {
+    if !(1..=99).contains(&rt.priority_min) || !(1..=99).contains(&rt.priority_max) {
+        errs.push(SpecError::new(
+            format!("{key}.priority"),
+            format!(
+                "priorities must be within 1..=99, got {}..={}",
+                rt.priority_min, rt.priority_max
+            ),
+        ));
+    }
+    if rt.priority_min > rt.priority_max {
+        errs.push(SpecError::new(
+            format!("{key}.priority"),
+            format!(
+                "range {}..={} runs backwards",
+                rt.priority_min, rt.priority_max
+            ),
+        ));
+    }
+    if rt.period_us == 0 || rt.period_us > 1_000_000 {
+        errs.push(SpecError::new(
+            format!("{key}.rt_period_us"),
+            format!("{} is outside 1..=1000000", rt.period_us),
+        ));
+    }
+    if rt.runtime_us == 0 || rt.runtime_us >= rt.period_us {
+        errs.push(SpecError::new(
+            format!("{key}.rt_runtime_us"),
+            format!(
+                "{} must be above 0 and below the period {} (a budget of the whole period could starve the island)",
+                rt.runtime_us, rt.period_us
+            ),
+        ));
+    }
+}
+
+fn validate_entitlement(
+    errs: &mut Vec<SpecError>,
+    key: &str,
+    e: &Entitlement,
+    island: &IslandSpec,
+    topo: &Topology,
+) {
+    let ncpus = island.cpus.len() as f64;
+    if let Some(c) = e.cpus {
+        if !(c > 0.0 && c <= ncpus) {
+            errs.push(SpecError::new(
+                format!("{key}.cpus"),
+                format!(
+                    "{c} is outside (0, {ncpus}] (island {} has {ncpus} CPUs)",
+                    island.name
+                ),
+            ));
+        }
+    }
+    if let Some(cap) = e.cpu_cap {
+        if !(cap >= 0.01 && cap <= ncpus) {
+            errs.push(SpecError::new(
+                format!("{key}.cpu_cap"),
+                format!(
+                    "{cap} is outside [0.01, {ncpus}] (island {} has {ncpus} CPUs)",
+                    island.name
+                ),
+            ));
+        }
+        if let Some(c) = e.cpus {
+            if c > cap {
+                errs.push(SpecError::new(
+                    format!("{key}.cpu_cap"),
+                    format!("cap {cap} is below the entitlement of {c} CPUs"),
+                ));
+            }
+        }
+    }
+    for (k, w) in [("weight", e.weight), ("io_weight", e.io.weight)] {
+        if let Some(w) = w {
+            if !(1..=10_000).contains(&w) {
+                errs.push(SpecError::new(
+                    format!("{key}.{k}"),
+                    format!("{w} is outside 1..=10000"),
+                ));
+            }
+        }
+    }
+    let m = &e.memory;
+    let total = topo.memory_of(&island.mems);
+    let order = [
+        ("memory_min", m.min),
+        ("memory_low", m.low),
+        ("memory_high", m.high),
+        ("memory_max", m.max),
+    ];
+    let mut last: Option<(&str, u64)> = None;
+    for (k, v) in order {
+        let Some(v) = v else { continue };
+        if total > 0 && v > total && k != "memory_high" && k != "memory_max" {
+            errs.push(SpecError::new(
+                format!("{key}.{k}"),
+                format!(
+                    "{v} bytes is more than island {}'s memory ({total} bytes)",
+                    island.name
+                ),
+            ));
+        }
+        if let Some((lk, lv)) = last {
+            if v < lv {
+                errs.push(SpecError::new(
+                    format!("{key}.{k}"),
+                    format!("{v} is below {lk} ({lv}); expected min <= low <= high <= max"),
+                ));
+            }
+        }
+        last = Some((k, v));
+    }
+    for (i, l) in e.io.limits.iter().enumerate() {
+        if l.rbps.is_none() && l.wbps.is_none() && l.riops.is_none() && l.wiops.is_none() {
+            errs.push(SpecError::new(
+                format!("{key}.io_limits[{i}]"),
+                format!(
+                    "device {}:{} has no limit set",
+                    l.device.major, l.device.minor
+                ),
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::topology::SyntheticShape;
+
+    pub(crate) fn n(s: &str) -> Name {
+        Name::new(s).unwrap()
+    }
+
+    pub(crate) fn set(s: &str) -> CpuSet {
+        CpuSet::parse(s).unwrap()
+    }
+
+    pub(crate) fn topo16() -> Topology {
+        Topology::synthetic(SyntheticShape {
+            packages: 2,
+            nodes_per_package: 1,
+            llcs_per_node: 1,
+            cores_per_llc: 4,
+            threads_per_core: 2,
+            memory_per_node: 8 << 30,
+        })
+    }
+
+    pub(crate) fn spec16() -> PlatformSpec {
+        PlatformSpec {
+            host: HostSpec {
+                cpus: set("0,8"),
+                mems: set("0"),
+                adopt_all: false,
+            },
+            islands: vec![
+                IslandSpec {
+                    name: n("web"),
+                    cpus: set("1-3,9-11"),
+                    mems: set("0"),
+                    policy: SchedPolicy::Fair,
+                },
+                IslandSpec {
+                    name: n("rt"),
+                    cpus: set("4-7,12-15"),
+                    mems: set("1"),
+                    policy: SchedPolicy::Realtime(RealtimePolicy {
+                        class: RtClass::Fifo,
+                        priority_min: 10,
+                        priority_max: 50,
+                        runtime_us: 500_000,
+                        period_us: 1_000_000,
+                    }),
+                },
+            ],
+            units: vec![UnitSpec {
+                name: n("api"),
+                island: n("web"),
+                entitlement: Entitlement {
+                    cpus: Some(2.0),
+                    cpu_cap: Some(4.0),
+                    ..Default::default()
+                },
+                adopt: vec![AdoptRule::Comm("nginx".into())],
+                rt_priority: None,
+            }],
+            default_island: None,
+            epoch: DEFAULT_EPOCH,
+        }
+    }
+
+    #[test]
+    fn a_good_spec_validates() {
+        spec16().validate(&topo16()).unwrap();
+        assert_eq!(spec16().default_island().unwrap().name, n("web"));
+    }
+
+    #[test]
+    fn reports_every_problem_with_its_key() {
+        let mut s = spec16();
+        s.host.cpus = set("0,99");
+        s.islands[1].cpus = set("3-7");
+        s.units[0].island = n("nope");
+        s.units.push(UnitSpec {
+            name: n("db"),
+            island: n("rt"),
+            entitlement: Entitlement {
+                cpus: Some(3.0),
+                cpu_cap: Some(2.0),
+                memory: MemoryEntitlement {
+                    min: Some(2 << 30),
+                    low: Some(1 << 30),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+            adopt: vec![],
+            rt_priority: Some(70),
+        });
+        let errs = s.validate(&topo16()).unwrap_err();
+        let keys: Vec<_> = errs.iter().map(|e| e.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "host.cpus",
+                "island.rt.cpus",
+                "unit.api.island",
+                "unit.db.cpu_cap",
+                "unit.db.memory_low",
+                "unit.db.rt_priority"
+            ],
+            "{errs:#?}"
+        );
+        assert!(errs[0].problem.contains("99"), "{}", errs[0]);
+        assert!(errs[1].problem.contains("CPUs 3"), "{}", errs[1]);
+    }
+
+    #[test]
+    fn rt_budget_must_leave_room() {
+        let mut s = spec16();
+        if let SchedPolicy::Realtime(rt) = &mut s.islands[1].policy {
+            rt.runtime_us = rt.period_us;
+        }
+        let errs = s.validate(&topo16()).unwrap_err();
+        assert_eq!(errs[0].key, "island.rt.rt_runtime_us");
+    }
+}

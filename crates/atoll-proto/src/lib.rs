@@ -1,0 +1,418 @@
+//! atoll's local API, version 1.
+//!
+//! A client connects to the daemon's Unix socket and writes one JSON object
+//! per line; the daemon answers each with one JSON object per line, in order.
+//! Every request carries the protocol version `v` and an `id` the reply
+//! echoes. The caller's identity is the socket peer's credentials
+//! (`SO_PEERCRED`), never anything in the message.
+//!
+//! ```text
+//! → {"v":1,"id":1,"op":"status"}
+//! ← {"v":1,"id":1,"ok":{"kind":"status", ...}}
+//! → {"v":1,"id":2,"op":"adopt","unit":"batch","pid":4242}
+//! ← {"v":1,"id":2,"err":{"code":"permission_denied","message":"..."}}
+//! ```
+//!
+//! The full reference is `docs/api.md`; a test checks that every request and
+//! reply kind named there exists here.
+
+use serde::{Deserialize, Serialize};
+
+use atoll_core::backend::GroupStats;
+use atoll_core::decision::Decision;
+use atoll_core::plan::TaskPolicy;
+use atoll_core::spec::{Entitlement, SchedPolicy};
+use atoll_core::{CpuSet, NodeSet};
+
+/// The protocol version this crate speaks.
+pub const PROTOCOL_VERSION: u32 = 1;
+/// Longest request line the daemon reads, bytes.
+pub const MAX_LINE: usize = 64 * 1024;
+/// Default socket path.
+pub const DEFAULT_SOCKET: &str = "/run/atoll/atoll.sock";
+
+/// A request line. Decoding refuses unknown fields (see [`decode_request`]).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RequestEnvelope {
+    /// Protocol version; must equal [`PROTOCOL_VERSION`].
+    pub v: u32,
+    /// Echoed in the reply.
+    pub id: u64,
+    /// The request.
+    #[serde(flatten)]
+    pub request: Request,
+}
+
+/// What a client can ask.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Request {
+    /// Islands, units, processes and their usage. (Empty braces make serde
+    /// refuse unknown fields here too.)
+    Status {},
+    /// Move a process into a unit, creating the unit (in `island`, or the
+    /// default island) if it does not exist. `atoll run` starts its command
+    /// paused, sends this, then lets it run.
+    Adopt {
+        /// The unit.
+        unit: String,
+        /// The process.
+        pid: u32,
+        /// Island for a new unit.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        island: Option<String>,
+    },
+    /// Recent decisions, newest last, optionally only those about a subject
+    /// (a group path like `web/api`, a unit name, or `pid N`).
+    Why {
+        /// Filter.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        subject: Option<String>,
+        /// At most this many (default 50).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limit: Option<usize>,
+    },
+    /// Tear down and exit (root only).
+    Stop {},
+}
+
+impl Request {
+    /// A short form for logs and decision reasons.
+    pub fn summary(&self) -> String {
+        match self {
+            Self::Status {} => "status".into(),
+            Self::Adopt { unit, pid, island } => match island {
+                Some(i) => format!("adopt pid {pid} into unit {unit} (island {i})"),
+                None => format!("adopt pid {pid} into unit {unit}"),
+            },
+            Self::Why { subject, .. } => format!("why {}", subject.as_deref().unwrap_or("")),
+            Self::Stop {} => "stop".into(),
+        }
+    }
+}
+
+/// A reply line: exactly one of `ok` and `err`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResponseEnvelope {
+    /// Protocol version of the daemon.
+    pub v: u32,
+    /// The request's id (0 when the request could not be parsed).
+    pub id: u64,
+    /// Success.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ok: Option<Reply>,
+    /// Failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub err: Option<ApiError>,
+}
+
+impl ResponseEnvelope {
+    /// A success reply.
+    pub fn ok(id: u64, reply: Reply) -> Self {
+        Self {
+            v: PROTOCOL_VERSION,
+            id,
+            ok: Some(reply),
+            err: None,
+        }
+    }
+
+    /// A failure reply.
+    pub fn err(id: u64, code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            v: PROTOCOL_VERSION,
+            id,
+            ok: None,
+            err: Some(ApiError {
+                code,
+                message: message.into(),
+            }),
+        }
+    }
+
+    /// The reply, or the error.
+    pub fn into_result(self) -> Result<Reply, ApiError> {
+        match (self.ok, self.err) {
+            (Some(r), None) => Ok(r),
+            (_, Some(e)) => Err(e),
+            (None, None) => Err(ApiError {
+                code: ErrorCode::BadRequest,
+                message: "reply has neither ok nor err".into(),
+            }),
+        }
+    }
+}
+
+/// A successful reply.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Reply {
+    /// Answer to [`Request::Status`].
+    Status(Box<StatusReport>),
+    /// Answer to [`Request::Adopt`].
+    Adopted {
+        /// The unit.
+        unit: String,
+        /// Its island.
+        island: String,
+        /// Whether the unit was created by this request.
+        created: bool,
+    },
+    /// Answer to [`Request::Why`].
+    Decisions {
+        /// Matching decisions, oldest first.
+        decisions: Vec<Decision>,
+    },
+    /// Answer to [`Request::Stop`]: teardown has begun.
+    Stopping,
+}
+
+/// A failed request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{code:?}: {message}")]
+pub struct ApiError {
+    /// Machine-readable kind.
+    pub code: ErrorCode,
+    /// What went wrong, for people.
+    pub message: String,
+}
+
+/// Error kinds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// Not JSON, unknown op, unknown field, or a bad value.
+    BadRequest,
+    /// `v` is not this daemon's version.
+    UnsupportedVersion,
+    /// The caller may not do this (SO_PEERCRED uid).
+    PermissionDenied,
+    /// No such unit, island or process.
+    NotFound,
+    /// The kernel or backend refused.
+    Backend,
+    /// The daemon is shutting down.
+    ShuttingDown,
+}
+
+/// The daemon's view of the platform.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StatusReport {
+    /// Daemon version.
+    pub version: String,
+    /// `cgroup2`, `cgroup1` or `sim`.
+    pub backend: String,
+    /// Name of atoll's root group.
+    pub root: String,
+    /// Control-loop period, ms.
+    pub epoch_ms: u64,
+    /// Time since start, ms.
+    pub uptime_ms: u64,
+    /// Control-loop iterations so far.
+    pub epochs: u64,
+    /// The host partition.
+    pub host: HostStatus,
+    /// Islands in config order.
+    pub islands: Vec<IslandStatus>,
+    /// Units, by island then name.
+    pub units: Vec<UnitStatus>,
+    /// Knobs the kernel refused, with what is in force instead.
+    pub fallbacks: Vec<atoll_core::backend::Fallback>,
+}
+
+/// The host partition.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HostStatus {
+    /// CPUs.
+    pub cpus: CpuSet,
+    /// Memory nodes.
+    pub mems: NodeSet,
+    /// Whether unmanaged tasks are adopted into it.
+    pub adopt_all: bool,
+    /// Processes in it.
+    pub processes: usize,
+    /// Usage.
+    pub stats: GroupStats,
+}
+
+/// One island.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IslandStatus {
+    /// Name.
+    pub name: String,
+    /// CPUs.
+    pub cpus: CpuSet,
+    /// Memory nodes.
+    pub mems: NodeSet,
+    /// Scheduler policy.
+    pub policy: SchedPolicy,
+    /// Units in it.
+    pub units: Vec<String>,
+    /// Usage of the whole island.
+    pub stats: GroupStats,
+}
+
+/// One unit.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UnitStatus {
+    /// Name.
+    pub name: String,
+    /// Island.
+    pub island: String,
+    /// From the config, or created at run time.
+    pub origin: UnitOrigin,
+    /// What it is entitled to.
+    pub entitlement: Entitlement,
+    /// Policy applied to its tasks.
+    pub task_policy: TaskPolicy,
+    /// Its processes.
+    pub pids: Vec<u32>,
+    /// Usage.
+    pub stats: GroupStats,
+}
+
+/// Where a unit came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnitOrigin {
+    /// Declared in the platform description.
+    Config,
+    /// Created by `adopt`/`run`.
+    Runtime,
+}
+
+/// Why a line could not be decoded.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// Not valid JSON of the expected shape.
+    #[error("line {line:?}: {source}")]
+    Json {
+        /// The line (cut to 200 bytes).
+        line: String,
+        /// The parser's error, with column.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Longer than [`MAX_LINE`].
+    #[error("line of {len} bytes is longer than the limit of {MAX_LINE}")]
+    TooLong {
+        /// Its length.
+        len: usize,
+    },
+}
+
+fn decode<T: for<'de> Deserialize<'de>>(line: &str) -> Result<T, DecodeError> {
+    if line.len() > MAX_LINE {
+        return Err(DecodeError::TooLong { len: line.len() });
+    }
+    serde_json::from_str(line.trim_end()).map_err(|source| DecodeError::Json {
+        line: line.chars().take(200).collect(),
+        source,
+    })
+}
+
+#[derive(Deserialize)]
+struct RawRequest {
+    v: u32,
+    id: u64,
+    #[serde(flatten)]
+    rest: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Decodes a request line: `v` and `id` are required, the rest must be
+/// exactly one [`Request`] with no unknown fields.
+pub fn decode_request(line: &str) -> Result<RequestEnvelope, DecodeError> {
+    let raw: RawRequest = decode(line)?;
+    let request =
+        serde_json::from_value(serde_json::Value::Object(raw.rest)).map_err(|source| {
+            DecodeError::Json {
+                line: line.chars().take(200).collect(),
+                source,
+            }
+        })?;
+    Ok(RequestEnvelope {
+        v: raw.v,
+        id: raw.id,
+        request,
+    })
+}
+
+/// Decodes a reply line.
+pub fn decode_response(line: &str) -> Result<ResponseEnvelope, DecodeError> {
+    decode(line)
+}
+
+/// Encodes a message as one line, newline included.
+pub fn encode<T: Serialize>(msg: &T) -> String {
+    let mut s = serde_json::to_string(msg).unwrap_or_else(|e| {
+        // Our types serialize infallibly (string keys, finite floats are not
+        // guaranteed: NaN becomes an error) — report rather than panic.
+        format!("{{\"v\":{PROTOCOL_VERSION},\"id\":0,\"err\":{{\"code\":\"backend\",\"message\":\"encode: {e}\"}}}}")
+    });
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_roundtrip_in_the_documented_shape() {
+        let r = RequestEnvelope {
+            v: 1,
+            id: 7,
+            request: Request::Adopt {
+                unit: "batch".into(),
+                pid: 42,
+                island: None,
+            },
+        };
+        let line = encode(&r);
+        assert_eq!(
+            line,
+            "{\"v\":1,\"id\":7,\"op\":\"adopt\",\"unit\":\"batch\",\"pid\":42}\n"
+        );
+        assert_eq!(decode_request(&line).unwrap(), r);
+        let s = decode_request(r#"{"v":1,"id":1,"op":"status"}"#).unwrap();
+        assert_eq!(s.request, Request::Status {});
+    }
+
+    #[test]
+    fn unknown_ops_and_fields_are_refused() {
+        assert!(decode_request(r#"{"v":1,"id":1,"op":"reboot"}"#).is_err());
+        assert!(decode_request(r#"{"v":1,"id":1,"op":"status","x":1}"#).is_err());
+        assert!(decode_request(r#"{"v":1,"op":"status"}"#).is_err());
+        assert!(decode_request(r#"{"v":1,"id":1,"op":"stop","force":true}"#).is_err());
+        assert!(
+            decode_request(r#"{"v":1,"id":1,"op":"adopt","unit":"u","pid":1,"uid":0}"#).is_err()
+        );
+        let long = "x".repeat(MAX_LINE + 1);
+        assert!(matches!(
+            decode_request(&long),
+            Err(DecodeError::TooLong { .. })
+        ));
+    }
+
+    #[test]
+    fn replies_carry_ok_or_err() {
+        let ok = ResponseEnvelope::ok(3, Reply::Stopping);
+        let line = encode(&ok);
+        assert_eq!(line, "{\"v\":1,\"id\":3,\"ok\":{\"kind\":\"stopping\"}}\n");
+        assert_eq!(
+            decode_response(&line).unwrap().into_result().unwrap(),
+            Reply::Stopping
+        );
+        let err = ResponseEnvelope::err(
+            4,
+            ErrorCode::PermissionDenied,
+            "uid 1000 does not own pid 1",
+        );
+        let back = decode_response(&encode(&err))
+            .unwrap()
+            .into_result()
+            .unwrap_err();
+        assert_eq!(back.code, ErrorCode::PermissionDenied);
+    }
+}
