@@ -1,1 +1,146 @@
-fn main() {}
+//! `atoll`: the command-line front end.
+//!
+//! Local commands (`topology`, `check-config`) read the machine and config
+//! directly; `daemon` runs the control loop in this process; the others talk
+//! to a running daemon over its Unix socket.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod cmd_client;
+mod cmd_daemon;
+mod cmd_local;
+mod cmd_run;
+mod render;
+
+/// atoll: a runtime resource manager for multicore Linux.
+#[derive(Debug, Parser)]
+#[command(name = "atoll", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Show the machine as atoll sees it (CPUs, cores, caches, NUMA nodes).
+    Topology {
+        /// Read sysfs from this directory instead of /sys.
+        #[arg(long, default_value = atoll_topology::DEFAULT_SYSFS_ROOT)]
+        sysfs_root: PathBuf,
+        /// Print the documented JSON form.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Validate a platform description; print what it resolves to.
+    CheckConfig {
+        /// The TOML file (`-` for the embedded default).
+        file: PathBuf,
+        /// Validate against the machine read from this sysfs root.
+        #[arg(long, default_value = atoll_topology::DEFAULT_SYSFS_ROOT)]
+        sysfs_root: PathBuf,
+    },
+    /// Run the daemon in the foreground.
+    Daemon(cmd_daemon::DaemonArgs),
+    /// Islands, units, processes and usage.
+    Status {
+        #[command(flatten)]
+        socket: SocketArg,
+        /// Print the API's JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a command inside a unit (created in ISLAND, or the default island,
+    /// if it does not exist).
+    Run {
+        #[command(flatten)]
+        socket: SocketArg,
+        /// The unit.
+        #[arg(long)]
+        unit: String,
+        /// Island for a new unit.
+        #[arg(long)]
+        island: Option<String>,
+        /// The command and its arguments.
+        #[arg(last = true, required = true, num_args = 1..)]
+        command: Vec<String>,
+    },
+    /// Move a running process into a unit.
+    Adopt {
+        #[command(flatten)]
+        socket: SocketArg,
+        /// The unit.
+        #[arg(long)]
+        unit: String,
+        /// The process.
+        #[arg(long)]
+        pid: u32,
+        /// Island for a new unit.
+        #[arg(long)]
+        island: Option<String>,
+    },
+    /// Why things are where they are: recent decisions with their reasons.
+    Why {
+        #[command(flatten)]
+        socket: SocketArg,
+        /// Only decisions about this group, unit, island or pid.
+        subject: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Tear down and stop the daemon (root only).
+    Stop {
+        #[command(flatten)]
+        socket: SocketArg,
+    },
+}
+
+/// The daemon's socket.
+#[derive(Debug, Clone, clap::Args)]
+struct SocketArg {
+    /// The daemon's API socket.
+    #[arg(long, default_value = atoll_proto::DEFAULT_SOCKET)]
+    socket: PathBuf,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Cmd::Topology { sysfs_root, json } => cmd_local::topology(&sysfs_root, json),
+        Cmd::CheckConfig { file, sysfs_root } => cmd_local::check_config(&file, &sysfs_root),
+        Cmd::Daemon(args) => cmd_daemon::daemon(args),
+        Cmd::Status { socket, json } => cmd_client::status(&socket.socket, json),
+        Cmd::Run {
+            socket,
+            unit,
+            island,
+            command,
+        } => cmd_run::run(&socket.socket, &unit, island.as_deref(), &command),
+        Cmd::Adopt {
+            socket,
+            unit,
+            pid,
+            island,
+        } => cmd_client::adopt(&socket.socket, &unit, pid, island.as_deref()),
+        Cmd::Why {
+            socket,
+            subject,
+            limit,
+            json,
+        } => cmd_client::why(&socket.socket, subject.as_deref(), limit, json),
+        Cmd::Stop { socket } => cmd_client::stop(&socket.socket),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("atoll: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

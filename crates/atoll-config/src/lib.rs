@@ -1,1 +1,177 @@
-//! placeholder
+//! atoll's config file: a platform description in TOML, turned into a
+//! validated [`PlatformSpec`].
+//!
+//! Parsing is strict and reports every problem it can, each with the file,
+//! line, column and dotted key (`FILE:LINE:COL: KEY: message`):
+//!
+//! 1. the TOML syntax ([`toml_edit`], which keeps the byte span of every key
+//!    and value);
+//! 2. the shape: each section is deserialized on its own into the serde
+//!    structs of `raw` (unknown keys refused at every level), so a bad
+//!    section does not hide problems in the others;
+//! 3. resolution against the machine (`resolve`): `"auto"` host CPUs,
+//!    default memory nodes, policies, `[auto]` layouts;
+//! 4. [`PlatformSpec::validate`], whose dotted key paths are mapped back to
+//!    the place in the file where that key is written (or its table).
+//!
+//! Everything here is a pure function of the text and the [`Topology`]:
+//! nothing is read except by [`load`], nothing is written. The file format is
+//! described in `docs/config.md`.
+
+mod error;
+mod raw;
+mod resolve;
+mod size;
+mod spans;
+mod summary;
+
+use std::path::Path;
+
+use atoll_core::spec::{PlatformSpec, SpecError};
+use atoll_core::topology::Topology;
+
+pub use error::{ConfigError, Diagnostic};
+pub use resolve::{DEFAULT_RT_PERIOD_US, DEFAULT_RT_PRIORITY, DEFAULT_RT_RUNTIME_US};
+pub use size::{format_size, parse_size, SizeError};
+pub use summary::summary;
+
+use error::{Pos, Problem};
+use resolve::Outcome;
+use spans::{KeyIndex, LineIndex};
+
+/// The built-in platform description, used when no config file is given: the
+/// host partition from [`atoll_core::layout::default_host`] and islands laid
+/// out from the topology, all with the fair policy, no units.
+pub const DEFAULT_CONFIG: &str = r#"# atoll's built-in platform description (used when no config file is given).
+
+# The host partition keeps the first core (or, on a one-core machine, the
+# first CPU) for tasks atoll does not manage. Nothing is moved there unless
+# adopt_all = true.
+[host]
+cpus = "auto"
+
+# Islands from the topology over the remaining CPUs: one per NUMA node when
+# there are several, else one per last-level cache when there are several,
+# else a single island "main".
+[auto]
+layout = "topology"
+policy = "fair"
+"#;
+
+/// Parses and validates a config. `source` names the text in messages
+/// (usually the file name).
+pub fn parse(text: &str, source: &str, topo: &Topology) -> Result<PlatformSpec, ConfigError> {
+    let lines = LineIndex::new(text);
+    let doc = match toml_edit::ImDocument::parse(text) {
+        Ok(doc) => doc,
+        Err(e) => {
+            let pos = e.span().map_or(Pos::Start, Pos::Span);
+            let problem = Problem {
+                pos,
+                key: None,
+                message: resolve::tidy(e.message()),
+            };
+            let keys = KeyIndex::default();
+            return Err(ConfigError::new(vec![diagnose(
+                problem, source, &lines, &keys,
+            )]));
+        }
+    };
+    let keys = KeyIndex::build(doc.as_table());
+    let out = resolve::resolve(doc.as_table(), topo);
+    let mut problems = out.problems.clone();
+    if !out.host_failed {
+        if let Err(errs) = out.spec.validate(topo) {
+            problems.extend(
+                errs.into_iter()
+                    .filter(|e| !is_consequence(e, &out))
+                    .map(|e| spec_problem(e, &out)),
+            );
+        }
+    }
+    if problems.is_empty() {
+        Ok(out.spec)
+    } else {
+        Err(ConfigError::new(
+            problems
+                .into_iter()
+                .map(|p| diagnose(p, source, &lines, &keys))
+                .collect(),
+        ))
+    }
+}
+
+/// Reads and parses the config at `path`; read errors carry the path.
+pub fn load(path: &Path, topo: &Topology) -> Result<PlatformSpec, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::read(path, e))?;
+    parse(&text, &path.display().to_string(), topo)
+}
+
+/// The spec of [`DEFAULT_CONFIG`] on `topo`.
+pub fn embedded_default(topo: &Topology) -> Result<PlatformSpec, ConfigError> {
+    parse(DEFAULT_CONFIG, "<embedded default>", topo)
+}
+
+/// Whether a validation error only restates a problem already reported: a
+/// reference to an island whose table was broken, or to any island when
+/// `[auto]` made none.
+fn is_consequence(e: &SpecError, out: &Outcome) -> bool {
+    if out.failed_islands.is_empty() && !out.auto_failed {
+        return false;
+    }
+    let target = if e.key == "default_island" {
+        out.spec.default_island.as_ref()
+    } else if let Some(unit) = e
+        .key
+        .strip_prefix("unit.")
+        .and_then(|k| k.strip_suffix(".island"))
+    {
+        out.spec
+            .units
+            .iter()
+            .find(|u| u.name.as_str() == unit)
+            .map(|u| &u.island)
+    } else {
+        None
+    };
+    target.is_some_and(|t| out.auto_failed || out.failed_islands.contains(t))
+}
+
+/// A validation error as a problem; errors about generated islands point at
+/// `[auto]`, the others at their key.
+fn spec_problem(e: SpecError, out: &Outcome) -> Problem {
+    let mut pos_key = e.key.clone();
+    for name in &out.generated {
+        let island = format!("island.{name}");
+        if let Some(rest) = e.key.strip_prefix(&island) {
+            if rest.is_empty() || rest.starts_with('.') {
+                pos_key = format!("auto{rest}");
+            }
+        }
+    }
+    Problem {
+        pos: Pos::Key(pos_key),
+        key: Some(e.key),
+        message: e.problem,
+    }
+}
+
+fn diagnose(p: Problem, source: &str, lines: &LineIndex<'_>, keys: &KeyIndex) -> Diagnostic {
+    let (offset, key) = match p.pos {
+        Pos::Span(span) => (
+            Some(span.start),
+            p.key
+                .or_else(|| keys.path_at(span.start).map(str::to_string)),
+        ),
+        Pos::Key(k) => (keys.locate(&k), p.key),
+        Pos::Start => (None, p.key),
+    };
+    let (line, column) = offset.map_or((1, 1), |o| lines.position(o));
+    Diagnostic {
+        source: source.to_string(),
+        line,
+        column,
+        key,
+        message: p.message,
+    }
+}

@@ -196,6 +196,12 @@ pub trait Actuator: Send {
     /// Moves a process back to the cgroups it came from; a cgroup that no
     /// longer exists is replaced by its nearest existing ancestor.
     fn restore_process(&mut self, pid: u32, origin: &CgroupMembership) -> Result<(), BackendError>;
+    /// Undoes what the backend changed outside atoll's root (e.g. controllers
+    /// it enabled in the parent's `cgroup.subtree_control`), after the root
+    /// is removed. Returns a line per change undone.
+    fn release(&mut self) -> Result<Vec<String>, BackendError> {
+        Ok(Vec::new())
+    }
 }
 
 /// Reads the kernel (or the simulator).

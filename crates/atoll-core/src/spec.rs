@@ -314,7 +314,7 @@ impl PlatformSpec {
             if self.island(d).is_none() {
                 errs.push(SpecError::new(
                     "default_island",
-                    format!("no island named {d:?}"),
+                    format!("no island named {:?}", d.as_str()),
                 ));
             }
         }

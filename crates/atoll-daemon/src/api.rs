@@ -1,1 +1,472 @@
-//! placeholder, being written
+//! The local API server: a Unix socket speaking [`atoll_proto`].
+//!
+//! This layer only turns requests into typed commands. Each connection gets
+//! a thread that reads newline-delimited requests, answers what it can
+//! without the control loop (unparseable lines, unknown fields, a wrong
+//! protocol version), and sends every valid request to the loop as
+//! [`Command::Api`] with the caller's identity from `SO_PEERCRED`, then waits
+//! for the loop's one reply and writes it. Requests on one connection are
+//! answered in order, so a client may pipeline them.
+//!
+//! Authorization is the control loop's job and rests on the peer's uid, so
+//! the socket is world-connectable (mode 0666): anyone may ask, the loop
+//! decides.
+//!
+//! Limits: at most [`ServeOptions::max_connections`] connections at once
+//! (more are answered with one error line and closed), lines of at most
+//! [`MAX_LINE`] bytes (a longer one is answered and the connection closed),
+//! idle connections are closed, and a loop that does not answer in time
+//! yields an error reply instead of a hung client.
+
+mod net;
+
+pub(crate) use net::{wait_readable, LineReader, Next, Slots};
+
+use std::fs;
+use std::io::{self, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use atoll_proto::{ErrorCode, ResponseEnvelope, MAX_LINE, PROTOCOL_VERSION};
+
+use crate::command::{Caller, Command};
+
+/// Why the socket could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The socket's directory could not be created.
+    #[error("create socket directory {path}: {source}")]
+    CreateDir {
+        /// The directory.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// Something that is not a socket is in the way.
+    #[error("{path} exists and is not a socket; refusing to replace it")]
+    NotASocket {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A daemon answers on the socket already.
+    #[error("another atoll daemon is already listening on {path}")]
+    InUse {
+        /// The socket.
+        path: PathBuf,
+    },
+    /// The existing socket could not be examined.
+    #[error("probe existing socket {path}: {source}")]
+    Probe {
+        /// The socket.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// A stale socket could not be removed.
+    #[error("remove stale socket {path}: {source}")]
+    RemoveStale {
+        /// The socket.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// `bind` failed.
+    #[error("bind {path}: {source}")]
+    Bind {
+        /// The socket.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// The socket's mode could not be set.
+    #[error("chmod 0666 {path}: {source}")]
+    Chmod {
+        /// The socket.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Creates the socket at `path`: makes a missing parent directory (mode
+/// 0755), removes a stale socket file only if nothing answers on it (a
+/// daemon that answers means refusal), binds, and sets mode 0666.
+pub fn bind(path: &Path) -> Result<UnixListener, ApiError> {
+    let owned = || path.to_path_buf();
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        if !parent.exists() {
+            let create = fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(parent)
+                .and_then(|()| fs::set_permissions(parent, fs::Permissions::from_mode(0o755)));
+            create.map_err(|source| ApiError::CreateDir {
+                path: parent.to_path_buf(),
+                source,
+            })?;
+        }
+    }
+    match fs::symlink_metadata(path) {
+        Ok(md) if !md.file_type().is_socket() => {
+            return Err(ApiError::NotASocket { path: owned() })
+        }
+        Ok(_) => match UnixStream::connect(path) {
+            Ok(_) => return Err(ApiError::InUse { path: owned() }),
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => match fs::remove_file(path) {
+                Ok(()) => tracing::info!(path = %path.display(), "removed stale socket"),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(source) => {
+                    return Err(ApiError::RemoveStale {
+                        path: owned(),
+                        source,
+                    })
+                }
+            },
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(source) => {
+                return Err(ApiError::Probe {
+                    path: owned(),
+                    source,
+                })
+            }
+        },
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(source) => {
+            return Err(ApiError::Probe {
+                path: owned(),
+                source,
+            })
+        }
+    }
+    let listener = UnixListener::bind(path).map_err(|source| {
+        if source.kind() == io::ErrorKind::AddrInUse {
+            ApiError::InUse { path: owned() }
+        } else {
+            ApiError::Bind {
+                path: owned(),
+                source,
+            }
+        }
+    })?;
+    if let Err(source) = fs::set_permissions(path, fs::Permissions::from_mode(0o666)) {
+        let _ = fs::remove_file(path);
+        return Err(ApiError::Chmod {
+            path: owned(),
+            source,
+        });
+    }
+    Ok(listener)
+}
+
+/// Limits and timeouts of the server. The defaults suit production; tests
+/// shorten them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServeOptions {
+    /// Most connections served at once.
+    pub max_connections: usize,
+    /// How often blocked threads look at the stop flag.
+    pub tick: Duration,
+    /// A connection with no complete request for this long is closed.
+    pub idle_timeout: Duration,
+    /// How long a request waits for the control loop's reply.
+    pub reply_timeout: Duration,
+    /// How long writing a reply may block.
+    pub write_timeout: Duration,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        Self {
+            max_connections: 64,
+            tick: Duration::from_millis(200),
+            idle_timeout: Duration::from_secs(60),
+            reply_timeout: Duration::from_secs(10),
+            write_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Serves the API on `listener` with [`ServeOptions::default`] until `stop`
+/// is set; see [`serve_with`].
+pub fn serve(listener: UnixListener, tx: Sender<Command>, stop: Arc<AtomicBool>) -> JoinHandle<()> {
+    serve_with(listener, tx, stop, ServeOptions::default())
+}
+
+/// Serves the API on `listener` until `stop` is set: one thread per
+/// connection, requests sent to the control loop through `tx`. The returned
+/// thread ends after every connection thread has (within about one
+/// [`ServeOptions::tick`] of `stop`, plus any reply being waited for) and
+/// then removes the socket file if it is still the one it served.
+pub fn serve_with(
+    listener: UnixListener,
+    tx: Sender<Command>,
+    stop: Arc<AtomicBool>,
+    opts: ServeOptions,
+) -> JoinHandle<()> {
+    thread::Builder::new()
+        .name("atoll-api".into())
+        .spawn(move || accept_loop(listener, tx, stop, opts))
+        .expect("spawn the API thread")
+}
+
+fn accept_loop(
+    listener: UnixListener,
+    tx: Sender<Command>,
+    stop: Arc<AtomicBool>,
+    opts: ServeOptions,
+) {
+    let socket = listener
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_pathname().map(Path::to_path_buf))
+        .and_then(|p| fs::metadata(&p).ok().map(|md| (p, md.dev(), md.ino())));
+    if let Err(e) = listener.set_nonblocking(true) {
+        tracing::error!(error = %e, "API socket: cannot set non-blocking mode; not serving");
+        return;
+    }
+    let slots = Slots::new(opts.max_connections);
+    let mut workers: Vec<JoinHandle<()>> = Vec::new();
+    while !stop.load(Ordering::Acquire) {
+        match wait_readable(listener.as_raw_fd(), opts.tick) {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(e) => {
+                tracing::error!(error = %e, "API socket: poll failed; not serving");
+                break;
+            }
+        }
+        loop {
+            let stream = match listener.accept() {
+                Ok((s, _)) => s,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // E.g. EMFILE: back off until the next tick.
+                    tracing::warn!(error = %e, "API socket: accept failed");
+                    break;
+                }
+            };
+            let Some(slot) = slots.take() else {
+                refuse(stream, &opts);
+                continue;
+            };
+            let (tx, stop) = (tx.clone(), Arc::clone(&stop));
+            let spawned = thread::Builder::new()
+                .name("atoll-api-conn".into())
+                .spawn(move || {
+                    let _slot = slot;
+                    connection(stream, &tx, &stop, &opts);
+                });
+            match spawned {
+                Ok(h) => workers.push(h),
+                Err(e) => {
+                    tracing::warn!(error = %e, "API socket: cannot spawn a connection thread")
+                }
+            }
+        }
+        workers.retain(|h| !h.is_finished());
+    }
+    for h in workers {
+        let _ = h.join();
+    }
+    if let Some((path, dev, ino)) = socket {
+        let same = fs::metadata(&path).is_ok_and(|md| md.dev() == dev && md.ino() == ino);
+        if same {
+            let _ = fs::remove_file(&path);
+        }
+    }
+}
+
+/// Answers a connection over the cap with one error line and closes it.
+fn refuse(mut stream: UnixStream, opts: &ServeOptions) {
+    let _ = stream.set_nonblocking(false);
+    let _ = stream.set_write_timeout(Some(opts.write_timeout));
+    let reply = ResponseEnvelope::err(
+        0,
+        ErrorCode::Backend,
+        format!(
+            "the daemon is serving {} connections already; try again",
+            opts.max_connections
+        ),
+    );
+    let _ = stream.write_all(atoll_proto::encode(&reply).as_bytes());
+}
+
+/// Serves one connection until EOF, an error, idleness or `stop`.
+fn connection(stream: UnixStream, tx: &Sender<Command>, stop: &AtomicBool, opts: &ServeOptions) {
+    let caller = match peer_setup(&stream, opts) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(error = %e, "API connection: cannot read peer credentials");
+            return;
+        }
+    };
+    let Ok(read_half) = stream.try_clone() else {
+        return;
+    };
+    let mut out = stream;
+    let mut lines = LineReader::new(read_half, MAX_LINE);
+    let mut last = Instant::now();
+    loop {
+        let reply = match lines.next() {
+            Next::Line(line) => {
+                last = Instant::now();
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                if stop.load(Ordering::Acquire) {
+                    ResponseEnvelope::err(
+                        request_id(&line),
+                        ErrorCode::ShuttingDown,
+                        "the daemon is shutting down",
+                    )
+                } else {
+                    answer(&line, caller, tx, opts.reply_timeout)
+                }
+            }
+            Next::TooLong(len) => {
+                let reply = ResponseEnvelope::err(
+                    0,
+                    ErrorCode::BadRequest,
+                    format!(
+                        "request line of {len}+ bytes is longer than the limit of {MAX_LINE}; closing the connection"
+                    ),
+                );
+                let _ = out.write_all(atoll_proto::encode(&reply).as_bytes());
+                return;
+            }
+            Next::Tick => {
+                if stop.load(Ordering::Acquire) || last.elapsed() >= opts.idle_timeout {
+                    return;
+                }
+                continue;
+            }
+            Next::Eof => return,
+            Next::Failed(e) => {
+                tracing::debug!(error = %e, "API connection: read failed");
+                return;
+            }
+        };
+        if let Err(e) = out.write_all(atoll_proto::encode(&reply).as_bytes()) {
+            tracing::debug!(error = %e, "API connection: write failed");
+            return;
+        }
+    }
+}
+
+fn peer_setup(stream: &UnixStream, opts: &ServeOptions) -> io::Result<Caller> {
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(opts.tick))?;
+    stream.set_write_timeout(Some(opts.write_timeout))?;
+    net::peer_credentials(stream)
+}
+
+/// The `id` of a line that is a JSON object with a numeric `id`, else 0.
+fn request_id(line: &[u8]) -> u64 {
+    serde_json::from_slice::<serde_json::Value>(line)
+        .ok()
+        .and_then(|v| v.get("id").and_then(serde_json::Value::as_u64))
+        .unwrap_or(0)
+}
+
+/// Longest error message echoed to a client: parser errors may quote the
+/// offending value, which may be most of a 64 KiB line.
+const MAX_MESSAGE: usize = 512;
+
+fn clip(mut s: String) -> String {
+    if s.len() > MAX_MESSAGE {
+        let mut end = MAX_MESSAGE;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+        s.push_str("...");
+    }
+    s
+}
+
+/// Answers one request line: decoding errors and version mismatches here,
+/// everything else by the control loop through `tx`.
+pub(crate) fn answer(
+    line: &[u8],
+    caller: Caller,
+    tx: &Sender<Command>,
+    reply_timeout: Duration,
+) -> ResponseEnvelope {
+    let Ok(text) = std::str::from_utf8(line) else {
+        return ResponseEnvelope::err(0, ErrorCode::BadRequest, "request is not UTF-8");
+    };
+    // Look at `v` before the shape: a newer client's request may not decode
+    // as a v1 request at all, and deserves "unsupported version", not "bad
+    // request".
+    let loose: Option<serde_json::Value> = serde_json::from_str(text).ok();
+    let id = loose
+        .as_ref()
+        .and_then(|v| v.get("id"))
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(0);
+    if let Some(v) = loose.as_ref().and_then(|v| v.get("v")) {
+        if v.as_u64() != Some(u64::from(PROTOCOL_VERSION)) {
+            return ResponseEnvelope::err(
+                id,
+                ErrorCode::UnsupportedVersion,
+                format!(
+                    "this daemon speaks protocol version {PROTOCOL_VERSION}; the request has v={v}"
+                ),
+            );
+        }
+    }
+    let envelope = match atoll_proto::decode_request(text) {
+        Ok(e) => e,
+        Err(e) => return ResponseEnvelope::err(id, ErrorCode::BadRequest, clip(e.to_string())),
+    };
+    let (reply_tx, reply_rx) = mpsc::channel();
+    let command = Command::Api {
+        caller,
+        id: envelope.id,
+        request: envelope.request,
+        reply: reply_tx,
+    };
+    if tx.send(command).is_err() {
+        return ResponseEnvelope::err(
+            envelope.id,
+            ErrorCode::ShuttingDown,
+            "the daemon is shutting down",
+        );
+    }
+    match reply_rx.recv_timeout(reply_timeout) {
+        Ok(mut reply) => {
+            // The reply belongs to this request whatever the loop wrote.
+            reply.id = envelope.id;
+            reply
+        }
+        Err(RecvTimeoutError::Timeout) => ResponseEnvelope::err(
+            envelope.id,
+            ErrorCode::Backend,
+            format!(
+                "the control loop did not answer within {} ms",
+                reply_timeout.as_millis()
+            ),
+        ),
+        Err(RecvTimeoutError::Disconnected) => ResponseEnvelope::err(
+            envelope.id,
+            ErrorCode::ShuttingDown,
+            "the daemon is shutting down",
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests;

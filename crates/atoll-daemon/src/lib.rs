@@ -2,9 +2,21 @@
 //!
 //! The API server ([`api`]) and the metrics endpoint ([`metrics`]) only turn
 //! what they receive into a typed [`command::Command`] and send it to the
-//! control loop over a channel; they never touch the backend.
+//! control loop over a channel; they never touch the backend. The
+//! [`controller::Controller`] owns the backend and the registry; [`run`]
+//! wires it all together for `atoll daemon`.
 
+pub mod adopt;
 pub mod api;
+pub mod clock;
 pub mod command;
+pub mod controller;
+pub mod decisions;
 pub mod metrics;
+pub mod reconcile;
+pub mod recover;
+pub mod registry;
 pub mod state;
+pub mod status;
+pub mod teardown;
+pub mod run;

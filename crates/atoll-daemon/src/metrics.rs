@@ -1,1 +1,604 @@
-//! placeholder, being written
+//! The Prometheus endpoint: a status snapshot rendered in the text
+//! exposition format (version 0.0.4), served over a minimal HTTP/1.1 server.
+//!
+//! [`render`] is pure. Groups appear at two levels that are never mixed in
+//! one metric, so sums stay meaningful: `atoll_island_*` (label `island`;
+//! the host partition appears as island `host`, a name no island may take)
+//! and `atoll_unit_*` (labels `island`, `unit`). A value the backend cannot
+//! read is omitted, never reported as zero; a family with no sample is not
+//! rendered at all. Times are in seconds, sizes in bytes.
+//!
+//! [`serve_metrics`] answers `GET /metrics` (and `HEAD`) by asking the
+//! control loop for a [`Command::Snapshot`]; it never reads the kernel
+//! itself. Every response closes its connection.
+
+use std::fmt::Write as _;
+use std::io::{self, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Sender};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use atoll_core::backend::GroupStats;
+use atoll_proto::StatusReport;
+
+use crate::api::{wait_readable, Slots};
+use crate::command::Command;
+
+const COUNTER: &str = "counter";
+const GAUGE: &str = "gauge";
+
+/// A value as the backend reports it.
+#[derive(Clone, Copy)]
+enum Val {
+    /// A plain number.
+    Int(u64),
+    /// Microseconds, rendered as seconds.
+    Micros(u64),
+}
+
+/// One per-group statistic; becomes `atoll_island_<suffix>` and
+/// `atoll_unit_<suffix>`.
+struct Stat {
+    suffix: &'static str,
+    kind: &'static str,
+    help: &'static str,
+    get: fn(&GroupStats) -> Option<Val>,
+}
+
+const STATS: &[Stat] = &[
+    Stat {
+        suffix: "cpu_usage_seconds_total",
+        kind: COUNTER,
+        help: "CPU time used.",
+        get: |s| s.cpu_usage_us.map(Val::Micros),
+    },
+    Stat {
+        suffix: "cpu_periods_total",
+        kind: COUNTER,
+        help: "CPU bandwidth enforcement periods elapsed.",
+        get: |s| s.nr_periods.map(Val::Int),
+    },
+    Stat {
+        suffix: "cpu_throttled_periods_total",
+        kind: COUNTER,
+        help: "Enforcement periods in which the group was throttled.",
+        get: |s| s.nr_throttled.map(Val::Int),
+    },
+    Stat {
+        suffix: "cpu_throttled_seconds_total",
+        kind: COUNTER,
+        help: "Time the group was throttled.",
+        get: |s| s.throttled_us.map(Val::Micros),
+    },
+    Stat {
+        suffix: "memory_bytes",
+        kind: GAUGE,
+        help: "Memory in use.",
+        get: |s| s.memory_current.map(Val::Int),
+    },
+    Stat {
+        suffix: "io_read_bytes_total",
+        kind: COUNTER,
+        help: "Bytes read from block devices.",
+        get: |s| s.io_read_bytes.map(Val::Int),
+    },
+    Stat {
+        suffix: "io_write_bytes_total",
+        kind: COUNTER,
+        help: "Bytes written to block devices.",
+        get: |s| s.io_write_bytes.map(Val::Int),
+    },
+    Stat {
+        suffix: "cpu_pressure_some_seconds_total",
+        kind: COUNTER,
+        help: "Time some tasks were stalled waiting for CPU (PSI).",
+        get: |s| s.cpu_pressure.map(|p| Val::Micros(p.some.total_us)),
+    },
+    Stat {
+        suffix: "cpu_pressure_full_seconds_total",
+        kind: COUNTER,
+        help: "Time all non-idle tasks were stalled waiting for CPU (PSI).",
+        get: |s| {
+            s.cpu_pressure
+                .and_then(|p| p.full)
+                .map(|l| Val::Micros(l.total_us))
+        },
+    },
+    Stat {
+        suffix: "memory_pressure_some_seconds_total",
+        kind: COUNTER,
+        help: "Time some tasks were stalled on memory (PSI).",
+        get: |s| s.memory_pressure.map(|p| Val::Micros(p.some.total_us)),
+    },
+    Stat {
+        suffix: "memory_pressure_full_seconds_total",
+        kind: COUNTER,
+        help: "Time all non-idle tasks were stalled on memory (PSI).",
+        get: |s| {
+            s.memory_pressure
+                .and_then(|p| p.full)
+                .map(|l| Val::Micros(l.total_us))
+        },
+    },
+    Stat {
+        suffix: "io_pressure_some_seconds_total",
+        kind: COUNTER,
+        help: "Time some tasks were stalled on IO (PSI).",
+        get: |s| s.io_pressure.map(|p| Val::Micros(p.some.total_us)),
+    },
+    Stat {
+        suffix: "io_pressure_full_seconds_total",
+        kind: COUNTER,
+        help: "Time all non-idle tasks were stalled on IO (PSI).",
+        get: |s| {
+            s.io_pressure
+                .and_then(|p| p.full)
+                .map(|l| Val::Micros(l.total_us))
+        },
+    },
+];
+
+/// Families that are not per-group statistics: (name, type, help).
+const OTHERS: &[(&str, &str, &str)] = &[
+    (
+        "atoll_info",
+        GAUGE,
+        "Constant 1, labelled with the backend, version and root group.",
+    ),
+    (
+        "atoll_uptime_seconds",
+        GAUGE,
+        "Time since the daemon started.",
+    ),
+    ("atoll_epochs_total", COUNTER, "Control-loop iterations."),
+    ("atoll_epoch_seconds", GAUGE, "Control-loop period."),
+    (
+        "atoll_fallbacks",
+        GAUGE,
+        "Knobs the kernel refused, now replaced by a fallback.",
+    ),
+    ("atoll_island_cpus", GAUGE, "CPUs of the island."),
+    (
+        "atoll_island_processes",
+        GAUGE,
+        "Processes in the island's units (or in the host partition).",
+    ),
+    ("atoll_unit_processes", GAUGE, "Processes in the unit."),
+];
+
+/// Every metric family [`render`] can produce, with its type.
+pub fn families() -> Vec<(String, &'static str)> {
+    let mut out: Vec<(String, &'static str)> =
+        OTHERS.iter().map(|(n, k, _)| (n.to_string(), *k)).collect();
+    for level in ["island", "unit"] {
+        for s in STATS {
+            out.push((format!("atoll_{level}_{}", s.suffix), s.kind));
+        }
+    }
+    out
+}
+
+/// Escapes a label value: backslash, double quote and newline.
+fn escape(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `n` thousandths (or millionths) as an exact decimal, without trailing
+/// zeros: `1500, 3` -> `1.5`.
+fn decimal(n: u64, digits: u32) -> String {
+    let scale = 10u64.pow(digits);
+    let (int, frac) = (n / scale, n % scale);
+    if frac == 0 {
+        return int.to_string();
+    }
+    let frac = format!("{frac:0width$}", width = digits as usize);
+    format!("{int}.{}", frac.trim_end_matches('0'))
+}
+
+impl Val {
+    fn render(self) -> String {
+        match self {
+            Self::Int(n) => n.to_string(),
+            Self::Micros(us) => decimal(us, 6),
+        }
+    }
+}
+
+/// Builds the exposition text one family at a time.
+struct Out {
+    text: String,
+}
+
+impl Out {
+    /// Writes a family: HELP and TYPE, then its samples; nothing at all when
+    /// there are no samples.
+    fn family(&mut self, name: &str, kind: &str, help: &str, samples: Vec<(String, String)>) {
+        if samples.is_empty() {
+            return;
+        }
+        let _ = writeln!(self.text, "# HELP {name} {help}");
+        let _ = writeln!(self.text, "# TYPE {name} {kind}");
+        for (labels, value) in samples {
+            if labels.is_empty() {
+                let _ = writeln!(self.text, "{name} {value}");
+            } else {
+                let _ = writeln!(self.text, "{name}{{{labels}}} {value}");
+            }
+        }
+    }
+}
+
+fn labels(pairs: &[(&str, &str)]) -> String {
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn help_of(name: &str) -> &'static str {
+    OTHERS
+        .iter()
+        .find(|(n, _, _)| *n == name)
+        .map(|(_, _, h)| *h)
+        .unwrap_or("")
+}
+
+fn other(out: &mut Out, name: &str, samples: Vec<(String, String)>) {
+    let kind = OTHERS
+        .iter()
+        .find(|(n, _, _)| *n == name)
+        .map(|(_, k, _)| *k)
+        .unwrap_or(GAUGE);
+    out.family(name, kind, help_of(name), samples);
+}
+
+/// Renders a status snapshot in the Prometheus text format.
+pub fn render(status: &StatusReport) -> String {
+    let mut out = Out {
+        text: String::new(),
+    };
+    let info = labels(&[
+        ("backend", &status.backend),
+        ("version", &status.version),
+        ("root", &status.root),
+    ]);
+    other(&mut out, "atoll_info", vec![(info, "1".into())]);
+    let one = |v: String| vec![(String::new(), v)];
+    other(
+        &mut out,
+        "atoll_uptime_seconds",
+        one(decimal(status.uptime_ms, 3)),
+    );
+    other(
+        &mut out,
+        "atoll_epochs_total",
+        one(status.epochs.to_string()),
+    );
+    other(
+        &mut out,
+        "atoll_epoch_seconds",
+        one(decimal(status.epoch_ms, 3)),
+    );
+    other(
+        &mut out,
+        "atoll_fallbacks",
+        one(status.fallbacks.len().to_string()),
+    );
+
+    // Island level: the host partition first, then islands in config order.
+    let mut islands: Vec<(String, &GroupStats, usize, usize)> = vec![(
+        labels(&[("island", "host")]),
+        &status.host.stats,
+        status.host.cpus.len(),
+        status.host.processes,
+    )];
+    for i in &status.islands {
+        let procs = status
+            .units
+            .iter()
+            .filter(|u| u.island == i.name)
+            .map(|u| u.pids.len())
+            .sum();
+        islands.push((
+            labels(&[("island", &i.name)]),
+            &i.stats,
+            i.cpus.len(),
+            procs,
+        ));
+    }
+    let units: Vec<(String, &GroupStats, usize)> = status
+        .units
+        .iter()
+        .map(|u| {
+            (
+                labels(&[("island", &u.island), ("unit", &u.name)]),
+                &u.stats,
+                u.pids.len(),
+            )
+        })
+        .collect();
+
+    other(
+        &mut out,
+        "atoll_island_cpus",
+        islands
+            .iter()
+            .map(|(l, _, cpus, _)| (l.clone(), cpus.to_string()))
+            .collect(),
+    );
+    other(
+        &mut out,
+        "atoll_island_processes",
+        islands
+            .iter()
+            .map(|(l, _, _, p)| (l.clone(), p.to_string()))
+            .collect(),
+    );
+    other(
+        &mut out,
+        "atoll_unit_processes",
+        units
+            .iter()
+            .map(|(l, _, p)| (l.clone(), p.to_string()))
+            .collect(),
+    );
+    let groups = |rows: Vec<(&String, &GroupStats)>, level: &str, out: &mut Out| {
+        for s in STATS {
+            let samples = rows
+                .iter()
+                .filter_map(|(l, st)| (s.get)(st).map(|v| ((*l).clone(), v.render())))
+                .collect();
+            out.family(
+                &format!("atoll_{level}_{}", s.suffix),
+                s.kind,
+                s.help,
+                samples,
+            );
+        }
+    };
+    groups(
+        islands.iter().map(|(l, s, _, _)| (l, *s)).collect(),
+        "island",
+        &mut out,
+    );
+    groups(
+        units.iter().map(|(l, s, _)| (l, *s)).collect(),
+        "unit",
+        &mut out,
+    );
+    out.text
+}
+
+/// Limits of the metrics server.
+const MAX_CONNECTIONS: usize = 8;
+const MAX_REQUEST_HEAD: usize = 8192;
+const TICK: Duration = Duration::from_millis(200);
+const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
+const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(5);
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Serves `GET /metrics` on `listener` until `stop` is set: a thread per
+/// connection (at most 8), one response per connection.
+pub fn serve_metrics(
+    listener: TcpListener,
+    tx: Sender<Command>,
+    stop: Arc<AtomicBool>,
+) -> JoinHandle<()> {
+    thread::Builder::new()
+        .name("atoll-metrics".into())
+        .spawn(move || accept_loop(listener, tx, stop))
+        .expect("spawn the metrics thread")
+}
+
+fn accept_loop(listener: TcpListener, tx: Sender<Command>, stop: Arc<AtomicBool>) {
+    if let Err(e) = listener.set_nonblocking(true) {
+        tracing::error!(error = %e, "metrics socket: cannot set non-blocking mode; not serving");
+        return;
+    }
+    let slots = Slots::new(MAX_CONNECTIONS);
+    let mut workers: Vec<JoinHandle<()>> = Vec::new();
+    while !stop.load(Ordering::Acquire) {
+        match wait_readable(listener.as_raw_fd(), TICK) {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(e) => {
+                tracing::error!(error = %e, "metrics socket: poll failed; not serving");
+                break;
+            }
+        }
+        loop {
+            let stream = match listener.accept() {
+                Ok((s, _)) => s,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    tracing::warn!(error = %e, "metrics socket: accept failed");
+                    break;
+                }
+            };
+            let Some(slot) = slots.take() else {
+                let mut s = stream;
+                let _ = s.set_nonblocking(false);
+                let _ = s.set_write_timeout(Some(WRITE_TIMEOUT));
+                let _ = respond(&mut s, 503, "too many connections\n", true);
+                continue;
+            };
+            let (tx, stop) = (tx.clone(), Arc::clone(&stop));
+            let spawned = thread::Builder::new()
+                .name("atoll-metrics-conn".into())
+                .spawn(move || {
+                    let _slot = slot;
+                    if let Err(e) = connection(stream, &tx, &stop) {
+                        tracing::debug!(error = %e, "metrics connection failed");
+                    }
+                });
+            match spawned {
+                Ok(h) => workers.push(h),
+                Err(e) => tracing::warn!(error = %e, "metrics: cannot spawn a connection thread"),
+            }
+        }
+        workers.retain(|h| !h.is_finished());
+    }
+    for h in workers {
+        let _ = h.join();
+    }
+}
+
+/// A parsed request line.
+#[derive(Debug, PartialEq, Eq)]
+struct RequestLine {
+    method: String,
+    path: String,
+}
+
+/// Parses the request head (up to the blank line).
+fn parse_head(head: &[u8]) -> Option<RequestLine> {
+    let text = std::str::from_utf8(head).ok()?;
+    let mut lines = text.split("\r\n");
+    let mut parts = lines.next()?.split(' ');
+    let (method, target, version) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some()
+        || method.is_empty()
+        || !method.bytes().all(|b| b.is_ascii_uppercase())
+        || !target.starts_with('/')
+        || !matches!(version, "HTTP/1.0" | "HTTP/1.1")
+    {
+        return None;
+    }
+    if !lines.all(|h| h.is_empty() || h.contains(':')) {
+        return None;
+    }
+    let path = target.split(['?', '#']).next().unwrap_or(target);
+    Some(RequestLine {
+        method: method.to_string(),
+        path: path.to_string(),
+    })
+}
+
+/// Reads the request head: `Ok(None)` when the peer gave up, sent too much
+/// or took too long, or `stop` was set.
+fn read_head(stream: &mut TcpStream, stop: &AtomicBool) -> io::Result<Option<Vec<u8>>> {
+    let started = Instant::now();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 1024];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            buf.truncate(end);
+            return Ok(Some(buf));
+        }
+        if buf.len() > MAX_REQUEST_HEAD {
+            return Ok(Some(Vec::new())); // unparseable: answered with 400
+        }
+        if stop.load(Ordering::Acquire) || started.elapsed() > REQUEST_DEADLINE {
+            return Ok(None);
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) => return Ok(None),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn connection(mut stream: TcpStream, tx: &Sender<Command>, stop: &AtomicBool) -> io::Result<()> {
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(TICK))?;
+    stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
+    let Some(head) = read_head(&mut stream, stop)? else {
+        return Ok(());
+    };
+    let Some(req) = parse_head(&head) else {
+        return respond(&mut stream, 400, "bad request\n", true);
+    };
+    if req.path != "/metrics" {
+        return respond(
+            &mut stream,
+            404,
+            "not found; metrics are at /metrics\n",
+            true,
+        );
+    }
+    let with_body = match req.method.as_str() {
+        "GET" => true,
+        "HEAD" => false,
+        _ => return respond(&mut stream, 405, "method not allowed\n", true),
+    };
+    let (reply_tx, reply_rx) = mpsc::channel();
+    if tx.send(Command::Snapshot { reply: reply_tx }).is_err() {
+        return respond(&mut stream, 503, "the daemon is shutting down\n", with_body);
+    }
+    match reply_rx.recv_timeout(SNAPSHOT_TIMEOUT) {
+        Ok(status) => respond(&mut stream, 200, &render(&status), with_body),
+        Err(_) => respond(
+            &mut stream,
+            503,
+            "the control loop did not answer\n",
+            with_body,
+        ),
+    }
+}
+
+fn respond(stream: &mut TcpStream, code: u16, body: &str, with_body: bool) -> io::Result<()> {
+    let (reason, content_type) = match code {
+        200 => ("OK", "text/plain; version=0.0.4; charset=utf-8"),
+        400 => ("Bad Request", "text/plain; charset=utf-8"),
+        404 => ("Not Found", "text/plain; charset=utf-8"),
+        405 => ("Method Not Allowed", "text/plain; charset=utf-8"),
+        _ => ("Service Unavailable", "text/plain; charset=utf-8"),
+    };
+    let allow = if code == 405 {
+        "Allow: GET, HEAD\r\n"
+    } else {
+        ""
+    };
+    let mut msg = format!(
+        "HTTP/1.1 {code} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n{allow}Connection: close\r\n\r\n",
+        body.len()
+    );
+    if with_body {
+        msg.push_str(body);
+    }
+    stream.write_all(msg.as_bytes())?;
+    stream.flush()?;
+    linger(stream);
+    Ok(())
+}
+
+/// Closes our side and drains what the peer still sends (briefly), so that
+/// closing with unread input does not reset the connection and destroy the
+/// response before the peer reads it.
+fn linger(stream: &mut TcpStream) {
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let mut chunk = [0u8; 4096];
+    let mut drained = 0;
+    while drained < 64 * 1024 {
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => drained += n,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,1 +1,32 @@
-//! placeholder
+//! Processes as the kernel shows them.
+//!
+//! - [`ProcFs`] implements [`ProcessTable`](atoll_core::process::ProcessTable)
+//!   by reading a `/proc` tree under an injected root (the real `/proc` in the
+//!   daemon, a [`FakeProc`](fake::FakeProc) tree in tests). A process that
+//!   vanishes between two reads is reported as
+//!   [`ProcessError::Gone`](atoll_core::process::ProcessError::Gone), never as
+//!   an I/O error.
+//! - [`LinuxTaskControl`] implements
+//!   [`TaskControl`](atoll_core::process::TaskControl) with
+//!   `sched_setscheduler(2)` and friends.
+//! - [`set_slice`] / [`slice()`] wrap `sched_setattr(2)` / `sched_getattr(2)`
+//!   to set and read the EEVDF custom slice of a fair-class thread.
+//!
+//! Nothing here reads a global: every path starts at the root a [`ProcFs`]
+//! was given, and every system call names its thread explicitly (thread id 0,
+//! "the caller", is refused).
+
+#[cfg(any(test, feature = "testutils"))]
+pub mod fake;
+mod sched;
+mod slice;
+mod stat;
+mod table;
+
+pub use sched::LinuxTaskControl;
+pub use slice::{set_slice, slice, MAX_SLICE, MIN_SLICE};
+pub use stat::{parse_stat, Stat, PF_KTHREAD};
+pub use table::ProcFs;
+
+#[cfg(test)]
+mod tests;

@@ -303,9 +303,17 @@ pub enum DecodeError {
 }
 
 fn decode<T: for<'de> Deserialize<'de>>(line: &str) -> Result<T, DecodeError> {
+    parse(line)
+}
+
+fn decode_limited<T: for<'de> Deserialize<'de>>(line: &str) -> Result<T, DecodeError> {
     if line.len() > MAX_LINE {
         return Err(DecodeError::TooLong { len: line.len() });
     }
+    parse(line)
+}
+
+fn parse<T: for<'de> Deserialize<'de>>(line: &str) -> Result<T, DecodeError> {
     serde_json::from_str(line.trim_end()).map_err(|source| DecodeError::Json {
         line: line.chars().take(200).collect(),
         source,
@@ -323,7 +331,7 @@ struct RawRequest {
 /// Decodes a request line: `v` and `id` are required, the rest must be
 /// exactly one [`Request`] with no unknown fields.
 pub fn decode_request(line: &str) -> Result<RequestEnvelope, DecodeError> {
-    let raw: RawRequest = decode(line)?;
+    let raw: RawRequest = decode_limited(line)?;
     let request =
         serde_json::from_value(serde_json::Value::Object(raw.rest)).map_err(|source| {
             DecodeError::Json {
@@ -338,7 +346,8 @@ pub fn decode_request(line: &str) -> Result<RequestEnvelope, DecodeError> {
     })
 }
 
-/// Decodes a reply line.
+/// Decodes a reply line. Replies have no length limit (a status report of
+/// a large machine is long); requests do.
 pub fn decode_response(line: &str) -> Result<ResponseEnvelope, DecodeError> {
     decode(line)
 }

@@ -1,0 +1,158 @@
+//! The filesystem seam between the backends and the kernel.
+//!
+//! Backends never call `std::fs` directly: they go through [`CgroupFs`], so
+//! the same code runs on `/sys/fs/cgroup` ([`RealFs`]) and on a fake tree in a
+//! temp dir (`testutils::FakeCgroupFs`, behind the `testutils` feature) that
+//! imitates what the kernel does on `mkdir` and on writes. Methods return plain
+//! `io::Error`s; the backends add the operation, path and value.
+
+use std::ffi::CString;
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+/// The file operations a cgroup backend needs.
+pub trait CgroupFs: Send + Sync {
+    /// Creates one directory (its parent must exist).
+    fn mkdir(&self, path: &Path) -> io::Result<()>;
+    /// Removes one empty cgroup directory.
+    fn rmdir(&self, path: &Path) -> io::Result<()>;
+    /// Reads a whole file.
+    fn read_to_string(&self, path: &Path) -> io::Result<String>;
+    /// Writes `value` to an existing file in one `write(2)`, without creating
+    /// or truncating it (cgroup files take one value per write).
+    fn write(&self, path: &Path, value: &str) -> io::Result<()>;
+    /// Whether the path exists.
+    fn exists(&self, path: &Path) -> bool;
+    /// Names of the sub-directories of `path` (child cgroups), sorted.
+    fn child_dirs(&self, path: &Path) -> io::Result<Vec<String>>;
+}
+
+impl<T: CgroupFs + ?Sized> CgroupFs for &T {
+    fn mkdir(&self, path: &Path) -> io::Result<()> {
+        (**self).mkdir(path)
+    }
+    fn rmdir(&self, path: &Path) -> io::Result<()> {
+        (**self).rmdir(path)
+    }
+    fn read_to_string(&self, path: &Path) -> io::Result<String> {
+        (**self).read_to_string(path)
+    }
+    fn write(&self, path: &Path, value: &str) -> io::Result<()> {
+        (**self).write(path, value)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        (**self).exists(path)
+    }
+    fn child_dirs(&self, path: &Path) -> io::Result<Vec<String>> {
+        (**self).child_dirs(path)
+    }
+}
+
+impl<T: CgroupFs + ?Sized> CgroupFs for std::sync::Arc<T> {
+    fn mkdir(&self, path: &Path) -> io::Result<()> {
+        (**self).mkdir(path)
+    }
+    fn rmdir(&self, path: &Path) -> io::Result<()> {
+        (**self).rmdir(path)
+    }
+    fn read_to_string(&self, path: &Path) -> io::Result<String> {
+        (**self).read_to_string(path)
+    }
+    fn write(&self, path: &Path, value: &str) -> io::Result<()> {
+        (**self).write(path, value)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        (**self).exists(path)
+    }
+    fn child_dirs(&self, path: &Path) -> io::Result<Vec<String>> {
+        (**self).child_dirs(path)
+    }
+}
+
+/// The real filesystem.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RealFs;
+
+impl CgroupFs for RealFs {
+    fn mkdir(&self, path: &Path) -> io::Result<()> {
+        fs::create_dir(path)
+    }
+
+    fn rmdir(&self, path: &Path) -> io::Result<()> {
+        fs::remove_dir(path)
+    }
+
+    fn read_to_string(&self, path: &Path) -> io::Result<String> {
+        fs::read_to_string(path)
+    }
+
+    fn write(&self, path: &Path, value: &str) -> io::Result<()> {
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create(false)
+            .truncate(false)
+            .open(path)?;
+        // One write(2): cgroup files parse each write as a whole value.
+        let n = f.write(value.as_bytes())?;
+        if n != value.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                format!("short write: {n} of {} bytes", value.len()),
+            ));
+        }
+        Ok(())
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+
+    fn child_dirs(&self, path: &Path) -> io::Result<Vec<String>> {
+        let mut out = Vec::new();
+        for entry in fs::read_dir(path)? {
+            let entry = entry?;
+            if entry.file_type()?.is_dir() {
+                out.push(entry.file_name().to_string_lossy().into_owned());
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+}
+
+/// Whether this process may write into `path` (`access(2)` with `W_OK`, which
+/// uses the real uid as the kernel would for a non-setuid daemon).
+pub fn can_write(path: &Path) -> bool {
+    let Ok(c) = CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: `c` is a valid NUL-terminated string that outlives the call;
+    // access(2) only reads it.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn real_fs_writes_without_creating_and_lists_dirs() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("cpu.weight");
+        let fs = RealFs;
+        let err = fs.write(&f, "100").unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+        std::fs::write(&f, "1\n").unwrap();
+        fs.write(&f, "100").unwrap();
+        assert_eq!(fs.read_to_string(&f).unwrap(), "100");
+        fs.mkdir(&dir.path().join("b")).unwrap();
+        fs.mkdir(&dir.path().join("a")).unwrap();
+        assert_eq!(fs.child_dirs(dir.path()).unwrap(), ["a", "b"]);
+        fs.rmdir(&dir.path().join("a")).unwrap();
+        assert!(!fs.exists(&dir.path().join("a")));
+        assert!(can_write(dir.path()));
+        assert!(!can_write(&dir.path().join("missing")));
+    }
+}

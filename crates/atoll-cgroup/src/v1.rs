@@ -1,0 +1,530 @@
+//! The `cgroup1` backend: atoll's hierarchy mirrored in each v1 hierarchy.
+//!
+//! A group exists once per managed hierarchy (`cpuset`, `cpu`, and when
+//! mounted `cpuacct`, `memory`, `blkio`; co-mounted ones such as
+//! `cpu,cpuacct` count once) at `<mount>/<root name>/<group path>`. The
+//! `cpuset` hierarchy is the reference for `exists`, `children` and
+//! `processes`.
+//!
+//! v1 quirks handled here:
+//! - a new cpuset group starts with empty `cpuset.cpus`/`cpuset.mems` (and
+//!   `cgroup.clone_children` 0), so a group without explicit CPUs or nodes
+//!   copies its parent's, otherwise no task could join it;
+//! - a parent's CPUs cannot shrink below a child's (`EBUSY`): children are
+//!   shrunk first;
+//! - `cpu_exclusive` needs an exclusive parent: atoll's own ancestors of an
+//!   exclusive group are made exclusive too, and a group keeps exclusivity
+//!   while a child needs it;
+//! - a new cpu group has `cpu.rt_runtime_us` 0, so RT tasks cannot enter it
+//!   until a budget is set (parents are applied before children);
+//! - `memory.min`/`memory.high` do not exist (fallbacks); `memory.low` maps to
+//!   the best-effort `memory.soft_limit_in_bytes`.
+//!
+//! As in v2, knobs are read first and written only when they differ, and
+//! `None` means the kernel's default.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use atoll_core::backend::{
+    Actuator, BackendError, BackendKind, Capabilities, Fallback, GroupStats, Monitor,
+};
+use atoll_core::plan::{GroupPath, GroupSettings, Partition};
+use atoll_core::process::CgroupMembership;
+use atoll_core::spec::DeviceId;
+use atoll_core::weight::{io_weight_to_blkio, weight_to_shares};
+use atoll_core::CpuSet;
+
+use crate::common::{
+    check_root_name, ensure_dir, group_dir, nearest_existing, rmdir_retry, sync, sync_rt,
+    write, write_pid, Memo, Outcome, Report,
+};
+use crate::error::CgroupError;
+use crate::fs::{CgroupFs, RealFs};
+use crate::knobs::{memory_matches, parse_blkio_device_file, parse_i64, parse_u64, v1_memory};
+use crate::mounts::V1Paths;
+use crate::stats::{parse_blkio_bytes, parse_keyed, parse_pids, parse_psi, read_opt, read_parsed};
+
+/// The cgroup1 actuator and monitor.
+#[derive(Debug)]
+pub struct Cgroup1Backend<F: CgroupFs = RealFs> {
+    paths: V1Paths,
+    root: String,
+    fs: F,
+    memo: Memo,
+    rmdir_attempts: u32,
+    rmdir_delay: Duration,
+}
+
+fn ids(text: &str) -> Option<CpuSet> {
+    CpuSet::parse(text.trim()).ok()
+}
+
+/// The v1 value for a v2 IO weight: `blkio.bfq.weight` shares v2's scale
+/// around its default of 100 (1..=1000, clamped); CFQ's `blkio.weight` uses
+/// [`io_weight_to_blkio`] (10..=1000, default 500).
+pub fn blkio_weight(file: &str, weight: u32) -> u32 {
+    if file == "blkio.bfq.weight" {
+        weight.clamp(1, 1000)
+    } else {
+        io_weight_to_blkio(weight)
+    }
+}
+
+impl<F: CgroupFs> Cgroup1Backend<F> {
+    /// A backend for `<hierarchy>/<root_name>` in each of `paths`.
+    pub fn new(paths: V1Paths, root_name: &str, fs: F) -> Result<Self, CgroupError> {
+        check_root_name(root_name)?;
+        Ok(Self {
+            paths,
+            root: root_name.to_string(),
+            fs,
+            memo: Memo::default(),
+            rmdir_attempts: 10,
+            rmdir_delay: Duration::from_millis(20),
+        })
+    }
+
+    /// The hierarchies in use.
+    pub fn paths(&self) -> &V1Paths {
+        &self.paths
+    }
+
+    /// The filesystem the backend works on.
+    pub fn fs(&self) -> &F {
+        &self.fs
+    }
+
+    /// The group's directory in the hierarchy mounted at `mount`.
+    pub fn dir_in(&self, mount: &Path, path: &GroupPath) -> PathBuf {
+        group_dir(mount, &self.root, path)
+    }
+
+    /// The group's directory in the cpuset hierarchy.
+    pub fn dir(&self, path: &GroupPath) -> PathBuf {
+        self.dir_in(&self.paths.cpuset, path)
+    }
+
+    /// Forgets remembered refusals so the next `apply` retries them.
+    pub fn retry_refused(&mut self) {
+        self.memo.clear();
+    }
+
+    /// How often and how long `remove` retries an `EBUSY` rmdir.
+    pub fn set_rmdir_retry(&mut self, attempts: u32, delay: Duration) {
+        self.rmdir_attempts = attempts;
+        self.rmdir_delay = delay;
+    }
+
+    fn read_set(&self, path: &Path) -> Result<Option<CpuSet>, CgroupError> {
+        Ok(read_opt(&self.fs, path)?.and_then(|t| ids(&t)))
+    }
+
+    /// Shrinks the CPU or node lists of `dir`'s descendants to fit `new`, so
+    /// `dir` itself can shrink (best effort: the retry reports failures).
+    fn shrink_children(&self, dir: &Path, file: &str, new: &CpuSet) {
+        for child in self.fs.child_dirs(dir).unwrap_or_default() {
+            let c = dir.join(child);
+            let Ok(Some(have)) = self.read_set(&c.join(file)) else {
+                continue;
+            };
+            if have.is_subset(new) {
+                continue;
+            }
+            let mut fit = have.intersection(new);
+            if fit.is_empty() {
+                fit = new.clone();
+            }
+            self.shrink_children(&c, file, &fit);
+            let _ = self.fs.write(&c.join(file), &fit.to_string());
+        }
+    }
+
+    fn apply_cpuset(
+        &mut self,
+        path: &GroupPath,
+        dir: &Path,
+        s: &GroupSettings,
+        rep: &mut Report<'_>,
+    ) -> Result<(), CgroupError> {
+        let parent = dir.parent().unwrap_or(dir).to_path_buf();
+        for (file, want) in [("cpuset.cpus", &s.cpus), ("cpuset.mems", &s.mems)] {
+            let target = match want {
+                Some(w) => w.clone(),
+                None => self.read_set(&parent.join(file))?.unwrap_or_default(),
+            };
+            let text = target.to_string();
+            let cur = self.read_set(&dir.join(file))?;
+            let mut o = sync(&self.fs, dir, file, &text, |c| ids(c).as_ref() == Some(&target))?;
+            if matches!(o, Outcome::Refused { .. }) && cur.is_some_and(|c| !c.is_subset(&target)) {
+                self.shrink_children(dir, file, &target);
+                o = sync(&self.fs, dir, file, &text, |c| ids(c).as_ref() == Some(&target))?;
+            }
+            rep.outcome(file, &text, want.is_some(), o, dir);
+        }
+        let knob = "cpuset.cpu_exclusive";
+        let file = dir.join(knob);
+        let Some(cur) = read_opt(&self.fs, &file)? else {
+            if s.partition == Some(Partition::Root) {
+                rep.outcome(knob, "1", true, Outcome::Missing, dir);
+            }
+            return Ok(());
+        };
+        let cur = cur.trim().to_string();
+        match s.partition.unwrap_or(Partition::Member) {
+            Partition::Root if cur == "1" => {}
+            Partition::Root => {
+                let context = read_opt(&self.fs, &dir.join("cpuset.cpus"))?.unwrap_or_default();
+                let context = context.trim().to_string();
+                if let Some(f) = self.memo.get(path, knob, &context) {
+                    rep.out.push(f);
+                    return Ok(());
+                }
+                let mut reason = None;
+                // atoll's ancestors, top down, must be exclusive first.
+                let mut chain = Vec::new();
+                let mut p = path.parent();
+                while let Some(a) = p {
+                    p = a.parent();
+                    chain.push(a);
+                }
+                for a in chain.iter().rev() {
+                    let adir = self.dir(a);
+                    let o = sync(&self.fs, &adir, knob, "1", |c| c.trim() == "1")?;
+                    if let Outcome::Refused { reason: r, .. } = o {
+                        reason = Some(format!(
+                            "its parent must be exclusive, and making {} exclusive failed: {r}",
+                            adir.display()
+                        ));
+                        break;
+                    }
+                }
+                if reason.is_none() {
+                    if let Outcome::Refused { reason: r, .. } = write(&self.fs, &file, "1", &cur)? {
+                        reason = Some(format!(
+                            "{r} (a sibling's CPUs overlap, or the parent is not exclusive)"
+                        ));
+                    }
+                }
+                if let Some(r) = reason {
+                    rep.push(knob, "1", &cur, r);
+                    if let Some(f) = rep.out.last().cloned() {
+                        self.memo.put(path, knob, context, f);
+                    }
+                }
+            }
+            Partition::Member => {
+                self.memo.forget(path, knob);
+                if cur != "0" {
+                    let child_needs = self.fs.child_dirs(dir).unwrap_or_default().iter().any(|c| {
+                        read_opt(&self.fs, &dir.join(c).join(knob))
+                            .ok()
+                            .flatten()
+                            .is_some_and(|v| v.trim() == "1")
+                    });
+                    if !child_needs {
+                        let o = write(&self.fs, &file, "0", &cur)?;
+                        rep.outcome(knob, "0", true, o, dir);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn apply_cpu(&self, dir: &Path, s: &GroupSettings, rep: &mut Report<'_>) -> Result<(), CgroupError> {
+        let fs: &dyn CgroupFs = &self.fs;
+        let shares = weight_to_shares(s.cpu_weight.unwrap_or(100));
+        let o = sync(fs, dir, "cpu.shares", &shares.to_string(), |c| {
+            parse_i64(c).ok() == Some(shares as i64)
+        })?;
+        rep.outcome("cpu.shares", &shares.to_string(), s.cpu_weight.is_some(), o, dir);
+
+        match s.cpu_max {
+            Some(m) => {
+                let p = m.period_us.to_string();
+                let o = sync(fs, dir, "cpu.cfs_period_us", &p, |c| parse_i64(c).ok() == Some(m.period_us as i64))?;
+                rep.outcome("cpu.cfs_period_us", &p, true, o, dir);
+                let q = m.quota_us.to_string();
+                let o = sync(fs, dir, "cpu.cfs_quota_us", &q, |c| parse_i64(c).ok() == Some(m.quota_us as i64))?;
+                rep.outcome("cpu.cfs_quota_us", &q, true, o, dir);
+            }
+            None => {
+                let o = sync(fs, dir, "cpu.cfs_quota_us", "-1", |c| parse_i64(c).ok() == Some(-1))?;
+                rep.outcome("cpu.cfs_quota_us", "-1", false, o, dir);
+            }
+        }
+        let idle = if s.cpu_idle { "1" } else { "0" };
+        let o = sync(fs, dir, "cpu.idle", idle, |c| c.trim() == idle)?;
+        rep.outcome("cpu.idle", idle, s.cpu_idle, o, dir);
+        sync_rt(fs, dir, s.rt_budget, rep)
+    }
+
+    fn apply_memory(&self, dir: Option<&Path>, s: &GroupSettings, rep: &mut Report<'_>) -> Result<(), CgroupError> {
+        let m = &s.memory;
+        for (knob, v) in [("memory.min", m.min), ("memory.high", m.high)] {
+            if let Some(v) = v {
+                rep.push(knob, &v.to_string(), "n/a", "cgroup v1 has no such knob");
+            }
+        }
+        let knobs = [("memory.limit_in_bytes", m.max), ("memory.soft_limit_in_bytes", m.low)];
+        let Some(dir) = dir else {
+            for (knob, v) in knobs {
+                if let Some(v) = v {
+                    rep.push(knob, &v.to_string(), "n/a", "no writable memory hierarchy is mounted");
+                }
+            }
+            return Ok(());
+        };
+        for (knob, want) in knobs {
+            let text = want.map_or_else(|| "-1".to_string(), |v| v.to_string());
+            let o = sync(&self.fs, dir, knob, &text, |c| {
+                parse_u64(c).is_ok_and(|cur| memory_matches(v1_memory(cur), want))
+            })?;
+            rep.outcome(knob, &text, want.is_some(), o, dir);
+        }
+        Ok(())
+    }
+
+    fn apply_blkio(&self, dir: Option<&Path>, s: &GroupSettings, rep: &mut Report<'_>) -> Result<(), CgroupError> {
+        let Some(dir) = dir else {
+            if let Some(w) = s.io_weight {
+                rep.push("blkio.weight", &w.to_string(), "n/a", "no writable blkio hierarchy is mounted");
+            }
+            for l in &s.io_max {
+                let d = format!("{}:{}", l.device.major, l.device.minor);
+                rep.push("blkio.throttle", &d, "n/a", "no writable blkio hierarchy is mounted");
+            }
+            return Ok(());
+        };
+        let fs: &dyn CgroupFs = &self.fs;
+        let file = ["blkio.bfq.weight", "blkio.weight"]
+            .into_iter()
+            .find(|f| fs.exists(&dir.join(f)));
+        match file {
+            Some(f) => {
+                let w = blkio_weight(f, s.io_weight.unwrap_or(100));
+                let o = sync(fs, dir, f, &w.to_string(), |c| parse_i64(c).ok() == Some(i64::from(w)))?;
+                rep.outcome(f, &w.to_string(), s.io_weight.is_some(), o, dir);
+            }
+            None => {
+                if let Some(w) = s.io_weight {
+                    rep.push(
+                        "blkio.weight",
+                        &w.to_string(),
+                        "n/a",
+                        format!(
+                            "neither blkio.weight nor blkio.bfq.weight exists in {} (no CFQ/BFQ scheduler)",
+                            dir.display()
+                        ),
+                    );
+                }
+            }
+        }
+        type Pick = fn(&atoll_core::spec::IoLimit) -> Option<u64>;
+        let files: [(&str, Pick); 4] = [
+            ("blkio.throttle.read_bps_device", |l| l.rbps),
+            ("blkio.throttle.write_bps_device", |l| l.wbps),
+            ("blkio.throttle.read_iops_device", |l| l.riops),
+            ("blkio.throttle.write_iops_device", |l| l.wiops),
+        ];
+        for (f, pick) in files {
+            let path = dir.join(f);
+            let want: BTreeMap<DeviceId, u64> = s
+                .io_max
+                .iter()
+                .filter_map(|l| pick(l).map(|v| (l.device, v)))
+                .collect();
+            let Some(cur_text) = read_opt(fs, &path)? else {
+                for (d, v) in &want {
+                    let line = format!("{}:{} {v}", d.major, d.minor);
+                    rep.outcome(f, &line, true, Outcome::Missing, dir);
+                }
+                continue;
+            };
+            let cur = parse_blkio_device_file(&cur_text).unwrap_or_default();
+            let mut lines: Vec<String> = want
+                .iter()
+                .filter(|(d, v)| cur.get(d) != Some(v))
+                .map(|(d, v)| format!("{}:{} {v}", d.major, d.minor))
+                .collect();
+            lines.extend(
+                cur.keys()
+                    .filter(|d| !want.contains_key(d))
+                    .map(|d| format!("{}:{} 0", d.major, d.minor)),
+            );
+            for line in lines {
+                let o = write(fs, &path, &line, cur_text.trim())?;
+                rep.outcome(f, &line, true, o, dir);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<F: CgroupFs> Actuator for Cgroup1Backend<F> {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Cgroup1
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        let cpu = |f: &str| self.fs.exists(&self.paths.cpu.join(f));
+        let cpuset_root = self.dir(&GroupPath::root());
+        Capabilities {
+            cpuset: true,
+            cpu: true,
+            partitions: true,
+            cpu_idle: cpu("cpu.idle"),
+            rt_groups: cpu("cpu.rt_runtime_us"),
+            memory: self.paths.memory.is_some(),
+            io: self.paths.blkio.is_some(),
+            psi: cpu("cpu.pressure")
+                || self.fs.exists(&self.dir_in(&self.paths.cpu, &GroupPath::root()).join("cpu.pressure"))
+                || self.fs.exists(&cpuset_root.join("cpu.pressure")),
+        }
+    }
+
+    fn root_name(&self) -> &str {
+        &self.root
+    }
+
+    fn apply(&mut self, path: &GroupPath, settings: &GroupSettings) -> Result<Vec<Fallback>, BackendError> {
+        let mounts: Vec<PathBuf> = self
+            .paths
+            .hierarchies()
+            .into_iter()
+            .map(|(_, p)| p.to_path_buf())
+            .collect();
+        for m in &mounts {
+            ensure_dir(&self.fs, &self.dir_in(m, path), path)?;
+        }
+        let mut rep = Report::new(path);
+        let cs = self.dir(path);
+        self.apply_cpuset(path, &cs, settings, &mut rep)?;
+        let cpu = self.dir_in(&self.paths.cpu, path);
+        self.apply_cpu(&cpu, settings, &mut rep)?;
+        let mem = self.paths.memory.as_ref().map(|m| self.dir_in(m, path));
+        self.apply_memory(mem.as_deref(), settings, &mut rep)?;
+        let blk = self.paths.blkio.as_ref().map(|m| self.dir_in(m, path));
+        self.apply_blkio(blk.as_deref(), settings, &mut rep)?;
+        Ok(rep.out)
+    }
+
+    fn remove(&mut self, path: &GroupPath) -> Result<(), BackendError> {
+        let dirs: Vec<PathBuf> = self
+            .paths
+            .hierarchies()
+            .into_iter()
+            .map(|(_, m)| self.dir_in(m, path))
+            .collect();
+        let mut first_err = None;
+        for d in dirs {
+            if let Err(e) = rmdir_retry(&self.fs, &d, self.rmdir_attempts, self.rmdir_delay) {
+                first_err.get_or_insert(e);
+            }
+        }
+        self.memo.forget_group(path);
+        first_err.map_or(Ok(()), |e| Err(e.into()))
+    }
+
+    fn move_process(&mut self, pid: u32, to: &GroupPath) -> Result<(), BackendError> {
+        if !self.fs.exists(&self.dir(to)) {
+            return Err(BackendError::NoGroup(to.clone()));
+        }
+        for (_, m) in self.paths.hierarchies() {
+            write_pid(&self.fs, &self.dir_in(m, to), pid)?;
+        }
+        Ok(())
+    }
+
+    fn restore_process(&mut self, pid: u32, origin: &CgroupMembership) -> Result<(), BackendError> {
+        for (ctrl, m) in self.paths.hierarchies() {
+            let target = nearest_existing(&self.fs, m, origin.controller(ctrl).unwrap_or("/"));
+            write_pid(&self.fs, &target, pid)?;
+        }
+        Ok(())
+    }
+}
+
+impl<F: CgroupFs> Monitor for Cgroup1Backend<F> {
+    fn exists(&self, path: &GroupPath) -> bool {
+        self.fs.exists(&self.dir(path))
+    }
+
+    fn children(&self, path: &GroupPath) -> Result<Vec<String>, BackendError> {
+        let dir = self.dir(path);
+        self.fs.child_dirs(&dir).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                BackendError::NoGroup(path.clone())
+            } else {
+                CgroupError::io("list", &dir, None, e).into()
+            }
+        })
+    }
+
+    fn processes(&self, path: &GroupPath) -> Result<Vec<u32>, BackendError> {
+        let file = self.dir(path).join("cgroup.procs");
+        match read_parsed(&self.fs, &file, parse_pids)? {
+            Some(p) => Ok(p),
+            None => Err(BackendError::NoGroup(path.clone())),
+        }
+    }
+
+    fn stats(&self, path: &GroupPath) -> Result<GroupStats, BackendError> {
+        if !self.fs.exists(&self.dir(path)) {
+            return Err(BackendError::NoGroup(path.clone()));
+        }
+        let fs: &dyn CgroupFs = &self.fs;
+        let cpu = self.dir_in(&self.paths.cpu, path);
+        let acct = self.paths.cpuacct.as_ref().map(|m| self.dir_in(m, path));
+        let mem = self.paths.memory.as_ref().map(|m| self.dir_in(m, path));
+        let blk = self.paths.blkio.as_ref().map(|m| self.dir_in(m, path));
+        let usage = match &acct {
+            Some(d) => read_parsed(fs, &d.join("cpuacct.usage"), parse_u64)?,
+            None => None,
+        };
+        let st = read_parsed(fs, &cpu.join("cpu.stat"), parse_keyed)?.unwrap_or_default();
+        let throttled = st
+            .get("throttled_usec")
+            .copied()
+            .or_else(|| st.get("throttled_time").map(|ns| ns / 1000));
+        let memory_current = match &mem {
+            Some(d) => read_parsed(fs, &d.join("memory.usage_in_bytes"), parse_u64)?,
+            None => None,
+        };
+        let io = match &blk {
+            Some(d) => {
+                let r = read_parsed(fs, &d.join("blkio.throttle.io_service_bytes_recursive"), parse_blkio_bytes)?;
+                match r {
+                    Some(v) => Some(v),
+                    None => read_parsed(fs, &d.join("blkio.throttle.io_service_bytes"), parse_blkio_bytes)?,
+                }
+            }
+            None => None,
+        };
+        // v1 groups have *.pressure only on kernels that expose PSI for v1.
+        let psi = |dir: Option<&PathBuf>, file: &str| -> Result<_, CgroupError> {
+            match dir {
+                Some(d) => read_parsed(fs, &d.join(file), parse_psi),
+                None => Ok(None),
+            }
+        };
+        Ok(GroupStats {
+            cpu_usage_us: usage.map(|ns| ns / 1000),
+            nr_periods: st.get("nr_periods").copied(),
+            nr_throttled: st.get("nr_throttled").copied(),
+            throttled_us: throttled,
+            memory_current,
+            io_read_bytes: io.map(|(r, _)| r),
+            io_write_bytes: io.map(|(_, w)| w),
+            cpu_pressure: psi(Some(&cpu), "cpu.pressure")?,
+            memory_pressure: psi(mem.as_ref(), "memory.pressure")?,
+            io_pressure: psi(blk.as_ref(), "io.pressure")?,
+        })
+    }
+}
+
+#[cfg(test)]
+#[path = "v1_tests.rs"]
+mod tests;

@@ -1,0 +1,566 @@
+//! The `cgroup2` backend: atoll's hierarchy in the unified tree.
+//!
+//! Groups live at `<mount>/<root name>/<group path>`. Before creating or
+//! updating a group, [`Cgroup2Backend`] makes sure its parent's
+//! `cgroup.subtree_control` enables the controllers atoll uses (`cpuset cpu
+//! io memory`, those the parent offers). For atoll's root that parent is not
+//! atoll's: only the missing controllers are added, the backend remembers
+//! which ([`Cgroup2Backend::added_parent_controllers`]) and
+//! [`Cgroup2Backend::restore_parent_controllers`] removes exactly those at
+//! teardown. That file is the only one outside its root atoll writes, apart
+//! from `cgroup.procs` when a process is restored to its origin.
+//!
+//! Every knob is read first and written only if it differs, so re-applying an
+//! unchanged plan costs reads only. `None` in the settings means the kernel's
+//! default, so removing a setting from the spec resets it. A knob the kernel
+//! refuses, or whose controller or file is missing, becomes a [`Fallback`].
+//! A refused partition is remembered and not retried until the group's CPUs
+//! change, the group is removed, or [`Cgroup2Backend::retry_refused`].
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use atoll_core::backend::{
+    Actuator, BackendError, BackendKind, Capabilities, Fallback, GroupStats, Monitor,
+};
+use atoll_core::plan::{GroupPath, GroupSettings, Partition};
+use atoll_core::process::CgroupMembership;
+use atoll_core::CpuSet;
+
+use crate::common::{
+    check_root_name, ensure_dir, group_dir, nearest_existing, rmdir_retry, sync, sync_rt,
+    write, write_pid, Memo, Outcome, Report,
+};
+use crate::error::CgroupError;
+use crate::fs::{CgroupFs, RealFs};
+use crate::knobs::{
+    format_cpu_max, format_io_max, format_io_weight, format_memory, io_max_updates,
+    memory_matches, parse_cpu_max, parse_i64, parse_io_max, parse_io_weight, parse_memory,
+    parse_u64, DEFAULT_PERIOD_US,
+};
+use crate::stats::{parse_io_stat, parse_keyed, parse_pids, parse_psi, read_opt, read_parsed};
+
+/// Controllers atoll enables for its groups, in the kernel's order.
+pub const CONTROLLERS: [&str; 4] = ["cpuset", "cpu", "io", "memory"];
+
+/// The cgroup2 actuator and monitor.
+#[derive(Debug)]
+pub struct Cgroup2Backend<F: CgroupFs = RealFs> {
+    mount: PathBuf,
+    root: String,
+    fs: F,
+    added_to_parent: Vec<String>,
+    memo: Memo,
+    rmdir_attempts: u32,
+    rmdir_delay: Duration,
+}
+
+fn ids(text: &str) -> Option<CpuSet> {
+    CpuSet::parse(text.trim()).ok()
+}
+
+impl<F: CgroupFs> Cgroup2Backend<F> {
+    /// A backend for the hierarchy `<mount>/<root_name>` (e.g.
+    /// `/sys/fs/cgroup` and `atoll`). Nothing is created until `apply`.
+    pub fn new(mount: impl Into<PathBuf>, root_name: &str, fs: F) -> Result<Self, CgroupError> {
+        check_root_name(root_name)?;
+        Ok(Self {
+            mount: mount.into(),
+            root: root_name.to_string(),
+            fs,
+            added_to_parent: Vec::new(),
+            memo: Memo::default(),
+            rmdir_attempts: 10,
+            rmdir_delay: Duration::from_millis(20),
+        })
+    }
+
+    /// The directory of a group.
+    pub fn dir(&self, path: &GroupPath) -> PathBuf {
+        group_dir(&self.mount, &self.root, path)
+    }
+
+    /// The cgroup2 mount point.
+    pub fn mount(&self) -> &Path {
+        &self.mount
+    }
+
+    /// The filesystem the backend works on.
+    pub fn fs(&self) -> &F {
+        &self.fs
+    }
+
+    fn root_parent(&self) -> PathBuf {
+        let root = self.dir(&GroupPath::root());
+        root.parent().map_or_else(|| self.mount.clone(), Path::to_path_buf)
+    }
+
+    /// Controllers atoll enabled in the `cgroup.subtree_control` of its
+    /// root's parent (which atoll does not own).
+    pub fn added_parent_controllers(&self) -> &[String] {
+        &self.added_to_parent
+    }
+
+    /// Tells a restarted backend which parent controllers an earlier run
+    /// added (from the daemon's state file), so teardown can remove them.
+    pub fn set_added_parent_controllers(&mut self, controllers: Vec<String>) {
+        self.added_to_parent = controllers;
+    }
+
+    /// Disables in the root's parent the controllers atoll enabled there.
+    /// Call after removing atoll's root. A controller the kernel keeps
+    /// (`EBUSY`: another group now uses it) stays in the list and the first
+    /// such error is returned.
+    pub fn restore_parent_controllers(&mut self) -> Result<(), CgroupError> {
+        let file = self.root_parent().join("cgroup.subtree_control");
+        let mut first_err = None;
+        let mut kept = Vec::new();
+        for c in self.added_to_parent.iter().rev() {
+            let v = format!("-{c}");
+            if let Err(e) = self.fs.write(&file, &v) {
+                kept.push(c.clone());
+                first_err.get_or_insert(CgroupError::io("write", &file, Some(&v), e));
+            }
+        }
+        kept.reverse();
+        self.added_to_parent = kept;
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// Forgets remembered refusals so the next `apply` retries them.
+    pub fn retry_refused(&mut self) {
+        self.memo.clear();
+    }
+
+    /// How often and how long `remove` retries an `EBUSY` rmdir.
+    pub fn set_rmdir_retry(&mut self, attempts: u32, delay: Duration) {
+        self.rmdir_attempts = attempts;
+        self.rmdir_delay = delay;
+    }
+
+    fn words(&self, path: &Path) -> Vec<String> {
+        self.fs
+            .read_to_string(path)
+            .map(|s| s.split_whitespace().map(str::to_string).collect())
+            .unwrap_or_default()
+    }
+
+    /// Enables in `parent`'s subtree_control the atoll controllers it offers
+    /// but has not enabled. Returns controller -> why it could not be enabled.
+    fn ensure_subtree(
+        &mut self,
+        parent: &Path,
+        outside: bool,
+    ) -> Result<Vec<(String, String)>, CgroupError> {
+        let offered = self.words(&parent.join("cgroup.controllers"));
+        let file = parent.join("cgroup.subtree_control");
+        let enabled = self.words(&file);
+        let missing: Vec<&str> = CONTROLLERS
+            .iter()
+            .copied()
+            .filter(|c| offered.iter().any(|o| o == c) && !enabled.iter().any(|e| e == c))
+            .collect();
+        if missing.is_empty() {
+            return Ok(Vec::new());
+        }
+        let all: Vec<String> = missing.iter().map(|c| format!("+{c}")).collect();
+        let mut added = Vec::new();
+        let mut failed = Vec::new();
+        if self.fs.write(&file, &all.join(" ")).is_ok() {
+            added = missing.iter().map(|c| c.to_string()).collect();
+        } else {
+            for c in &missing {
+                let v = format!("+{c}");
+                match self.fs.write(&file, &v) {
+                    Ok(()) => added.push(c.to_string()),
+                    Err(e) => failed.push((
+                        c.to_string(),
+                        format!("writing {v:?} to {} failed: {e}", file.display()),
+                    )),
+                }
+            }
+        }
+        if outside {
+            for c in added {
+                if !self.added_to_parent.contains(&c) {
+                    self.added_to_parent.push(c);
+                }
+            }
+        }
+        Ok(failed)
+    }
+
+    /// A missing controller: a fallback for each asked-for knob it carries.
+    fn unavailable(&self, rep: &mut Report<'_>, controller: &str, asked: &[(&str, String)], why: &str) {
+        for (knob, wanted) in asked {
+            rep.push(knob, wanted, "n/a", format!("controller {controller} is not available: {why}"));
+        }
+    }
+
+    fn apply_cpuset(
+        &mut self,
+        path: &GroupPath,
+        dir: &Path,
+        s: &GroupSettings,
+        rep: &mut Report<'_>,
+    ) -> Result<(), CgroupError> {
+        let fs: &dyn CgroupFs = &self.fs;
+        for (file, want) in [("cpuset.cpus", &s.cpus), ("cpuset.mems", &s.mems)] {
+            let text = want.as_ref().map(ToString::to_string).unwrap_or_default();
+            let target = want.clone().unwrap_or_default();
+            let o = sync(fs, dir, file, &text, |cur| ids(cur).as_ref() == Some(&target))?;
+            rep.outcome(file, &text, want.is_some(), o, dir);
+        }
+        let knob = "cpuset.cpus.partition";
+        let cur = read_opt(fs, &dir.join(knob))?;
+        let cur = cur.as_deref().map(str::trim);
+        match s.partition.unwrap_or(Partition::Member) {
+            Partition::Member => {
+                self.memo.forget(path, knob);
+                if let Some(c) = cur.filter(|c| *c != "member") {
+                    let o = write(fs, &dir.join(knob), "member", c)?;
+                    rep.outcome(knob, "member", true, o, dir);
+                }
+            }
+            Partition::Root => {
+                let Some(c) = cur else {
+                    rep.outcome(knob, "root", true, Outcome::Missing, dir);
+                    return Ok(());
+                };
+                if c == "root" {
+                    return Ok(());
+                }
+                let cpus = read_opt(fs, &dir.join("cpuset.cpus"))?.unwrap_or_default();
+                let context = cpus.trim().to_string();
+                if let Some(f) = self.memo.get(path, knob, &context) {
+                    rep.out.push(f);
+                    return Ok(());
+                }
+                if let Some(reason) = self.try_root_partition(path, dir)? {
+                    let back = write(&self.fs, &dir.join(knob), "member", "")?;
+                    if let Outcome::Refused { reason: r, .. } = back {
+                        return Err(CgroupError::parse(dir.join(knob), "member", r));
+                    }
+                    let excl = dir.join("cpuset.cpus.exclusive");
+                    if self.fs.exists(&excl) {
+                        let _ = self.fs.write(&excl, "");
+                    }
+                    let got = read_opt(&self.fs, &dir.join(knob))?.unwrap_or_default();
+                    rep.push(knob, "root", got.trim(), reason);
+                    if let Some(f) = rep.out.last().cloned() {
+                        self.memo.put(path, knob, context, f);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes `dir` a partition root; `Some(reason)` if the kernel would not.
+    /// With `cpuset.cpus.exclusive` (Linux 6.7+), the group's CPUs are first
+    /// claimed along atoll's ancestors so it can become a remote partition
+    /// under a member parent.
+    fn try_root_partition(
+        &mut self,
+        path: &GroupPath,
+        dir: &Path,
+    ) -> Result<Option<String>, CgroupError> {
+        let fs: &dyn CgroupFs = &self.fs;
+        let knob = dir.join("cpuset.cpus.partition");
+        let excl = "cpuset.cpus.exclusive";
+        let cpus = read_opt(fs, &dir.join("cpuset.cpus"))?
+            .and_then(|t| ids(&t))
+            .unwrap_or_default();
+        let parent_is_root = path
+            .parent()
+            .and_then(|p| read_opt(fs, &self.dir(&p).join("cpuset.cpus.partition")).ok().flatten())
+            .is_some_and(|p| p.trim() == "root");
+        if fs.exists(&dir.join(excl)) && !parent_is_root && !cpus.is_empty() {
+            let mut chain = Vec::new();
+            let mut p = path.parent();
+            while let Some(a) = p {
+                p = a.parent();
+                chain.push(a);
+            }
+            for a in chain.iter().rev() {
+                let adir = self.dir(a);
+                let have = read_opt(fs, &adir.join(excl))?
+                    .and_then(|t| ids(&t))
+                    .unwrap_or_default();
+                if !cpus.is_subset(&have) {
+                    let v = have.union(&cpus).to_string();
+                    if let Outcome::Refused { reason, .. } = write(fs, &adir.join(excl), &v, "")? {
+                        return Ok(Some(format!("claiming CPUs {v} in {}: {reason}", adir.join(excl).display())));
+                    }
+                }
+            }
+            let v = cpus.to_string();
+            let o = sync(fs, dir, excl, &v, |c| ids(c).as_ref() == Some(&cpus))?;
+            if let Outcome::Refused { reason, .. } = o {
+                return Ok(Some(format!("{excl} {v}: {reason}")));
+            }
+        }
+        match write(fs, &knob, "root", "")? {
+            Outcome::Refused { reason, .. } => return Ok(Some(reason)),
+            Outcome::Missing => return Ok(Some(format!("{} does not exist", knob.display()))),
+            Outcome::Written | Outcome::Unchanged => {}
+        }
+        let shown = read_opt(fs, &knob)?.unwrap_or_default();
+        let shown = shown.trim();
+        if shown == "root" {
+            Ok(None)
+        } else {
+            Ok(Some(format!("the kernel shows {shown:?}")))
+        }
+    }
+
+    fn apply_cpu(&self, dir: &Path, s: &GroupSettings, rep: &mut Report<'_>) -> Result<(), CgroupError> {
+        let fs: &dyn CgroupFs = &self.fs;
+        let w = s.cpu_weight.unwrap_or(100);
+        let o = sync(fs, dir, "cpu.weight", &w.to_string(), |c| {
+            parse_i64(c).ok() == Some(i64::from(w))
+        })?;
+        rep.outcome("cpu.weight", &w.to_string(), s.cpu_weight.is_some(), o, dir);
+
+        let cur_period = read_opt(fs, &dir.join("cpu.max"))?
+            .and_then(|c| parse_cpu_max(&c).ok())
+            .map_or(DEFAULT_PERIOD_US, |(_, p)| p);
+        let text = format_cpu_max(s.cpu_max, cur_period);
+        let o = sync(fs, dir, "cpu.max", &text, |c| match (parse_cpu_max(c), s.cpu_max) {
+            (Ok((q, p)), Some(m)) => q == Some(m.quota_us) && p == m.period_us,
+            (Ok((q, _)), None) => q.is_none(),
+            (Err(_), _) => false,
+        })?;
+        rep.outcome("cpu.max", &text, s.cpu_max.is_some(), o, dir);
+
+        let idle = if s.cpu_idle { "1" } else { "0" };
+        let o = sync(fs, dir, "cpu.idle", idle, |c| c.trim() == idle)?;
+        rep.outcome("cpu.idle", idle, s.cpu_idle, o, dir);
+        Ok(())
+    }
+
+    fn apply_memory(&self, dir: &Path, s: &GroupSettings, rep: &mut Report<'_>) -> Result<(), CgroupError> {
+        let m = &s.memory;
+        let knobs = [
+            ("memory.min", m.min, Some(m.min.unwrap_or(0))),
+            ("memory.low", m.low, Some(m.low.unwrap_or(0))),
+            ("memory.high", m.high, m.high),
+            ("memory.max", m.max, m.max),
+        ];
+        for (file, asked, want) in knobs {
+            let text = format_memory(want);
+            let o = sync(&self.fs, dir, file, &text, |c| {
+                parse_memory(c).is_ok_and(|cur| memory_matches(cur, want))
+            })?;
+            rep.outcome(file, &text, asked.is_some(), o, dir);
+        }
+        Ok(())
+    }
+
+    fn apply_io(&self, dir: &Path, s: &GroupSettings, rep: &mut Report<'_>) -> Result<(), CgroupError> {
+        let fs: &dyn CgroupFs = &self.fs;
+        let w = s.io_weight.unwrap_or(100);
+        let text = format_io_weight(w);
+        let o = sync(fs, dir, "io.weight", &text, |c| parse_io_weight(c).ok() == Some(w))?;
+        rep.outcome("io.weight", &text, s.io_weight.is_some(), o, dir);
+
+        let file = dir.join("io.max");
+        let Some(cur) = read_opt(fs, &file)? else {
+            if let Some(l) = s.io_max.first() {
+                rep.outcome("io.max", &format_io_max(l), true, Outcome::Missing, dir);
+            }
+            return Ok(());
+        };
+        let cur_limits = parse_io_max(&cur).unwrap_or_default();
+        for l in io_max_updates(&cur_limits, &s.io_max) {
+            let line = format_io_max(&l);
+            let o = write(fs, &file, &line, cur.trim())?;
+            rep.outcome("io.max", &line, true, o, dir);
+        }
+        Ok(())
+    }
+}
+
+impl<F: CgroupFs> Actuator for Cgroup2Backend<F> {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Cgroup2
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        let root = self.dir(&GroupPath::root());
+        let created = self.fs.exists(&root);
+        let ctl = if created {
+            self.words(&root.join("cgroup.controllers"))
+        } else {
+            self.words(&self.root_parent().join("cgroup.controllers"))
+        };
+        let has = |c: &str| ctl.iter().any(|x| x == c);
+        let file = |f: &str| self.fs.exists(&root.join(f));
+        Capabilities {
+            cpuset: has("cpuset"),
+            cpu: has("cpu"),
+            partitions: has("cpuset") && (!created || file("cpuset.cpus.partition")),
+            cpu_idle: has("cpu") && (!created || file("cpu.idle")),
+            rt_groups: has("cpu") && created && file("cpu.rt_runtime_us"),
+            memory: has("memory"),
+            io: has("io"),
+            psi: self.fs.exists(&self.root_parent().join("cpu.pressure")),
+        }
+    }
+
+    fn root_name(&self) -> &str {
+        &self.root
+    }
+
+    fn apply(
+        &mut self,
+        path: &GroupPath,
+        settings: &GroupSettings,
+    ) -> Result<Vec<Fallback>, BackendError> {
+        let dir = self.dir(path);
+        let parent = dir.parent().map(Path::to_path_buf).unwrap_or_else(|| self.mount.clone());
+        ensure_dir(&self.fs, &dir, path)?;
+        let failed = self.ensure_subtree(&parent, path.is_root())?;
+        let ctl = self.words(&dir.join("cgroup.controllers"));
+        let mut rep = Report::new(path);
+        let s = settings;
+        let why = |c: &str| {
+            failed
+                .iter()
+                .find(|(f, _)| f == c)
+                .map(|(_, w)| w.clone())
+                .unwrap_or_else(|| {
+                    format!("{} does not offer it", parent.join("cgroup.controllers").display())
+                })
+        };
+        let has = |c: &str| ctl.iter().any(|x| x == c);
+        if has("cpuset") {
+            self.apply_cpuset(path, &dir, s, &mut rep)?;
+        } else {
+            let mut asked = Vec::new();
+            if let Some(c) = &s.cpus {
+                asked.push(("cpuset.cpus", c.to_string()));
+            }
+            if let Some(m) = &s.mems {
+                asked.push(("cpuset.mems", m.to_string()));
+            }
+            if s.partition == Some(Partition::Root) {
+                asked.push(("cpuset.cpus.partition", "root".to_string()));
+            }
+            self.unavailable(&mut rep, "cpuset", &asked, &why("cpuset"));
+        }
+        if has("cpu") {
+            self.apply_cpu(&dir, s, &mut rep)?;
+        } else {
+            let mut asked = Vec::new();
+            if let Some(w) = s.cpu_weight {
+                asked.push(("cpu.weight", w.to_string()));
+            }
+            if s.cpu_max.is_some() {
+                asked.push(("cpu.max", format_cpu_max(s.cpu_max, DEFAULT_PERIOD_US)));
+            }
+            if s.cpu_idle {
+                asked.push(("cpu.idle", "1".to_string()));
+            }
+            self.unavailable(&mut rep, "cpu", &asked, &why("cpu"));
+        }
+        sync_rt(&self.fs, &dir, s.rt_budget, &mut rep)?;
+        if has("memory") {
+            self.apply_memory(&dir, s, &mut rep)?;
+        } else {
+            let m = &s.memory;
+            let asked: Vec<(&str, String)> = [
+                ("memory.min", m.min),
+                ("memory.low", m.low),
+                ("memory.high", m.high),
+                ("memory.max", m.max),
+            ]
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k, v.to_string())))
+            .collect();
+            self.unavailable(&mut rep, "memory", &asked, &why("memory"));
+        }
+        if has("io") {
+            self.apply_io(&dir, s, &mut rep)?;
+        } else {
+            let mut asked: Vec<(&str, String)> =
+                s.io_max.iter().map(|l| ("io.max", format_io_max(l))).collect();
+            if let Some(w) = s.io_weight {
+                asked.insert(0, ("io.weight", format_io_weight(w)));
+            }
+            self.unavailable(&mut rep, "io", &asked, &why("io"));
+        }
+        Ok(rep.out)
+    }
+
+    fn remove(&mut self, path: &GroupPath) -> Result<(), BackendError> {
+        let dir = self.dir(path);
+        rmdir_retry(&self.fs, &dir, self.rmdir_attempts, self.rmdir_delay)?;
+        self.memo.forget_group(path);
+        Ok(())
+    }
+
+    fn move_process(&mut self, pid: u32, to: &GroupPath) -> Result<(), BackendError> {
+        let dir = self.dir(to);
+        if !self.fs.exists(&dir) {
+            return Err(BackendError::NoGroup(to.clone()));
+        }
+        Ok(write_pid(&self.fs, &dir, pid)?)
+    }
+
+    fn restore_process(&mut self, pid: u32, origin: &CgroupMembership) -> Result<(), BackendError> {
+        let target = nearest_existing(&self.fs, &self.mount, origin.unified().unwrap_or("/"));
+        Ok(write_pid(&self.fs, &target, pid)?)
+    }
+}
+
+impl<F: CgroupFs> Monitor for Cgroup2Backend<F> {
+    fn exists(&self, path: &GroupPath) -> bool {
+        self.fs.exists(&self.dir(path))
+    }
+
+    fn children(&self, path: &GroupPath) -> Result<Vec<String>, BackendError> {
+        let dir = self.dir(path);
+        self.fs.child_dirs(&dir).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                BackendError::NoGroup(path.clone())
+            } else {
+                CgroupError::io("list", &dir, None, e).into()
+            }
+        })
+    }
+
+    fn processes(&self, path: &GroupPath) -> Result<Vec<u32>, BackendError> {
+        let file = self.dir(path).join("cgroup.procs");
+        match read_parsed(&self.fs, &file, parse_pids)? {
+            Some(p) => Ok(p),
+            None => Err(BackendError::NoGroup(path.clone())),
+        }
+    }
+
+    fn stats(&self, path: &GroupPath) -> Result<GroupStats, BackendError> {
+        let dir = self.dir(path);
+        if !self.fs.exists(&dir) {
+            return Err(BackendError::NoGroup(path.clone()));
+        }
+        let fs: &dyn CgroupFs = &self.fs;
+        let cpu = read_parsed(fs, &dir.join("cpu.stat"), parse_keyed)?.unwrap_or_default();
+        let io = read_parsed(fs, &dir.join("io.stat"), parse_io_stat)?;
+        Ok(GroupStats {
+            cpu_usage_us: cpu.get("usage_usec").copied(),
+            nr_periods: cpu.get("nr_periods").copied(),
+            nr_throttled: cpu.get("nr_throttled").copied(),
+            throttled_us: cpu.get("throttled_usec").copied(),
+            memory_current: read_parsed(fs, &dir.join("memory.current"), parse_u64)?,
+            io_read_bytes: io.map(|(r, _)| r),
+            io_write_bytes: io.map(|(_, w)| w),
+            cpu_pressure: read_parsed(fs, &dir.join("cpu.pressure"), parse_psi)?,
+            memory_pressure: read_parsed(fs, &dir.join("memory.pressure"), parse_psi)?,
+            io_pressure: read_parsed(fs, &dir.join("io.pressure"), parse_psi)?,
+        })
+    }
+}
+
+#[cfg(test)]
+#[path = "v2_tests.rs"]
+mod tests;

@@ -1,0 +1,47 @@
+//! Commands that ask a running daemon.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use atoll_client::Client;
+
+use crate::render;
+
+pub fn status(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let report = Client::connect(socket)?.status()?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", render::status(&report));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn adopt(socket: &Path, unit: &str, pid: u32, island: Option<&str>) -> anyhow::Result<ExitCode> {
+    let a = Client::connect(socket)?.adopt(unit, pid, island)?;
+    println!(
+        "pid {pid} is in unit {} (island {}){}",
+        a.unit,
+        a.island,
+        if a.created { ", created" } else { "" }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn why(socket: &Path, subject: Option<&str>, limit: usize, json: bool) -> anyhow::Result<ExitCode> {
+    let decisions = Client::connect(socket)?.why(subject, Some(limit))?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&decisions)?);
+    } else {
+        for d in &decisions {
+            println!("{:>10.3}s  {d}", d.at.as_secs_f64());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn stop(socket: &Path) -> anyhow::Result<ExitCode> {
+    Client::connect(socket)?.stop()?;
+    println!("atoll is tearing down");
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,74 @@
+//! `atoll daemon`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use atoll_daemon::setup::{self, BackendRequest, SetupOptions};
+
+/// Flags of `atoll daemon`.
+#[derive(Debug, clap::Args)]
+pub struct DaemonArgs {
+    /// Platform description (TOML). Without it, the embedded default: the host
+    /// partition on the first core, the rest as islands by topology.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Which backend enforces decisions.
+    #[arg(long, value_enum, default_value_t = BackendRequest::Auto)]
+    backend: BackendRequest,
+    /// Name of the cgroup atoll creates and owns.
+    #[arg(long, default_value = "atoll")]
+    cgroup_root: String,
+    /// The API socket.
+    #[arg(long, default_value = atoll_proto::DEFAULT_SOCKET)]
+    socket: PathBuf,
+    /// Where the state file lives.
+    #[arg(long, default_value = "/var/lib/atoll")]
+    state_dir: PathBuf,
+    /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9184).
+    #[arg(long)]
+    metrics_addr: Option<SocketAddr>,
+    /// Read sysfs from here (tests).
+    #[arg(long, default_value = "/sys", hide = true)]
+    sysfs_root: PathBuf,
+    /// Read /proc from here (tests).
+    #[arg(long, default_value = "/proc", hide = true)]
+    proc_root: PathBuf,
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+pub fn daemon(a: DaemonArgs) -> anyhow::Result<ExitCode> {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ATOLL_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match a.log_format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+    let opts = SetupOptions {
+        config: a.config,
+        backend: a.backend,
+        cgroup_root: a.cgroup_root,
+        state_dir: a.state_dir,
+        sysfs_root: a.sysfs_root,
+        proc_root: a.proc_root,
+    };
+    let (ctrl, chosen) = setup::build(&opts)?;
+    tracing::info!("{chosen}");
+    atoll_daemon::run::run(
+        ctrl,
+        &atoll_daemon::run::Endpoints {
+            socket: a.socket,
+            metrics: a.metrics_addr,
+        },
+    )?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,103 @@
+//! Human-readable status.
+
+use std::fmt::Write;
+
+use atoll_core::backend::GroupStats;
+use atoll_core::spec::SchedPolicy;
+use atoll_proto::StatusReport;
+
+fn policy(p: &SchedPolicy) -> String {
+    match p {
+        SchedPolicy::Fair => "fair".into(),
+        SchedPolicy::Batch => "batch".into(),
+        SchedPolicy::Idle => "idle".into(),
+        SchedPolicy::Realtime(rt) => format!(
+            "realtime {:?} {}..{} budget {}/{} us",
+            rt.class, rt.priority_min, rt.priority_max, rt.runtime_us, rt.period_us
+        )
+        .to_lowercase(),
+    }
+}
+
+fn usage(s: &GroupStats) -> String {
+    let mut parts = Vec::new();
+    if let Some(u) = s.cpu_usage_us {
+        parts.push(format!("cpu {:.1}s", u as f64 / 1e6));
+    }
+    if let Some(t) = s.nr_throttled.filter(|t| *t > 0) {
+        parts.push(format!("throttled {t}x"));
+    }
+    if let Some(m) = s.memory_current {
+        parts.push(format!("mem {:.1}MiB", m as f64 / (1 << 20) as f64));
+    }
+    if let Some(p) = &s.cpu_pressure {
+        parts.push(format!("cpu psi {:.1}%", p.some.avg10));
+    }
+    parts.join(", ")
+}
+
+/// The status as a few aligned lines.
+pub fn status(r: &StatusReport) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "atoll {} on {} (root {:?}), epoch {} ms, up {:.1}s, {} epochs",
+        r.version,
+        r.backend,
+        r.root,
+        r.epoch_ms,
+        r.uptime_ms as f64 / 1000.0,
+        r.epochs
+    );
+    let _ = writeln!(
+        o,
+        "host       cpus {:<10} mems {:<4} {} processes{}  {}",
+        r.host.cpus.to_string(),
+        r.host.mems.to_string(),
+        r.host.processes,
+        if r.host.adopt_all { " (adopts all)" } else { "" },
+        usage(&r.host.stats)
+    );
+    for i in &r.islands {
+        let _ = writeln!(
+            o,
+            "island {:<8} cpus {:<10} mems {:<4} {}  {}",
+            i.name,
+            i.cpus.to_string(),
+            i.mems.to_string(),
+            policy(&i.policy),
+            usage(&i.stats)
+        );
+        for u in r.units.iter().filter(|u| u.island == i.name) {
+            let e = &u.entitlement;
+            let mut ent = Vec::new();
+            if let Some(c) = e.cpus {
+                ent.push(format!("{c} cpus"));
+            }
+            if let Some(w) = e.weight {
+                ent.push(format!("weight {w}"));
+            }
+            if let Some(c) = e.cpu_cap {
+                ent.push(format!("cap {c}"));
+            }
+            let pids: Vec<String> = u.pids.iter().map(|p| p.to_string()).collect();
+            let _ = writeln!(
+                o,
+                "  unit {:<10} {:<8} [{}] pids [{}]  {}",
+                u.name,
+                format!("{:?}", u.origin).to_lowercase(),
+                ent.join(", "),
+                pids.join(" "),
+                usage(&u.stats)
+            );
+        }
+    }
+    for f in &r.fallbacks {
+        let _ = writeln!(
+            o,
+            "fallback {} {}: wanted {}, in force {} ({})",
+            f.path, f.knob, f.wanted, f.got, f.reason
+        );
+    }
+    o
+}

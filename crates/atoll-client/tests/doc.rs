@@ -1,0 +1,197 @@
+//! Keeps `docs/api.md` honest: every JSON example decodes with
+//! `atoll_proto`, and every request op, reply kind and error code the
+//! protocol defines is documented.
+
+use std::collections::BTreeSet;
+
+use atoll_proto::{decode_request, decode_response, ErrorCode, Reply, Request, PROTOCOL_VERSION};
+use serde_json::Value;
+
+fn doc() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/api.md"))
+        .expect("docs/api.md")
+}
+
+/// The bodies of the doc's ```json blocks.
+fn json_blocks(doc: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in doc.lines() {
+        match (&mut current, line.trim_start()) {
+            (None, "```json") => current = Some(String::new()),
+            (Some(_), "```") => blocks.push(current.take().unwrap()),
+            (Some(b), _) => {
+                b.push_str(line);
+                b.push('\n');
+            }
+            (None, _) => {}
+        }
+    }
+    assert!(current.is_none(), "unterminated ```json block");
+    blocks
+}
+
+/// One of each request; adding a variant to `Request` breaks the match
+/// below until it is listed here (and documented).
+fn every_request() -> Vec<Request> {
+    let all = vec![
+        Request::Status {},
+        Request::Adopt {
+            unit: "u".into(),
+            pid: 1,
+            island: None,
+        },
+        Request::Why {
+            subject: None,
+            limit: None,
+        },
+        Request::Stop {},
+    ];
+    for r in &all {
+        match r {
+            Request::Status {} | Request::Adopt { .. } | Request::Why { .. } | Request::Stop {} => {
+            }
+        }
+    }
+    all
+}
+
+fn every_reply_kind() -> Vec<&'static str> {
+    // Same trick: a new `Reply` variant fails to compile here.
+    let kind = |r: &Reply| match r {
+        Reply::Status(_) => "status",
+        Reply::Adopted { .. } => "adopted",
+        Reply::Decisions { .. } => "decisions",
+        Reply::Stopping => "stopping",
+    };
+    let stopping = Reply::Stopping;
+    assert_eq!(
+        serde_json::to_value(&stopping).unwrap()["kind"],
+        kind(&stopping)
+    );
+    vec!["status", "adopted", "decisions", "stopping"]
+}
+
+fn every_error_code() -> Vec<ErrorCode> {
+    let all = vec![
+        ErrorCode::BadRequest,
+        ErrorCode::UnsupportedVersion,
+        ErrorCode::PermissionDenied,
+        ErrorCode::NotFound,
+        ErrorCode::Backend,
+        ErrorCode::ShuttingDown,
+    ];
+    for c in &all {
+        match c {
+            ErrorCode::BadRequest
+            | ErrorCode::UnsupportedVersion
+            | ErrorCode::PermissionDenied
+            | ErrorCode::NotFound
+            | ErrorCode::Backend
+            | ErrorCode::ShuttingDown => {}
+        }
+    }
+    all
+}
+
+fn name_of<T: serde::Serialize>(v: &T, field: &str) -> String {
+    let v = serde_json::to_value(v).unwrap();
+    match v.get(field) {
+        Some(Value::String(s)) => s.clone(),
+        _ => v.as_str().expect("a string").to_string(),
+    }
+}
+
+struct Examples {
+    ops: BTreeSet<String>,
+    kinds: BTreeSet<String>,
+    codes: BTreeSet<String>,
+}
+
+fn examples() -> Examples {
+    let mut ex = Examples {
+        ops: BTreeSet::new(),
+        kinds: BTreeSet::new(),
+        codes: BTreeSet::new(),
+    };
+    let blocks = json_blocks(&doc());
+    assert!(blocks.len() >= 8, "found only {} json blocks", blocks.len());
+    for block in blocks {
+        for value in serde_json::Deserializer::from_str(&block).into_iter::<Value>() {
+            let value =
+                value.unwrap_or_else(|e| panic!("invalid JSON in docs/api.md: {e}\n{block}"));
+            let line = serde_json::to_string(&value).unwrap();
+            if value.get("op").is_some() {
+                let r = decode_request(&line)
+                    .unwrap_or_else(|e| panic!("documented request does not decode: {e}"));
+                assert_eq!(r.v, PROTOCOL_VERSION, "{line}");
+                ex.ops.insert(name_of(&r.request, "op"));
+            } else if value.get("ok").is_some() || value.get("err").is_some() {
+                let r = decode_response(&line)
+                    .unwrap_or_else(|e| panic!("documented reply does not decode: {e}"));
+                match (r.ok, r.err) {
+                    (Some(ok), None) => {
+                        ex.kinds.insert(name_of(&ok, "kind"));
+                    }
+                    (None, Some(err)) => {
+                        ex.codes.insert(name_of(&err.code, "code"));
+                    }
+                    _ => panic!("a reply must have exactly one of ok and err: {line}"),
+                }
+            } else {
+                panic!("a json block in docs/api.md is neither a request nor a reply: {line}");
+            }
+        }
+    }
+    ex
+}
+
+#[test]
+fn every_documented_example_decodes_and_every_op_has_one() {
+    let ex = examples();
+    let ops: BTreeSet<String> = every_request().iter().map(|r| name_of(r, "op")).collect();
+    assert_eq!(
+        ex.ops, ops,
+        "request ops with an example vs. the protocol's"
+    );
+    let kinds: BTreeSet<String> = every_reply_kind().into_iter().map(String::from).collect();
+    assert_eq!(
+        ex.kinds, kinds,
+        "reply kinds with an example vs. the protocol's"
+    );
+}
+
+#[test]
+fn every_error_code_is_documented_with_an_example() {
+    let doc = doc();
+    let ex = examples();
+    let section = doc
+        .split("\n## ")
+        .find(|s| s.starts_with("Error codes"))
+        .expect("an `## Error codes` section");
+    for code in every_error_code() {
+        let name = name_of(&code, "code");
+        assert!(
+            section.contains(&format!("| `{name}`")),
+            "error code {name} is not in the table"
+        );
+        assert!(ex.codes.contains(&name), "error code {name} has no example");
+    }
+}
+
+#[test]
+fn every_op_mentioned_anywhere_exists() {
+    let known: BTreeSet<String> = every_request().iter().map(|r| name_of(r, "op")).collect();
+    let doc = doc();
+    let compact = doc.replace("\"op\": \"", "\"op\":\"");
+    for piece in compact.split("\"op\":\"").skip(1) {
+        let op = piece.split('"').next().unwrap();
+        assert!(known.contains(op), "docs/api.md mentions unknown op {op:?}");
+    }
+    for op in &known {
+        assert!(
+            doc.contains(&format!("### `{op}`")),
+            "op {op} has no section"
+        );
+    }
+}

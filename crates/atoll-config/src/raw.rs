@@ -1,0 +1,351 @@
+//! The config file as written: serde structs that mirror the TOML tables.
+//!
+//! Every struct refuses unknown keys (`deny_unknown_fields`), adopt rules and
+//! layouts accept exactly one key, and leaf types (CPU lists, names, sizes,
+//! devices) are checked while deserializing so that their errors carry the
+//! span of the offending value. Nothing here knows the machine: defaults
+//! that depend on topology are filled in by [`crate::resolve`].
+
+use std::fmt;
+use std::path::PathBuf;
+
+use atoll_core::spec::{DeviceId, RtClass};
+use atoll_core::{CpuSet, Name, NodeSet};
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+
+use crate::size::Size;
+
+/// Keys allowed at the top level of the document.
+pub(crate) const TOP_KEYS: &[&str] = &[
+    "epoch_ms",
+    "default_island",
+    "host",
+    "auto",
+    "island",
+    "unit",
+];
+
+/// `[host]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a [host] table")]
+pub(crate) struct RawHost {
+    /// CPU list or `"auto"`.
+    #[serde(default)]
+    pub cpus: HostCpus,
+    /// Memory nodes; default: the nodes of its CPUs.
+    pub mems: Option<NodeSet>,
+    /// Move every unmanaged task into the host partition.
+    #[serde(default)]
+    pub adopt_all: bool,
+}
+
+/// The host's CPUs: a kernel list, or `"auto"` for
+/// [`atoll_core::layout::default_host`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) enum HostCpus {
+    /// `"auto"` (also the default).
+    #[default]
+    Auto,
+    /// An explicit list.
+    List(CpuSet),
+}
+
+impl<'de> Deserialize<'de> for HostCpus {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        if s.trim() == "auto" {
+            return Ok(Self::Auto);
+        }
+        CpuSet::parse(&s).map(Self::List).map_err(de::Error::custom)
+    }
+}
+
+/// Scheduler policy names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum PolicyKind {
+    /// SCHED_OTHER.
+    Fair,
+    /// SCHED_BATCH.
+    Batch,
+    /// SCHED_IDLE.
+    Idle,
+    /// SCHED_FIFO / SCHED_RR.
+    Realtime,
+}
+
+/// `rt_class`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum RawRtClass {
+    /// SCHED_FIFO.
+    Fifo,
+    /// SCHED_RR.
+    Rr,
+}
+
+impl From<RawRtClass> for RtClass {
+    fn from(c: RawRtClass) -> Self {
+        match c {
+            RawRtClass::Fifo => RtClass::Fifo,
+            RawRtClass::Rr => RtClass::Rr,
+        }
+    }
+}
+
+/// The policy keys shared by `[island.*]` and `[auto]`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct PolicyFields {
+    pub policy: Option<PolicyKind>,
+    pub rt_class: Option<RawRtClass>,
+    pub priority: Option<[u8; 2]>,
+    pub rt_runtime_us: Option<u64>,
+    pub rt_period_us: Option<u64>,
+}
+
+/// `[auto]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "an [auto] table")]
+pub(crate) struct RawAuto {
+    /// How to carve islands; default `"topology"`.
+    pub layout: Option<RawLayout>,
+    pub policy: Option<PolicyKind>,
+    pub rt_class: Option<RawRtClass>,
+    pub priority: Option<[u8; 2]>,
+    pub rt_runtime_us: Option<u64>,
+    pub rt_period_us: Option<u64>,
+}
+
+impl RawAuto {
+    /// Its policy keys.
+    pub fn policy_fields(&self) -> PolicyFields {
+        PolicyFields {
+            policy: self.policy,
+            rt_class: self.rt_class,
+            priority: self.priority,
+            rt_runtime_us: self.rt_runtime_us,
+            rt_period_us: self.rt_period_us,
+        }
+    }
+}
+
+/// `layout = "per_node" | "per_llc" | "topology" | { split = N }`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RawLayout {
+    /// One island per NUMA node (`node<N>`).
+    PerNode,
+    /// One island per LLC group (`llc<I>`).
+    PerLlc,
+    /// Per node, else per LLC, else one island `main`.
+    Topology,
+    /// N islands of whole cores (`part<I>`).
+    Split(u32),
+}
+
+const LAYOUTS: &str = "\"per_node\", \"per_llc\", \"topology\" or { split = N }";
+
+impl<'de> Deserialize<'de> for RawLayout {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawLayout;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "a layout: {LAYOUTS}")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<RawLayout, E> {
+                match v {
+                    "per_node" => Ok(RawLayout::PerNode),
+                    "per_llc" => Ok(RawLayout::PerLlc),
+                    "topology" => Ok(RawLayout::Topology),
+                    "split" => Err(E::custom("\"split\" needs a count: layout = { split = 3 }")),
+                    other => Err(E::custom(format!(
+                        "unknown layout {other:?}, expected {LAYOUTS}"
+                    ))),
+                }
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawLayout, A::Error> {
+                #[derive(Deserialize)]
+                #[serde(field_identifier, rename_all = "lowercase")]
+                enum Key {
+                    Split,
+                }
+                let Some(Key::Split) = map.next_key::<Key>()? else {
+                    return Err(de::Error::custom(format!("expected {LAYOUTS}")));
+                };
+                let n: u32 = map.next_value()?;
+                if map.next_key::<Key>()?.is_some() {
+                    return Err(de::Error::custom("`split` given twice"));
+                }
+                Ok(RawLayout::Split(n))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `[island.NAME]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "an [island.NAME] table")]
+pub(crate) struct RawIsland {
+    /// Its CPUs (required).
+    pub cpus: CpuSet,
+    /// Its memory nodes; default: those of its CPUs.
+    pub mems: Option<NodeSet>,
+    pub policy: Option<PolicyKind>,
+    pub rt_class: Option<RawRtClass>,
+    pub priority: Option<[u8; 2]>,
+    pub rt_runtime_us: Option<u64>,
+    pub rt_period_us: Option<u64>,
+}
+
+impl RawIsland {
+    /// Its policy keys.
+    pub fn policy_fields(&self) -> PolicyFields {
+        PolicyFields {
+            policy: self.policy,
+            rt_class: self.rt_class,
+            priority: self.priority,
+            rt_runtime_us: self.rt_runtime_us,
+            rt_period_us: self.rt_period_us,
+        }
+    }
+}
+
+/// `[unit.NAME]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a [unit.NAME] table")]
+pub(crate) struct RawUnit {
+    /// Its island; default: `default_island`, else the first island.
+    pub island: Option<Name>,
+    pub cpus: Option<f64>,
+    pub weight: Option<u32>,
+    pub cpu_cap: Option<f64>,
+    pub memory_min: Option<Size>,
+    pub memory_low: Option<Size>,
+    pub memory_high: Option<Size>,
+    pub memory_max: Option<Size>,
+    pub io_weight: Option<u32>,
+    #[serde(default)]
+    pub io_limits: Vec<RawIoLimit>,
+    pub rt_priority: Option<u8>,
+    #[serde(default)]
+    pub adopt: Vec<RawAdopt>,
+}
+
+/// One entry of `io_limits`.
+#[derive(Debug, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "an io limit table like { device = \"8:0\", rbps = \"100M\" }"
+)]
+pub(crate) struct RawIoLimit {
+    pub device: Device,
+    pub rbps: Option<Size>,
+    pub wbps: Option<Size>,
+    pub riops: Option<u64>,
+    pub wiops: Option<u64>,
+}
+
+/// A block device written `"MAJOR:MINOR"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Device(pub DeviceId);
+
+impl<'de> Deserialize<'de> for Device {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_device(&s).map(Device).ok_or_else(|| {
+            de::Error::custom(format!(
+                "{s:?} is not a device: use \"MAJOR:MINOR\" as in /proc/partitions (\"8:0\")"
+            ))
+        })
+    }
+}
+
+fn parse_device(s: &str) -> Option<DeviceId> {
+    let (major, minor) = s.split_once(':')?;
+    let num = |p: &str| {
+        (!p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| p.parse().ok())
+            .flatten()
+    };
+    Some(DeviceId {
+        major: num(major)?,
+        minor: num(minor)?,
+    })
+}
+
+/// One adopt rule: a table with exactly one of `comm`, `exe`, `uid`,
+/// `cgroup`, `pid`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum RawAdopt {
+    Comm(String),
+    Exe(PathBuf),
+    Uid(u32),
+    Cgroup(String),
+    Pid(u32),
+}
+
+impl<'de> Deserialize<'de> for RawAdopt {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(field_identifier, rename_all = "lowercase")]
+        enum Key {
+            Comm,
+            Exe,
+            Uid,
+            Cgroup,
+            Pid,
+        }
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawAdopt;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(
+                    "an adopt rule with one key: { comm = ... }, { exe = ... }, { uid = ... }, { cgroup = ... } or { pid = ... }",
+                )
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawAdopt, A::Error> {
+                let Some(key) = map.next_key::<Key>()? else {
+                    return Err(de::Error::custom(
+                        "an adopt rule needs one of `comm`, `exe`, `uid`, `cgroup`, `pid`",
+                    ));
+                };
+                let rule = match key {
+                    Key::Comm => RawAdopt::Comm(map.next_value()?),
+                    Key::Exe => RawAdopt::Exe(map.next_value()?),
+                    Key::Uid => RawAdopt::Uid(map.next_value()?),
+                    Key::Cgroup => RawAdopt::Cgroup(map.next_value()?),
+                    Key::Pid => RawAdopt::Pid(map.next_value()?),
+                };
+                if map.next_key::<Key>()?.is_some() {
+                    return Err(de::Error::custom(
+                        "an adopt rule has exactly one key; write one rule per match (rules are OR-ed)",
+                    ));
+                }
+                Ok(rule)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn devices() {
+        assert_eq!(parse_device("8:0"), Some(DeviceId { major: 8, minor: 0 }));
+        assert_eq!(
+            parse_device("259:12"),
+            Some(DeviceId {
+                major: 259,
+                minor: 12
+            })
+        );
+        for bad in ["8", "8:", ":0", "8:0:1", "a:b", "-1:0", " 8:0", "8:+1"] {
+            assert_eq!(parse_device(bad), None, "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! Socket plumbing shared by the API server and the metrics endpoint:
+//! waiting for a listener with a timeout (so a stop flag is honored), a cap
+//! on concurrent connections, reading a peer's credentials, and a line
+//! reader that survives read timeouts.
+
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::command::Caller;
+
+/// Waits until `fd` is readable (a listener: a connection is pending) or
+/// `timeout` passes. `Ok(false)` on timeout or a signal.
+pub(crate) fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: `p` is one valid, initialized pollfd that outlives the call, and
+    // we pass a count of 1.
+    let rc = unsafe { libc::poll(&mut p, 1, ms) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(false);
+        }
+        return Err(e);
+    }
+    Ok(rc > 0)
+}
+
+/// The peer's credentials at connect time (`SO_PEERCRED`).
+pub(crate) fn peer_credentials(s: &UnixStream) -> io::Result<Caller> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let size = std::mem::size_of::<libc::ucred>();
+    let mut len = size as libc::socklen_t;
+    // SAFETY: the fd is a valid socket owned by `s`; `cred` is a writable
+    // `ucred` and `len` holds its exact size, as SO_PEERCRED requires.
+    let rc = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast::<libc::c_void>(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if len as usize != size {
+        return Err(io::Error::other(format!(
+            "SO_PEERCRED returned {len} bytes, expected {size}"
+        )));
+    }
+    Ok(Caller {
+        uid: cred.uid,
+        gid: cred.gid,
+        pid: cred.pid,
+    })
+}
+
+/// A counter of open connections with a ceiling.
+#[derive(Clone, Debug)]
+pub(crate) struct Slots {
+    active: Arc<AtomicUsize>,
+    max: usize,
+}
+
+/// A taken slot; dropping it frees the slot.
+#[derive(Debug)]
+pub(crate) struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Slots {
+    pub(crate) fn new(max: usize) -> Self {
+        Self {
+            active: Arc::new(AtomicUsize::new(0)),
+            max,
+        }
+    }
+
+    /// A slot, or `None` when `max` are taken.
+    pub(crate) fn take(&self) -> Option<Slot> {
+        self.active
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Slot(Arc::clone(&self.active)))
+    }
+}
+
+/// What [`LineReader::next`] found.
+#[derive(Debug)]
+pub(crate) enum Next {
+    /// A line, without its `\n` (the last line may lack one).
+    Line(Vec<u8>),
+    /// The peer closed its side and nothing is buffered.
+    Eof,
+    /// More than `limit` bytes without a newline.
+    TooLong(usize),
+    /// The read timed out; partial input stays buffered.
+    Tick,
+    /// The read failed.
+    Failed(io::Error),
+}
+
+/// Reads newline-delimited lines of at most `limit` bytes from a stream
+/// with a read timeout, keeping a partial line across timeouts.
+pub(crate) struct LineReader<R> {
+    inner: R,
+    buf: Vec<u8>,
+    scanned: usize,
+    limit: usize,
+    eof: bool,
+}
+
+impl<R: Read> LineReader<R> {
+    pub(crate) fn new(inner: R, limit: usize) -> Self {
+        Self {
+            inner,
+            buf: Vec::new(),
+            scanned: 0,
+            limit,
+            eof: false,
+        }
+    }
+
+    /// The next line, or why there is none.
+    pub(crate) fn next(&mut self) -> Next {
+        loop {
+            if let Some(pos) = self.buf[self.scanned..].iter().position(|&b| b == b'\n') {
+                let end = self.scanned + pos;
+                if end > self.limit {
+                    return Next::TooLong(end);
+                }
+                let mut line: Vec<u8> = self.buf.drain(..=end).collect();
+                line.pop();
+                self.scanned = 0;
+                return Next::Line(line);
+            }
+            self.scanned = self.buf.len();
+            if self.buf.len() > self.limit {
+                return Next::TooLong(self.buf.len());
+            }
+            if self.eof {
+                if self.buf.is_empty() {
+                    return Next::Eof;
+                }
+                self.scanned = 0;
+                return Next::Line(std::mem::take(&mut self.buf));
+            }
+            let mut chunk = [0u8; 8192];
+            match self.inner.read(&mut chunk) {
+                Ok(0) => self.eof = true,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return Next::Tick
+                }
+                Err(e) => return Next::Failed(e),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reader that hands out scripted pieces, with timeouts in between.
+    struct Script(Vec<Option<&'static [u8]>>);
+
+    impl Read for Script {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            if self.0.is_empty() {
+                return Ok(0);
+            }
+            match self.0.remove(0) {
+                Some(piece) => {
+                    out[..piece.len()].copy_from_slice(piece);
+                    Ok(piece.len())
+                }
+                None => Err(io::ErrorKind::WouldBlock.into()),
+            }
+        }
+    }
+
+    fn line(n: Next) -> Vec<u8> {
+        match n {
+            Next::Line(l) => l,
+            other => panic!("expected a line, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn lines_survive_timeouts_and_pipelining() {
+        let mut r = LineReader::new(
+            Script(vec![Some(b"ab"), None, Some(b"c\nde\n"), Some(b"f")]),
+            10,
+        );
+        assert!(matches!(r.next(), Next::Tick));
+        assert_eq!(line(r.next()), b"abc");
+        assert_eq!(line(r.next()), b"de");
+        assert_eq!(line(r.next()), b"f");
+        assert!(matches!(r.next(), Next::Eof));
+    }
+
+    #[test]
+    fn long_lines_are_reported_with_or_without_a_newline() {
+        let mut r = LineReader::new(Script(vec![Some(b"0123456789x\n")]), 10);
+        assert!(matches!(r.next(), Next::TooLong(11)));
+        let mut r = LineReader::new(Script(vec![Some(b"0123456789"), Some(b"xy")]), 10);
+        assert!(matches!(r.next(), Next::TooLong(12)));
+        let mut r = LineReader::new(Script(vec![Some(b"0123456789\n")]), 10);
+        assert_eq!(line(r.next()), b"0123456789");
+    }
+
+    #[test]
+    fn slots_are_capped_and_freed_on_drop() {
+        let s = Slots::new(2);
+        let a = s.take().unwrap();
+        let _b = s.take().unwrap();
+        assert!(s.take().is_none());
+        drop(a);
+        assert!(s.take().is_some());
+    }
+}

@@ -1,0 +1,125 @@
+//! The decision log: a bounded ring of recent decisions, each also logged.
+
+use std::collections::VecDeque;
+
+use atoll_core::decision::{Action, Decision};
+
+/// How many decisions are kept for `atoll why`.
+pub const KEPT: usize = 4096;
+
+/// Recent decisions, oldest first.
+#[derive(Debug, Default)]
+pub struct DecisionLog {
+    ring: VecDeque<Decision>,
+}
+
+impl DecisionLog {
+    /// Records and logs a decision.
+    pub fn record(&mut self, d: Decision) {
+        match &d.action {
+            Action::Fallback(_) => tracing::warn!(target: "atoll::decision", "{d}"),
+            _ => tracing::info!(target: "atoll::decision", "{d}"),
+        }
+        if self.ring.len() == KEPT {
+            self.ring.pop_front();
+        }
+        self.ring.push_back(d);
+    }
+
+    /// The newest `limit` decisions matching `subject` (all if `None`),
+    /// oldest first.
+    pub fn query(&self, subject: Option<&str>, limit: usize) -> Vec<Decision> {
+        let mut out: Vec<Decision> = self
+            .ring
+            .iter()
+            .rev()
+            .filter(|d| subject.is_none_or(|s| matches_subject(d, s)))
+            .take(limit)
+            .cloned()
+            .collect();
+        out.reverse();
+        out
+    }
+
+    /// Number of decisions kept.
+    pub fn len(&self) -> usize {
+        self.ring.len()
+    }
+
+    /// Whether none are kept.
+    pub fn is_empty(&self) -> bool {
+        self.ring.is_empty()
+    }
+}
+
+/// Whether `d` is about `subject`: a group path (`web/api`), a unit or
+/// island name (`api`), or a process (`pid 42` or `42`).
+pub fn matches_subject(d: &Decision, subject: &str) -> bool {
+    let subject = subject.trim();
+    if let Ok(pid) = subject.trim_start_matches("pid").trim().parse::<u32>() {
+        return d.subject() == format!("pid {pid}");
+    }
+    let path_matches = |p: &str| p == subject || p.split('/').any(|c| c == subject);
+    match &d.action {
+        Action::ApplyGroup { path, .. } | Action::RemoveGroup { path } => path_matches(path.as_str()),
+        Action::Fallback(f) => path_matches(f.path.as_str()),
+        Action::MoveProcess { to, .. } => path_matches(to.as_str()),
+        Action::CreateUnit { unit, island } => unit == subject || island == subject,
+        Action::RemoveUnit { unit } => unit == subject,
+        Action::RestoreProcess { .. } | Action::SetPolicy { .. } => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use atoll_core::decision::Reason;
+    use atoll_core::plan::GroupPath;
+
+    use super::*;
+
+    fn mv(pid: u32, to: &str) -> Decision {
+        Decision {
+            at: Duration::ZERO,
+            action: Action::MoveProcess {
+                pid,
+                comm: "x".into(),
+                to: GroupPath::from_relative(to),
+            },
+            why: Reason::Config,
+        }
+    }
+
+    #[test]
+    fn query_filters_by_subject_and_keeps_the_newest() {
+        let mut log = DecisionLog::default();
+        for i in 0..10 {
+            log.record(mv(i, if i % 2 == 0 { "web/api" } else { "batch/crunch" }));
+        }
+        let api: Vec<u32> = log
+            .query(Some("api"), 3)
+            .iter()
+            .map(|d| match d.action {
+                Action::MoveProcess { pid, .. } => pid,
+                _ => unreachable!(),
+            })
+            .collect();
+        assert_eq!(api, [4, 6, 8]);
+        assert_eq!(log.query(Some("batch"), 100).len(), 5);
+        assert_eq!(log.query(Some("pid 3"), 100).len(), 1);
+        assert_eq!(log.query(Some("7"), 100).len(), 1);
+        assert_eq!(log.query(None, 4).len(), 4);
+        assert!(log.query(Some("nothing"), 100).is_empty());
+    }
+
+    #[test]
+    fn ring_is_bounded() {
+        let mut log = DecisionLog::default();
+        for i in 0..(KEPT as u32 + 10) {
+            log.record(mv(i, "host"));
+        }
+        assert_eq!(log.len(), KEPT);
+        assert_eq!(log.query(None, 1).len(), 1);
+    }
+}

@@ -1,0 +1,380 @@
+//! Rendering checked line by line, the docs kept honest, and the HTTP server
+//! over a real loopback socket with a fake control loop.
+
+use std::collections::BTreeSet;
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::sync::mpsc::Receiver;
+
+use atoll_core::backend::{Fallback, Psi, PsiLine};
+use atoll_core::plan::{GroupPath, TaskPolicy};
+use atoll_core::spec::{Entitlement, SchedPolicy};
+use atoll_core::CpuSet;
+use atoll_proto::{HostStatus, IslandStatus, UnitOrigin, UnitStatus};
+
+use super::*;
+
+fn psi(some_us: u64, full_us: Option<u64>) -> Psi {
+    let line = |us| PsiLine {
+        avg10: 1.0,
+        avg60: 2.0,
+        avg300: 3.0,
+        total_us: us,
+    };
+    Psi {
+        some: line(some_us),
+        full: full_us.map(line),
+    }
+}
+
+fn report() -> StatusReport {
+    StatusReport {
+        version: "0.1.0".into(),
+        backend: "cgroup1".into(),
+        root: "atoll".into(),
+        epoch_ms: 30,
+        uptime_ms: 61_500,
+        epochs: 2050,
+        host: HostStatus {
+            cpus: CpuSet::parse("0").unwrap(),
+            mems: CpuSet::parse("0").unwrap(),
+            adopt_all: false,
+            processes: 3,
+            stats: GroupStats {
+                cpu_usage_us: Some(2_000_000),
+                memory_current: Some(1_048_576),
+                ..Default::default()
+            },
+        },
+        islands: vec![IslandStatus {
+            name: "web".into(),
+            cpus: CpuSet::parse("1-3").unwrap(),
+            mems: CpuSet::parse("0").unwrap(),
+            policy: SchedPolicy::Fair,
+            units: vec!["api".into()],
+            stats: GroupStats {
+                cpu_usage_us: Some(1_500_000),
+                nr_periods: Some(100),
+                nr_throttled: Some(5),
+                throttled_us: Some(250_000),
+                memory_current: Some(4096),
+                io_read_bytes: Some(10),
+                io_write_bytes: Some(20),
+                cpu_pressure: Some(psi(1_000_001, None)),
+                memory_pressure: Some(psi(7, Some(3))),
+                io_pressure: None,
+            },
+        }],
+        units: vec![UnitStatus {
+            name: "api".into(),
+            island: "web".into(),
+            origin: UnitOrigin::Config,
+            entitlement: Entitlement::default(),
+            task_policy: TaskPolicy::Other,
+            pids: vec![10, 11],
+            stats: GroupStats {
+                cpu_usage_us: Some(1_000_000),
+                ..Default::default()
+            },
+        }],
+        fallbacks: vec![Fallback {
+            path: GroupPath::from_relative("web"),
+            knob: "cpuset.cpu_exclusive".into(),
+            wanted: "1".into(),
+            got: "0".into(),
+            reason: "busy".into(),
+        }],
+    }
+}
+
+/// Every stat of every group set, so that every family appears.
+fn full_report() -> StatusReport {
+    let full = GroupStats {
+        cpu_usage_us: Some(1),
+        nr_periods: Some(2),
+        nr_throttled: Some(3),
+        throttled_us: Some(4),
+        memory_current: Some(5),
+        io_read_bytes: Some(6),
+        io_write_bytes: Some(7),
+        cpu_pressure: Some(psi(8, Some(9))),
+        memory_pressure: Some(psi(10, Some(11))),
+        io_pressure: Some(psi(12, Some(13))),
+    };
+    let mut r = report();
+    r.host.stats = full.clone();
+    r.islands[0].stats = full.clone();
+    r.units[0].stats = full;
+    r
+}
+
+#[test]
+fn renders_families_with_help_type_and_labelled_samples() {
+    let text = render(&report());
+    let expected = "\
+# HELP atoll_info Constant 1, labelled with the backend, version and root group.
+# TYPE atoll_info gauge
+atoll_info{backend=\"cgroup1\",version=\"0.1.0\",root=\"atoll\"} 1
+# HELP atoll_uptime_seconds Time since the daemon started.
+# TYPE atoll_uptime_seconds gauge
+atoll_uptime_seconds 61.5
+# HELP atoll_epochs_total Control-loop iterations.
+# TYPE atoll_epochs_total counter
+atoll_epochs_total 2050
+# HELP atoll_epoch_seconds Control-loop period.
+# TYPE atoll_epoch_seconds gauge
+atoll_epoch_seconds 0.03
+# HELP atoll_fallbacks Knobs the kernel refused, now replaced by a fallback.
+# TYPE atoll_fallbacks gauge
+atoll_fallbacks 1
+# HELP atoll_island_cpus CPUs of the island.
+# TYPE atoll_island_cpus gauge
+atoll_island_cpus{island=\"host\"} 1
+atoll_island_cpus{island=\"web\"} 3
+# HELP atoll_island_processes Processes in the island's units (or in the host partition).
+# TYPE atoll_island_processes gauge
+atoll_island_processes{island=\"host\"} 3
+atoll_island_processes{island=\"web\"} 2
+# HELP atoll_unit_processes Processes in the unit.
+# TYPE atoll_unit_processes gauge
+atoll_unit_processes{island=\"web\",unit=\"api\"} 2
+# HELP atoll_island_cpu_usage_seconds_total CPU time used.
+# TYPE atoll_island_cpu_usage_seconds_total counter
+atoll_island_cpu_usage_seconds_total{island=\"host\"} 2
+atoll_island_cpu_usage_seconds_total{island=\"web\"} 1.5
+# HELP atoll_island_cpu_periods_total CPU bandwidth enforcement periods elapsed.
+# TYPE atoll_island_cpu_periods_total counter
+atoll_island_cpu_periods_total{island=\"web\"} 100
+# HELP atoll_island_cpu_throttled_periods_total Enforcement periods in which the group was throttled.
+# TYPE atoll_island_cpu_throttled_periods_total counter
+atoll_island_cpu_throttled_periods_total{island=\"web\"} 5
+# HELP atoll_island_cpu_throttled_seconds_total Time the group was throttled.
+# TYPE atoll_island_cpu_throttled_seconds_total counter
+atoll_island_cpu_throttled_seconds_total{island=\"web\"} 0.25
+# HELP atoll_island_memory_bytes Memory in use.
+# TYPE atoll_island_memory_bytes gauge
+atoll_island_memory_bytes{island=\"host\"} 1048576
+atoll_island_memory_bytes{island=\"web\"} 4096
+# HELP atoll_island_io_read_bytes_total Bytes read from block devices.
+# TYPE atoll_island_io_read_bytes_total counter
+atoll_island_io_read_bytes_total{island=\"web\"} 10
+# HELP atoll_island_io_write_bytes_total Bytes written to block devices.
+# TYPE atoll_island_io_write_bytes_total counter
+atoll_island_io_write_bytes_total{island=\"web\"} 20
+# HELP atoll_island_cpu_pressure_some_seconds_total Time some tasks were stalled waiting for CPU (PSI).
+# TYPE atoll_island_cpu_pressure_some_seconds_total counter
+atoll_island_cpu_pressure_some_seconds_total{island=\"web\"} 1.000001
+# HELP atoll_island_memory_pressure_some_seconds_total Time some tasks were stalled on memory (PSI).
+# TYPE atoll_island_memory_pressure_some_seconds_total counter
+atoll_island_memory_pressure_some_seconds_total{island=\"web\"} 0.000007
+# HELP atoll_island_memory_pressure_full_seconds_total Time all non-idle tasks were stalled on memory (PSI).
+# TYPE atoll_island_memory_pressure_full_seconds_total counter
+atoll_island_memory_pressure_full_seconds_total{island=\"web\"} 0.000003
+# HELP atoll_unit_cpu_usage_seconds_total CPU time used.
+# TYPE atoll_unit_cpu_usage_seconds_total counter
+atoll_unit_cpu_usage_seconds_total{island=\"web\",unit=\"api\"} 1
+";
+    let (got, want): (Vec<_>, Vec<_>) = (text.lines().collect(), expected.lines().collect());
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g, w, "line {}", i + 1);
+    }
+    assert_eq!(got.len(), want.len(), "{text}");
+}
+
+#[test]
+fn unknown_values_are_omitted_not_zero() {
+    let mut r = report();
+    r.host.stats = GroupStats::default();
+    r.islands[0].stats = GroupStats::default();
+    r.units[0].stats = GroupStats::default();
+    let text = render(&r);
+    for (name, _) in families() {
+        let is_stat = STATS.iter().any(|s| name.ends_with(s.suffix));
+        assert_eq!(
+            text.contains(&format!("\n{name}")),
+            !is_stat,
+            "{name} in:\n{text}"
+        );
+    }
+}
+
+/// The metric families in `text`, checking that each one's samples come
+/// right after its HELP and TYPE lines.
+fn rendered_families(text: &str) -> BTreeSet<(String, String)> {
+    let mut seen = BTreeSet::new();
+    let mut current: Option<(String, String)> = None;
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let name = rest.split(' ').next().unwrap().to_string();
+            let ty = lines.next().expect("TYPE after HELP");
+            let kind = ty
+                .strip_prefix(&format!("# TYPE {name} "))
+                .unwrap_or_else(|| panic!("TYPE for {name}, got {ty:?}"));
+            assert!(matches!(kind, "counter" | "gauge"), "{ty}");
+            assert!(
+                name.ends_with("_total") == (kind == "counter"),
+                "{name} is a {kind}"
+            );
+            let fam = (name.clone(), kind.to_string());
+            assert!(seen.insert(fam.clone()), "{name} rendered twice");
+            current = Some(fam);
+            continue;
+        }
+        let (name, _) = current.as_ref().expect("a sample before any HELP");
+        let sample = line.split(['{', ' ']).next().unwrap();
+        assert_eq!(sample, name, "sample {line:?} outside its family");
+        let value = line.rsplit(' ').next().unwrap();
+        assert!(value.parse::<f64>().is_ok(), "value of {line:?}");
+    }
+    seen
+}
+
+fn documented_metrics() -> BTreeSet<String> {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/api.md"))
+        .expect("docs/api.md");
+    let section = doc
+        .split("\n## ")
+        .find(|s| s.starts_with("Metrics"))
+        .expect("a `## Metrics` section in docs/api.md");
+    section
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|t| {
+            t.starts_with("atoll_") && t.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn every_family_has_help_and_type_and_is_documented() {
+    let rendered = rendered_families(&render(&full_report()));
+    let all: BTreeSet<(String, String)> = families()
+        .into_iter()
+        .map(|(n, k)| (n, k.to_string()))
+        .collect();
+    assert_eq!(rendered, all, "a full report renders every family");
+    let names: BTreeSet<String> = all.into_iter().map(|(n, _)| n).collect();
+    let documented = documented_metrics();
+    let missing: Vec<_> = names.difference(&documented).collect();
+    let stale: Vec<_> = documented.difference(&names).collect();
+    assert!(missing.is_empty(), "undocumented metrics: {missing:?}");
+    assert!(stale.is_empty(), "documented but not rendered: {stale:?}");
+    // The partial report's families are well-formed too.
+    rendered_families(&render(&report()));
+}
+
+#[test]
+fn label_values_are_escaped() {
+    let mut r = report();
+    r.root = "a\"b\\c\nd".into();
+    let text = render(&r);
+    assert!(text.contains("root=\"a\\\"b\\\\c\\nd\"} 1\n"), "{text}");
+    assert_eq!(decimal(1_000_000, 6), "1");
+    assert_eq!(decimal(1_234_500, 6), "1.2345");
+    assert_eq!(decimal(5, 3), "0.005");
+}
+
+#[test]
+fn parses_request_heads_strictly() {
+    let ok = parse_head(b"GET /metrics?x=1 HTTP/1.1\r\nHost: a\r\nAccept: */*").unwrap();
+    assert_eq!(ok.method, "GET");
+    assert_eq!(ok.path, "/metrics");
+    for bad in [
+        &b"GET /metrics"[..],
+        b"GET  /metrics HTTP/1.1",
+        b"GET metrics HTTP/1.1",
+        b"GET /metrics HTTP/2",
+        b"get /metrics HTTP/1.1",
+        b"GET /metrics HTTP/1.1\r\nno colon",
+        b"\xff /metrics HTTP/1.1",
+    ] {
+        assert!(
+            parse_head(bad).is_none(),
+            "{:?}",
+            String::from_utf8_lossy(bad)
+        );
+    }
+}
+
+/// Answers every snapshot with `report()` and counts them.
+fn fake_loop(rx: Receiver<Command>) -> JoinHandle<usize> {
+    thread::spawn(move || {
+        let mut n = 0;
+        for cmd in rx {
+            if let Command::Snapshot { reply } = cmd {
+                n += 1;
+                let _ = reply.send(Box::new(report()));
+            }
+        }
+        n
+    })
+}
+
+fn http(addr: std::net::SocketAddr, request: &[u8]) -> (u16, String, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(request).unwrap();
+    let _ = s.shutdown(Shutdown::Write);
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let (head, body) = out.split_once("\r\n\r\n").expect("a response head");
+    let code = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (code, head.to_string(), body.to_string())
+}
+
+#[test]
+fn serves_metrics_over_http() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let fake = fake_loop(rx);
+    let stop = Arc::new(AtomicBool::new(false));
+    let h = serve_metrics(listener, tx, Arc::clone(&stop));
+
+    let (code, head, body) = http(addr, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(code, 200);
+    assert!(
+        head.contains("Content-Type: text/plain; version=0.0.4"),
+        "{head}"
+    );
+    assert!(
+        head.contains(&format!("Content-Length: {}", body.len())),
+        "{head}"
+    );
+    assert!(head.contains("Connection: close"), "{head}");
+    assert_eq!(body, render(&report()));
+
+    let (code, _, body) = http(addr, b"HEAD /metrics HTTP/1.0\r\n\r\n");
+    assert_eq!((code, body.as_str()), (200, ""));
+    assert_eq!(http(addr, b"GET / HTTP/1.1\r\n\r\n").0, 404);
+    assert_eq!(http(addr, b"GET /metricsx HTTP/1.1\r\n\r\n").0, 404);
+    let (code, head, _) = http(addr, b"POST /metrics HTTP/1.1\r\n\r\n");
+    assert_eq!(code, 405);
+    assert!(head.contains("Allow: GET, HEAD"), "{head}");
+    assert_eq!(http(addr, b"hello\r\n\r\n").0, 400);
+    let huge = format!("GET /metrics HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(10_000));
+    assert_eq!(http(addr, huge.as_bytes()).0, 400);
+
+    stop.store(true, Ordering::Release);
+    h.join().unwrap();
+    assert_eq!(
+        fake.join().unwrap(),
+        2,
+        "only GET and HEAD /metrics ask the loop"
+    );
+}
+
+#[test]
+fn a_closed_loop_gives_503() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = mpsc::channel::<Command>();
+    drop(rx);
+    let stop = Arc::new(AtomicBool::new(false));
+    let h = serve_metrics(listener, tx, Arc::clone(&stop));
+    assert_eq!(http(addr, b"GET /metrics HTTP/1.1\r\n\r\n").0, 503);
+    stop.store(true, Ordering::Release);
+    h.join().unwrap();
+}

@@ -1,0 +1,153 @@
+//! The driver of `atoll daemon`: signals, the API and metrics threads, and
+//! the epoch loop.
+//!
+//! The main thread runs the control loop: it waits for commands until the
+//! next epoch is due, then runs the epoch. SIGTERM, SIGINT and SIGHUP are
+//! blocked in every thread and taken by one thread with `sigwait`, which
+//! turns them into [`Command::Shutdown`], so teardown always happens on the
+//! control-loop thread.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crate::command::Command;
+use crate::controller::{Controller, ControllerError, Flow};
+
+/// Why the daemon could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Setting up the signal mask failed.
+    #[error("blocking signals: {0}")]
+    Signals(std::io::Error),
+    /// The API socket could not be bound.
+    #[error(transparent)]
+    Api(#[from] crate::api::ApiError),
+    /// The metrics address could not be bound.
+    #[error("binding metrics on {addr}: {source}")]
+    Metrics {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The controller failed.
+    #[error(transparent)]
+    Controller(#[from] ControllerError),
+}
+
+/// Where the daemon listens.
+#[derive(Clone, Debug)]
+pub struct Endpoints {
+    /// The API socket.
+    pub socket: PathBuf,
+    /// The metrics address, if any.
+    pub metrics: Option<SocketAddr>,
+}
+
+/// Blocks the shutdown signals in the calling thread (and every thread it
+/// spawns after) and starts a thread that turns them into commands.
+pub fn shutdown_on_signals(tx: Sender<Command>) -> Result<JoinHandle<()>, RunError> {
+    let set = signal_set();
+    // SAFETY: `set` is a valid, initialized sigset_t; a null old-set pointer
+    // is allowed.
+    let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    if rc != 0 {
+        return Err(RunError::Signals(std::io::Error::from_raw_os_error(rc)));
+    }
+    std::thread::Builder::new()
+        .name("atoll-signals".into())
+        .spawn(move || loop {
+            let mut sig: libc::c_int = 0;
+            // SAFETY: `set` is valid and `sig` is a valid out-pointer.
+            let rc = unsafe { libc::sigwait(&set, &mut sig) };
+            if rc == 0 {
+                tracing::info!("signal {sig}: shutting down");
+                if tx.send(Command::Shutdown).is_err() {
+                    return;
+                }
+            }
+        })
+        .map_err(RunError::Signals)
+}
+
+fn signal_set() -> libc::sigset_t {
+    // SAFETY: sigemptyset initializes the set we own; sigaddset with valid
+    // signal numbers on an initialized set cannot fail.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            libc::sigaddset(&mut set, s);
+        }
+        set
+    }
+}
+
+/// Runs the daemon until a stop request or a signal, then tears down.
+/// `ctrl` must not have been started yet.
+pub fn run(mut ctrl: Controller, endpoints: &Endpoints) -> Result<(), RunError> {
+    let (tx, rx) = mpsc::channel();
+    shutdown_on_signals(tx.clone())?;
+    let listener = crate::api::bind(&endpoints.socket)?;
+    let metrics = match endpoints.metrics {
+        Some(addr) => Some(
+            TcpListener::bind(addr).map_err(|source| RunError::Metrics { addr, source })?,
+        ),
+        None => None,
+    };
+    ctrl.start()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let api = crate::api::serve(listener, tx.clone(), stop.clone());
+    let metrics = metrics.map(|l| {
+        tracing::info!("metrics on http://{}/metrics", endpoints.metrics.unwrap_or(([0, 0, 0, 0], 0).into()));
+        crate::metrics::serve_metrics(l, tx.clone(), stop.clone())
+    });
+    tracing::info!("atoll running; API on {}", endpoints.socket.display());
+    drop(tx);
+    drive(&mut ctrl, &rx);
+    stop.store(true, Ordering::SeqCst);
+    // Answer whatever is still queued so clients do not hang.
+    while let Ok(cmd) = rx.try_recv() {
+        ctrl.handle(cmd);
+    }
+    // Requests that arrive from now on are answered `shutting_down` at once.
+    drop(rx);
+    let result = ctrl.teardown();
+    let _ = api.join();
+    if let Some(m) = metrics {
+        let _ = m.join();
+    }
+    result.map_err(Into::into)
+}
+
+/// The epoch loop: commands between epochs, an epoch when due.
+pub fn drive(ctrl: &mut Controller, rx: &Receiver<Command>) {
+    let epoch = ctrl.epoch_len();
+    let mut next = ctrl.now() + epoch;
+    loop {
+        let now = ctrl.now();
+        if now >= next {
+            ctrl.epoch();
+            next += epoch;
+            if next <= now {
+                // We fell behind (a slow backend): skip, don't burst.
+                next = now + epoch;
+            }
+            continue;
+        }
+        match rx.recv_timeout(next - now) {
+            Ok(cmd) => {
+                if ctrl.handle(cmd) == Flow::Stop {
+                    return;
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}

@@ -1,0 +1,76 @@
+//! The status report: islands, units, processes and usage, read fresh from
+//! the backend.
+
+use atoll_core::plan::{GroupPath, TaskPolicy};
+use atoll_proto::{HostStatus, IslandStatus, StatusReport, UnitStatus};
+
+use crate::controller::Controller;
+
+impl Controller {
+    /// A snapshot for `atoll status` and the metrics endpoint.
+    pub fn status(&self) -> StatusReport {
+        let b = &self.env.backend;
+        let spec = self.reg.spec();
+        let plan = self.reg.plan();
+        let stats = |g: &GroupPath| b.stats(g).unwrap_or_default();
+        let host = GroupPath::host();
+        let units: Vec<UnitStatus> = spec
+            .islands
+            .iter()
+            .flat_map(|i| {
+                let mut us: Vec<_> = self.reg.units().filter(|(u, _)| u.island == i.name).collect();
+                us.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+                us
+            })
+            .map(|(u, origin)| {
+                let g = GroupPath::unit(&u.island, &u.name);
+                UnitStatus {
+                    name: u.name.to_string(),
+                    island: u.island.to_string(),
+                    origin,
+                    entitlement: u.entitlement.clone(),
+                    task_policy: plan
+                        .get(&g)
+                        .and_then(|p| p.task_policy)
+                        .unwrap_or(TaskPolicy::Other),
+                    pids: b.processes(&g).unwrap_or_default(),
+                    stats: stats(&g),
+                }
+            })
+            .collect();
+        StatusReport {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            backend: b.kind().as_str().to_string(),
+            root: b.root_name().to_string(),
+            epoch_ms: u64::try_from(spec.epoch.as_millis()).unwrap_or(u64::MAX),
+            uptime_ms: u64::try_from(self.now().saturating_sub(self.started_at).as_millis())
+                .unwrap_or(u64::MAX),
+            epochs: self.epochs,
+            host: HostStatus {
+                cpus: spec.host.cpus.clone(),
+                mems: spec.host.mems.clone(),
+                adopt_all: spec.host.adopt_all,
+                processes: b.processes(&host).map(|p| p.len()).unwrap_or(0),
+                stats: stats(&host),
+            },
+            islands: spec
+                .islands
+                .iter()
+                .map(|i| IslandStatus {
+                    name: i.name.to_string(),
+                    cpus: i.cpus.clone(),
+                    mems: i.mems.clone(),
+                    policy: i.policy.clone(),
+                    units: units
+                        .iter()
+                        .filter(|u| u.island == i.name.as_str())
+                        .map(|u| u.name.clone())
+                        .collect(),
+                    stats: stats(&GroupPath::island(&i.name)),
+                })
+                .collect(),
+            units,
+            fallbacks: self.fallbacks.values().cloned().collect(),
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! Giving everything back: processes to the cgroups they came from, groups
+//! removed deepest first, then whatever the backend changed outside the
+//! root, then the state file.
+
+use atoll_core::decision::{Action, Reason};
+use atoll_core::plan::{GroupPath, TaskPolicy};
+
+use crate::controller::{Controller, ControllerError};
+use crate::state;
+
+/// Rounds of emptying groups before giving up (a process may fork while
+/// its parent is being moved).
+const ROUNDS: usize = 10;
+
+impl Controller {
+    /// Every group under atoll's root that exists in the kernel, deepest
+    /// first, the root last.
+    pub(crate) fn kernel_groups(&self) -> Vec<GroupPath> {
+        let mut out = Vec::new();
+        let mut stack = vec![(GroupPath::root(), 0usize)];
+        while let Some((g, depth)) = stack.pop() {
+            if depth < 4 {
+                for child in self.env.backend.children(&g).unwrap_or_default() {
+                    let p = if g.is_root() {
+                        GroupPath::from_relative(&child)
+                    } else {
+                        GroupPath::from_relative(&format!("{}/{child}", g.as_str()))
+                    };
+                    stack.push((p, depth + 1));
+                }
+            }
+            out.push(g);
+        }
+        out.sort_by_key(|g| std::cmp::Reverse(g.depth()));
+        out
+    }
+
+    /// Moves every process of `group` back to its origin; returns how many
+    /// moved.
+    pub(crate) fn release_group(&mut self, group: &GroupPath, why: Reason) -> usize {
+        let pids = self.env.backend.processes(group).unwrap_or_default();
+        let group_policy = self
+            .reg
+            .plan()
+            .get(group)
+            .and_then(|g| g.task_policy)
+            .unwrap_or(TaskPolicy::Other);
+        let mut moved = 0;
+        for pid in pids {
+            let origin = self.reg.origin_for(pid, &self.opts.self_origin);
+            let back_to = self
+                .reg
+                .managed(pid)
+                .and_then(|m| m.original_policy)
+                .or((group_policy != TaskPolicy::Other).then_some(TaskPolicy::Other));
+            if let Some(p) = back_to {
+                self.set_policy(pid, p, why.clone());
+            }
+            match self.env.backend.restore_process(pid, &origin) {
+                Ok(()) => {
+                    let to = origin
+                        .unified()
+                        .filter(|p| *p != "/" || origin.entries.len() == 1)
+                        .or_else(|| origin.controller("cpu"))
+                        .unwrap_or("/")
+                        .to_string();
+                    self.decide(Action::RestoreProcess { pid, to }, why.clone());
+                    moved += 1;
+                }
+                Err(e) if e.is_gone() => {}
+                Err(e) => tracing::warn!("returning pid {pid} from {group}: {e}"),
+            }
+            self.reg.forget(pid);
+            self.dirty = true;
+        }
+        moved
+    }
+
+    /// Returns every process and removes every group atoll made.
+    pub fn teardown(&mut self) -> Result<(), ControllerError> {
+        for _ in 0..ROUNDS {
+            let groups = self.kernel_groups();
+            let moved: usize = groups
+                .iter()
+                .map(|g| self.release_group(g, Reason::Teardown))
+                .sum();
+            if moved == 0 {
+                break;
+            }
+        }
+        let mut left = Vec::new();
+        for g in self.kernel_groups() {
+            match self.env.backend.remove(&g) {
+                Ok(()) => {
+                    self.applied.remove(&g);
+                    self.decide(Action::RemoveGroup { path: g }, Reason::Teardown);
+                }
+                Err(e) => left.push(format!("{g} ({e})")),
+            }
+        }
+        match self.env.backend.release() {
+            Ok(lines) => lines.iter().for_each(|l| tracing::info!("teardown: {l}")),
+            Err(e) => left.push(format!("backend release ({e})")),
+        }
+        if left.is_empty() {
+            if let Some(dir) = &self.opts.state_dir {
+                state::remove(dir)?;
+            }
+            Ok(())
+        } else {
+            self.save();
+            Err(ControllerError::Leftover(left.join(", ")))
+        }
+    }
+}

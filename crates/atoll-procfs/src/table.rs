@@ -1,0 +1,179 @@
+//! [`ProcFs`]: the process table read from a `/proc` tree.
+//!
+//! `info` reads `stat`, `status`, `cgroup` and the `exe` link, in that order.
+//! A process can exit between any two reads; `ENOENT` or `ESRCH` from any of
+//! them means it is gone. The `exe` link is the exception: it is unreadable
+//! for kernel threads and, without privileges, for other users' processes, so
+//! a failure there gives `exe: None` unless the process directory itself has
+//! disappeared.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use atoll_core::process::{CgroupMembership, ProcessError, ProcessInfo, ProcessTable};
+
+use crate::stat::{parse_stat, Stat};
+
+/// The process table under a `/proc` root.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcFs {
+    root: PathBuf,
+}
+
+impl ProcFs {
+    /// A table reading the `/proc` tree at `root`.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    /// The real `/proc`.
+    pub fn system() -> Self {
+        Self::new("/proc")
+    }
+
+    /// The root this table reads.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The parsed `stat` of `pid`.
+    pub fn stat(&self, pid: u32) -> Result<Stat, ProcessError> {
+        let path = self.file(pid, "stat");
+        let text = read(pid, &path)?;
+        parse_stat(&path, &text)
+    }
+
+    /// Only the start time of `pid` (clock ticks after boot): the cheap way to
+    /// tell whether a pid still names the process it named before.
+    pub fn read_start_ticks(&self, pid: u32) -> Result<u64, ProcessError> {
+        Ok(self.stat(pid)?.start_ticks)
+    }
+
+    /// The real uid from `status`.
+    pub fn uid(&self, pid: u32) -> Result<u32, ProcessError> {
+        let path = self.file(pid, "status");
+        let text = read(pid, &path)?;
+        parse_uid(&path, &text)
+    }
+
+    /// The cgroups of `pid`.
+    pub fn cgroups(&self, pid: u32) -> Result<CgroupMembership, ProcessError> {
+        let path = self.file(pid, "cgroup");
+        let text = read(pid, &path)?;
+        CgroupMembership::parse(&text).ok_or_else(|| ProcessError::Parse {
+            path,
+            value: text.trim_end().to_string(),
+            reason: "expected ID:CONTROLLERS:PATH lines".into(),
+        })
+    }
+
+    /// The target of the `exe` link, `None` if it cannot be read.
+    pub fn exe(&self, pid: u32) -> Result<Option<PathBuf>, ProcessError> {
+        match fs::read_link(self.file(pid, "exe")) {
+            Ok(target) => Ok(Some(target)),
+            Err(e) if is_gone(&e) && !self.pid_dir(pid).exists() => Err(ProcessError::Gone(pid)),
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Err(ProcessError::Gone(pid)),
+            Err(_) => Ok(None),
+        }
+    }
+
+    fn pid_dir(&self, pid: u32) -> PathBuf {
+        self.root.join(pid.to_string())
+    }
+
+    fn file(&self, pid: u32, name: &str) -> PathBuf {
+        self.pid_dir(pid).join(name)
+    }
+}
+
+impl ProcessTable for ProcFs {
+    fn pids(&self) -> Result<Vec<u32>, ProcessError> {
+        numeric_entries(&self.root).map_err(|source| ProcessError::Io {
+            path: self.root.clone(),
+            source,
+        })
+    }
+
+    fn info(&self, pid: u32) -> Result<ProcessInfo, ProcessError> {
+        let stat = self.stat(pid)?;
+        let uid = self.uid(pid)?;
+        let cgroups = self.cgroups(pid)?;
+        let exe = self.exe(pid)?;
+        Ok(ProcessInfo {
+            pid,
+            ppid: stat.ppid,
+            uid,
+            kernel_thread: stat.is_kernel_thread(),
+            comm: stat.comm,
+            exe,
+            start_ticks: stat.start_ticks,
+            cgroups,
+        })
+    }
+
+    fn threads(&self, pid: u32) -> Result<Vec<u32>, ProcessError> {
+        let path = self.file(pid, "task");
+        numeric_entries(&path).map_err(|source| io_error(pid, path, source))
+    }
+}
+
+/// Sorted numeric names in `dir`.
+fn numeric_entries(dir: &Path) -> io::Result<Vec<u32>> {
+    let mut ids = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        if let Some(id) = entry?.file_name().to_str().and_then(|n| n.parse().ok()) {
+            ids.push(id);
+        }
+    }
+    ids.sort_unstable();
+    Ok(ids)
+}
+
+fn parse_uid(path: &Path, text: &str) -> Result<u32, ProcessError> {
+    let err = |value: &str, reason: &str| ProcessError::Parse {
+        path: path.to_path_buf(),
+        value: value.to_string(),
+        reason: reason.to_string(),
+    };
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .ok_or_else(|| err(text.trim_end(), "no Uid: line"))?;
+    line.split_whitespace()
+        .next()
+        .and_then(|u| u.parse().ok())
+        .ok_or_else(|| err(line.trim(), "Uid: line does not start with a number"))
+}
+
+fn read(pid: u32, path: &Path) -> Result<String, ProcessError> {
+    fs::read_to_string(path).map_err(|source| io_error(pid, path.to_path_buf(), source))
+}
+
+fn is_gone(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH)
+}
+
+fn io_error(pid: u32, path: PathBuf, source: io::Error) -> ProcessError {
+    if is_gone(&source) {
+        ProcessError::Gone(pid)
+    } else {
+        ProcessError::Io { path, source }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uid_is_the_first_number_of_the_uid_line() {
+        let p = Path::new("/p/1/status");
+        let text = "Name:\tx\nUmask:\t0022\nUid:\t1000\t0\t0\t0\nGid:\t5\t5\t5\t5\n";
+        assert_eq!(parse_uid(p, text).unwrap(), 1000);
+        let e = parse_uid(p, "Name:\tx\n").unwrap_err();
+        assert!(e.to_string().contains("/p/1/status"), "{e}");
+        let e = parse_uid(p, "Uid:\tme\n").unwrap_err();
+        assert!(e.to_string().contains("\"me\""), "{e}");
+    }
+}

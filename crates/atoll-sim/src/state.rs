@@ -1,0 +1,346 @@
+//! The simulated machine's state: groups, processes, threads and time.
+//!
+//! Groups are keyed by their [`GroupPath`] relative to atoll's root. A
+//! process is either *outside* atoll (somewhere in the rest of the machine's
+//! cgroups, recorded as a [`CgroupMembership`]) or in one of atoll's groups.
+//! Threads belong to a process and carry their own scheduling policy.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use atoll_core::backend::{BackendError, Capabilities};
+use atoll_core::clock::{Clock, ManualClock};
+use atoll_core::plan::{GroupPath, GroupSettings, TaskPolicy};
+use atoll_core::process::CgroupMembership;
+use atoll_core::topology::Topology;
+use atoll_core::{CpuSet, NodeSet};
+
+/// Clock ticks per second of `start_ticks` (the kernel's `USER_HZ`).
+pub const USER_HZ: u64 = 100;
+/// Pids wrap around above this (the kernel's default `pid_max` on 64-bit).
+pub const PID_MAX: u32 = 4_194_304;
+/// First pid used after a wrap (the kernel's `RESERVED_PIDS`).
+const PID_WRAP_TO: u32 = 300;
+/// First pid handed out by `spawn` on a fresh machine.
+const FIRST_USER_PID: u32 = 1000;
+/// Load weight of a nice-0 task, and of a group with `cpu.weight` 100.
+pub const NICE_0_LOAD: f64 = 1024.0;
+/// Load weight of a `SCHED_IDLE` task and of a group with `cpu.idle` set.
+pub const IDLE_LOAD: f64 = 3.0;
+/// `cpu.weight` of the rest of the machine, which competes with atoll's root
+/// for CPUs as one sibling group.
+pub const OUTSIDE_WEIGHT: u32 = 100;
+/// The fraction of each RT period the machine grants atoll's root at most
+/// (the kernel's default `sched_rt_runtime_us` / `sched_rt_period_us`).
+pub(crate) const RT_MACHINE_RATIO: f64 = 0.95;
+
+/// What the simulator enforces. IO knobs are recorded but not modelled; PSI
+/// is not modelled (stats report `None`).
+pub const SIM_CAPABILITIES: Capabilities = Capabilities {
+    cpuset: true,
+    cpu: true,
+    partitions: true,
+    cpu_idle: true,
+    rt_groups: true,
+    memory: true,
+    io: true,
+    psi: false,
+};
+
+/// Where a process is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Location {
+    /// Outside atoll's hierarchy, in these cgroups.
+    Outside(CgroupMembership),
+    /// In one of atoll's groups.
+    Group(GroupPath),
+}
+
+/// CPU accounting of one group.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct CpuCounters {
+    /// CPU time used by the group and its descendants, ns.
+    pub usage_ns: f64,
+    /// Enforcement periods elapsed while the group had runnable tasks.
+    pub nr_periods: u64,
+    /// Of those, periods in which it ran out of quota.
+    pub nr_throttled: u64,
+    /// CPU time denied by the quota, summed over CPUs, ns.
+    pub throttled_ns: f64,
+    /// Time since the current enforcement period began, ns.
+    pub period_phase_ns: u64,
+}
+
+/// One of atoll's groups.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Group {
+    /// The settings last applied.
+    pub settings: GroupSettings,
+    /// CPUs its tasks may run on.
+    pub effective_cpus: CpuSet,
+    /// Nodes its tasks may allocate from.
+    pub effective_mems: NodeSet,
+    /// Whether a requested `Partition::Root` is in force.
+    pub partition_valid: bool,
+    /// Pids of the processes in it (not in its children).
+    pub procs: BTreeSet<u32>,
+    /// CPU accounting.
+    pub cpu: CpuCounters,
+}
+
+/// One process.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Process {
+    pub ppid: u32,
+    pub uid: u32,
+    pub comm: String,
+    pub exe: Option<PathBuf>,
+    pub start_ticks: u64,
+    pub kernel_thread: bool,
+    pub location: Location,
+    /// All threads runnable (true) or all sleeping (false).
+    pub busy: bool,
+    /// Memory charged to its group, bytes.
+    pub memory: u64,
+    /// Thread ids, the main thread (tid = pid) included.
+    pub threads: BTreeSet<u32>,
+}
+
+/// One thread.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Thread {
+    /// The process it belongs to.
+    pub pid: u32,
+    /// Its scheduling policy.
+    pub policy: TaskPolicy,
+    /// CPU time it used, ns.
+    pub cpu_ns: f64,
+}
+
+/// The whole simulated machine.
+#[derive(Debug)]
+pub(crate) struct SimState {
+    pub topology: Topology,
+    pub online: CpuSet,
+    pub clock: ManualClock,
+    pub root: String,
+    pub groups: BTreeMap<GroupPath, Group>,
+    pub procs: BTreeMap<u32, Process>,
+    pub threads: BTreeMap<u32, Thread>,
+    /// Next pid to try.
+    pub next_pid: u32,
+    /// How far the CPU model has run.
+    pub modeled_until: Duration,
+}
+
+impl SimState {
+    /// A machine with `init` (pid 1) and `kthreadd` (pid 2), no atoll groups,
+    /// the model caught up with `clock`.
+    pub fn new(topology: Topology, root: &str, clock: ManualClock) -> Self {
+        let online = topology.online();
+        let modeled_until = clock.now();
+        let mut s = Self {
+            topology,
+            online,
+            clock,
+            root: root.trim_matches('/').to_string(),
+            groups: BTreeMap::new(),
+            procs: BTreeMap::new(),
+            threads: BTreeMap::new(),
+            next_pid: FIRST_USER_PID,
+            modeled_until,
+        };
+        s.insert_process(
+            1,
+            0,
+            "init",
+            Some("/sbin/init".into()),
+            false,
+            "/init.scope",
+        );
+        s.insert_process(2, 0, "kthreadd", None, true, "/");
+        s
+    }
+
+    /// Runs the CPU model up to the clock's current time.
+    pub fn sync(&mut self) {
+        let now = self.clock.now();
+        if now > self.modeled_until {
+            let dt = now - self.modeled_until;
+            self.run_cpu_model(dt);
+            self.modeled_until = now;
+        }
+    }
+
+    /// `start_ticks` for a process started now.
+    pub fn ticks_now(&self) -> u64 {
+        let nanos_per_tick = 1_000_000_000 / u128::from(USER_HZ);
+        u64::try_from(self.clock.now().as_nanos() / nanos_per_tick).unwrap_or(u64::MAX)
+    }
+
+    /// The next free pid, as the kernel hands them out: increasing, wrapping
+    /// at [`PID_MAX`], skipping ids in use.
+    pub fn alloc_pid(&mut self) -> u32 {
+        loop {
+            let pid = self.next_pid;
+            self.next_pid = if pid + 1 >= PID_MAX {
+                PID_WRAP_TO
+            } else {
+                pid + 1
+            };
+            if !self.threads.contains_key(&pid) && !self.procs.contains_key(&pid) {
+                return pid;
+            }
+        }
+    }
+
+    /// Adds a process with one thread (tid = pid), outside atoll in the
+    /// unified-hierarchy cgroup `cgroup`.
+    pub fn insert_process(
+        &mut self,
+        pid: u32,
+        uid: u32,
+        comm: &str,
+        exe: Option<PathBuf>,
+        kernel_thread: bool,
+        cgroup: &str,
+    ) {
+        let mut membership = CgroupMembership::default();
+        membership.entries.insert(String::new(), cgroup.to_string());
+        let ppid = match pid {
+            1 | 2 => 0,
+            _ if kernel_thread => 2,
+            _ => 1,
+        };
+        self.procs.insert(
+            pid,
+            Process {
+                ppid,
+                uid,
+                comm: comm.to_string(),
+                exe,
+                start_ticks: self.ticks_now(),
+                kernel_thread,
+                location: Location::Outside(membership),
+                busy: false,
+                memory: 0,
+                threads: BTreeSet::from([pid]),
+            },
+        );
+        self.threads.insert(
+            pid,
+            Thread {
+                pid,
+                policy: TaskPolicy::Other,
+                cpu_ns: 0.0,
+            },
+        );
+    }
+
+    /// The pseudo-path of a group's knob file, for errors:
+    /// `/sim/<root>/<group>/<knob>`.
+    pub fn knob_path(&self, group: &GroupPath, knob: &str) -> PathBuf {
+        let mut p = PathBuf::from("/sim");
+        p.push(&self.root);
+        if !group.is_root() {
+            p.push(group.as_str());
+        }
+        if !knob.is_empty() {
+            p.push(knob);
+        }
+        p
+    }
+
+    /// The unified-hierarchy path of a group as `/proc/PID/cgroup` would
+    /// show it: `/<root>/<group>`.
+    pub fn cgroup_path(&self, group: &GroupPath) -> String {
+        if group.is_root() {
+            format!("/{}", self.root)
+        } else {
+            format!("/{}/{}", self.root, group.as_str())
+        }
+    }
+
+    /// Effective CPUs and mems of `path`'s parent: the machine for the root.
+    pub fn parent_effective(&self, path: &GroupPath) -> Option<(CpuSet, NodeSet)> {
+        match path.parent() {
+            None => Some((self.online.clone(), self.topology.all_nodes())),
+            Some(p) => self
+                .groups
+                .get(&p)
+                .map(|g| (g.effective_cpus.clone(), g.effective_mems.clone())),
+        }
+    }
+
+    /// Paths of the direct children of `path`.
+    pub fn children_of(&self, path: &GroupPath) -> Vec<GroupPath> {
+        self.groups
+            .keys()
+            .filter(|k| k.parent().as_ref() == Some(path))
+            .cloned()
+            .collect()
+    }
+
+    /// Whether thread policies of process `pid` include an RT one.
+    pub fn has_rt_threads(&self, pid: u32) -> bool {
+        self.procs.get(&pid).is_some_and(|p| {
+            p.threads
+                .iter()
+                .filter_map(|t| self.threads.get(t))
+                .any(|t| is_rt(t.policy))
+        })
+    }
+
+    /// Moves process `pid` (known to exist) to `to`, keeping the groups'
+    /// process sets in step.
+    pub fn place(&mut self, pid: u32, to: Location) {
+        let Some(p) = self.procs.get_mut(&pid) else {
+            return;
+        };
+        if let Location::Group(old) = &p.location {
+            if let Some(g) = self.groups.get_mut(old) {
+                g.procs.remove(&pid);
+            }
+        }
+        if let Location::Group(new) = &to {
+            if let Some(g) = self.groups.get_mut(new) {
+                g.procs.insert(pid);
+            }
+        }
+        p.location = to;
+    }
+}
+
+/// Whether `policy` is a realtime one.
+pub(crate) fn is_rt(policy: TaskPolicy) -> bool {
+    matches!(policy, TaskPolicy::Fifo(_) | TaskPolicy::Rr(_))
+}
+
+/// A refused write, the way the kernel refuses it: `EINVAL`-like
+/// (`InvalidInput`) with the reason spelled out.
+pub(crate) fn invalid(path: PathBuf, value: String, reason: String) -> BackendError {
+    BackendError::Io {
+        op: "write",
+        path,
+        value: Some(value),
+        source: io::Error::new(io::ErrorKind::InvalidInput, reason),
+    }
+}
+
+/// A write refused because something is in use: `EBUSY`-like
+/// (`ResourceBusy`) with the reason spelled out.
+pub(crate) fn busy(
+    op: &'static str,
+    path: PathBuf,
+    value: Option<String>,
+    reason: String,
+) -> BackendError {
+    BackendError::Io {
+        op,
+        path,
+        value,
+        source: io::Error::new(io::ErrorKind::ResourceBusy, reason),
+    }
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The whole test suite, as the README and CI run it:
+#   1. gates: cargo fmt --check, cargo clippy -D warnings
+#   2. cargo test: unit tests on fake sysfs/cgroupfs/proc trees, plus the
+#      real cgroup v1 tests on this machine (they skip themselves, saying why,
+#      when not root or when the v1 hierarchies are not writable)
+#   3. the qemu VM tests: a real cgroup v2 kernel, 8 vCPUs, 2 NUMA nodes
+#      (installs qemu-system-x86, busybox-static and a Debian kernel image)
+# Options: --no-vm skips step 3; --vm-only runs only step 3.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+run_unit=1
+run_vm=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-vm) run_vm=0 ;;
+    --vm-only) run_unit=0 ;;
+    *) echo "usage: $0 [--no-vm|--vm-only]" >&2; exit 2 ;;
+  esac
+done
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "test.sh: cargo is required (install Rust with rustup)" >&2
+  exit 1
+fi
+
+status=0
+if [ "$run_unit" = 1 ]; then
+  echo "== cargo fmt --check"
+  cargo fmt --all -- --check
+  echo "== cargo clippy --all-targets -- -D warnings"
+  cargo clippy --workspace --all-targets --locked -- -D warnings
+  echo "== cargo test"
+  cargo test --workspace --locked 2>&1 | tee target/cargo-test.log || status=1
+  # One closing line for the whole cargo run, from cargo's own per-binary lines.
+  awk '/^test result:/ { p += $4; f += $6; i += $8 } END { printf "cargo: %d passed, %d failed, %d skipped\n", p, f, i }' target/cargo-test.log
+fi
+if [ "$run_vm" = 1 ]; then
+  echo "== VM tests (cgroup v2, 8 vCPUs, 2 NUMA nodes)"
+  bash scripts/vm/test.sh || status=1
+fi
+exit "$status"

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Boots the test VM and reports the guest tests' results.
+#
+#   run.sh [--smp 8] [--nodes 2] [--mem 2048] [--timeout 300] [--test NAME|all]
+#          [--initrd FILE]
+#
+# TCG emulation (KVM guests hang on these machines), sockets = NUMA nodes,
+# memory split evenly over the nodes. The serial console is echoed and saved
+# to vm/build/serial.log. Exit status 0 only if the guest printed
+# "VMTEST DONE passed=N failed=0" with N > 0. The last line is always
+# "vm: N passed, M failed". VM_APPEND adds kernel command line arguments.
+set -euo pipefail
+# shellcheck source=scripts/vm/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+smp=8
+nodes=2
+mem=2048
+timeout_s=300
+test_spec=all
+initrd="${VM_BUILD}/initramfs.cpio.gz"
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --smp) smp="$2"; shift 2 ;;
+        --nodes) nodes="$2"; shift 2 ;;
+        --mem) mem="$2"; shift 2 ;;
+        --timeout) timeout_s="$2"; shift 2 ;;
+        --test) test_spec="$2"; shift 2 ;;
+        --initrd) initrd="$2"; shift 2 ;;
+        -h | --help) sed -n '2,12p' "$0"; exit 0 ;;
+        *) vm_die "unknown argument $1" ;;
+    esac
+done
+
+vm_load_kernel_env
+[ -f "${VM_KERNEL}" ] || vm_die "no kernel ${VM_KERNEL}: run scripts/vm/setup.sh"
+[ -f "${initrd}" ] || vm_die "no ${initrd}: run scripts/vm/build-initramfs.sh"
+command -v qemu-system-x86_64 >/dev/null || vm_die "no qemu-system-x86_64: run scripts/vm/setup.sh"
+[ $((smp % nodes)) -eq 0 ] || vm_die "--smp ${smp} is not a multiple of --nodes ${nodes}"
+[ $((mem % nodes)) -eq 0 ] || vm_die "--mem ${mem} is not a multiple of --nodes ${nodes}"
+
+per_node=$((smp / nodes))
+numa=()
+for ((n = 0; n < nodes; n++)); do
+    numa+=(-object "memory-backend-ram,id=mem${n},size=$((mem / nodes))M"
+        -numa "node,nodeid=${n},cpus=$((n * per_node))-$(((n + 1) * per_node - 1)),memdev=mem${n}")
+done
+
+log="${VM_BUILD}/serial.log"
+cmd=(qemu-system-x86_64 -accel tcg -m "${mem}M"
+    -smp "${smp},sockets=${nodes},cores=${per_node},threads=1" "${numa[@]}"
+    -kernel "${VM_KERNEL}" -initrd "${initrd}"
+    -append "console=ttyS0 quiet psi=1 panic=-1 atoll.test=${test_spec} ${VM_APPEND:-}"
+    -nic none -nographic -no-reboot)
+vm_log "${cmd[*]}"
+
+start=$(date +%s)
+set +e
+timeout --kill-after=10 "${timeout_s}" "${cmd[@]}" </dev/null 2>&1 | tee "${log}"
+rc=${PIPESTATUS[0]}
+set -e
+elapsed=$(($(date +%s) - start))
+
+clean="$(tr -d '\r' <"${log}")"
+done_line="$(printf '%s\n' "${clean}" | grep -E '^VMTEST DONE passed=[0-9]+ failed=[0-9]+' | tail -n 1 || true)"
+seen_pass=$(printf '%s\n' "${clean}" | grep -c '^VMTEST PASS ' || true)
+seen_fail=$(printf '%s\n' "${clean}" | grep -c '^VMTEST FAIL ' || true)
+
+ok=0
+if [ -n "${done_line}" ]; then
+    passed="$(sed -n 's/.*passed=\([0-9]*\).*/\1/p' <<<"${done_line}")"
+    failed="$(sed -n 's/.*failed=\([0-9]*\).*/\1/p' <<<"${done_line}")"
+    [ "${failed}" -eq 0 ] && [ "${passed}" -gt 0 ] && ok=1
+else
+    # No DONE line: the guest crashed, hung or was killed. Count what it
+    # reported and one more failure for the run itself.
+    passed=${seen_pass}
+    failed=$((seen_fail + 1))
+    if [ "${rc}" -eq 124 ] || [ "${rc}" -eq 137 ]; then
+        vm_log "timed out after ${timeout_s}s with no VMTEST DONE line"
+    else
+        vm_log "qemu exited with status ${rc} and no VMTEST DONE line"
+    fi
+    panic="$(printf '%s\n' "${clean}" | grep -m 1 'Kernel panic' || true)"
+    [ -z "${panic}" ] || vm_log "guest ${panic#*] }"
+    vm_log "last serial lines (${log}):"
+    printf '%s\n' "${clean}" | tail -n 40 | sed 's/^/  serial| /' >&2
+fi
+if [ "${ok}" = 1 ]; then
+    vm_log "guest finished in ${elapsed}s"
+else
+    printf '%s\n' "${clean}" | grep '^VMTEST FAIL ' | sed 's/^/  /' >&2 || true
+fi
+echo "vm: ${passed} passed, ${failed} failed"
+[ "${ok}" = 1 ]

@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# Prepares the host for the VM rig. Idempotent: a second run downloads nothing.
+#
+#  1. installs qemu-system-x86 and busybox-static (apt-get update only if needed);
+#  2. fetches Debian's current kernel image package (the one linux-image-amd64
+#     depends on) into vm/build/debs/ WITHOUT installing it, unpacks it with
+#     dpkg -x and keeps vmlinuz, its config and any module the guest needs;
+#  3. checks the kernel config for what atoll's tests need; an option that is
+#     built as a module gets its .ko (and dependencies) listed for the initramfs.
+#
+# Environment:
+#   VM_KERNEL_PKG      use this image package instead of resolving linux-image-amd64
+#   VM_EXTRA_MODULES   extra module names to load in the guest (space separated)
+#
+# Writes vm/build/kernel.env (VM_KERNEL, VM_KVER, VM_KERNEL_CONFIG, VM_MODULES_DIR).
+set -euo pipefail
+# shellcheck source=scripts/vm/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+[ "$(id -u)" = 0 ] || vm_die "setup.sh needs root (apt-get)"
+
+# Options that must be built in (booleans, or things the boot needs before /init).
+REQUIRED_BUILTIN=(
+    CGROUPS CPUSETS CGROUP_SCHED FAIR_GROUP_SCHED CFS_BANDWIDTH MEMCG BLK_CGROUP
+    SMP NUMA X86_64_ACPI_NUMA PSI
+    BLK_DEV_INITRD RD_GZIP DEVTMPFS TMPFS PROC_FS SYSFS BINFMT_ELF BINFMT_SCRIPT
+    SERIAL_8250 SERIAL_8250_CONSOLE FUTEX EPOLL INET
+)
+# Options that may be modules: CONFIG_NAME:module_name.
+REQUIRED_TRISTATE=(
+    UNIX:unix
+)
+
+vm_apt_install qemu-system-x86 busybox-static
+
+# --- resolve the versioned kernel image package --------------------------------
+resolve_kernel_pkg() {
+    apt-cache depends linux-image-amd64 2>/dev/null |
+        sed -n 's/^ *Depends: \(linux-image-[^ <>]*\)$/\1/p' | head -n 1
+}
+
+pkg="${VM_KERNEL_PKG:-}"
+if [ -z "${pkg}" ]; then
+    pkg="$(resolve_kernel_pkg)"
+    if [ -z "${pkg}" ]; then
+        vm_apt_update
+        pkg="$(resolve_kernel_pkg)"
+    fi
+fi
+[ -n "${pkg}" ] || vm_die "could not resolve the image package of linux-image-amd64"
+
+kdir="${VM_BUILD}/kernel"
+debs="${VM_BUILD}/debs"
+modules_wanted="${VM_EXTRA_MODULES:-}"
+stamp="pkg=${pkg} tristate=${REQUIRED_TRISTATE[*]} extra=${modules_wanted}"
+
+if [ -f "${kdir}/.stamp" ] && [ "$(cat "${kdir}/.stamp")" = "${stamp}" ] &&
+    [ -f "${kdir}/vmlinuz" ] && [ -f "${VM_BUILD}/kernel.env" ]; then
+    vm_log "kernel ${pkg} already prepared in ${kdir}"
+    exit 0
+fi
+
+# --- download (cached) -------------------------------------------------------
+mkdir -p "${debs}"
+deb="$(find "${debs}" -maxdepth 1 -name "${pkg}_*.deb" | sort | tail -n 1)"
+if [ -z "${deb}" ]; then
+    vm_log "downloading ${pkg}"
+    # apt-get download warns that the _apt user cannot write here; harmless.
+    if ! (cd "${debs}" && apt-get download -q "${pkg}" 2>&1 | { grep -v '^W: Download is performed unsandboxed' >&2 || true; }); then
+        vm_apt_update
+        (cd "${debs}" && apt-get download -q "${pkg}" 2>&1 | { grep -v '^W: Download is performed unsandboxed' >&2 || true; }) || true
+    fi
+    deb="$(find "${debs}" -maxdepth 1 -name "${pkg}_*.deb" | sort | tail -n 1)"
+    [ -n "${deb}" ] || vm_die "apt-get download ${pkg} produced no .deb"
+fi
+# Drop older kernels' debs so the cache does not grow with every update.
+find "${debs}" -maxdepth 1 -name 'linux-image-*.deb' ! -path "${deb}" -delete
+
+# --- unpack ----------------------------------------------------------------
+tmp="$(mktemp -d "${VM_BUILD}/unpack.XXXXXX")"
+trap 'rm -rf "${tmp}"' EXIT
+vm_log "unpacking $(basename "${deb}")"
+dpkg -x "${deb}" "${tmp}/root"
+vmlinuz="$(find "${tmp}/root/boot" -maxdepth 1 -name 'vmlinuz-*' | head -n 1)"
+[ -n "${vmlinuz}" ] || vm_die "no vmlinuz-* in ${deb}"
+kver="${vmlinuz##*/vmlinuz-}"
+config="${tmp}/root/boot/config-${kver}"
+[ -f "${config}" ] || vm_die "no config-${kver} in ${deb}"
+modroot="${tmp}/root/lib/modules/${kver}"
+[ -d "${modroot}" ] || modroot="${tmp}/root/usr/lib/modules/${kver}"
+
+# --- check the config ------------------------------------------------------
+config_value() { sed -n "s/^CONFIG_$1=\(.*\)$/\1/p" "${config}" | head -n 1; }
+
+missing=()
+for opt in "${REQUIRED_BUILTIN[@]}"; do
+    [ "$(config_value "${opt}")" = y ] || missing+=("CONFIG_${opt}=$(config_value "${opt}")")
+done
+for entry in "${REQUIRED_TRISTATE[@]}"; do
+    opt="${entry%%:*}"
+    case "$(config_value "${opt}")" in
+        y) ;;
+        m) modules_wanted="${modules_wanted} ${entry#*:}" ;;
+        *) missing+=("CONFIG_${opt}=$(config_value "${opt}")") ;;
+    esac
+done
+[ "${#missing[@]}" -eq 0 ] || vm_die "kernel ${kver} lacks: ${missing[*]}"
+[ "$(config_value PSI_DEFAULT_DISABLED)" = y ] && vm_log "PSI is off by default in ${kver}; run.sh passes psi=1"
+
+# --- collect modules (dependencies first) ----------------------------------
+find_module() {
+    local alt="${1//_/-}" alt2="${1//-/_}"
+    find "${modroot}" \( -name "$1.ko*" -o -name "${alt}.ko*" -o -name "${alt2}.ko*" \) | head -n 1
+}
+# The `depends=` entry of the module's .modinfo section (NUL-separated strings).
+module_depends() {
+    local f="$1"
+    case "${f}" in
+        *.ko.xz) xz -dc "${f}" ;;
+        *.ko.zst) zstd -dcq "${f}" ;;
+        *.ko.gz) gzip -dc "${f}" ;;
+        *) cat "${f}" ;;
+    esac | tr '\0' '\n' | sed -n 's/^depends=//p' | head -n 1 | tr ',' ' '
+}
+order=()
+visit() {
+    local name="$1" f dep seen
+    for seen in "${order[@]+"${order[@]}"}"; do
+        [ "${seen}" = "${name}" ] && return 0
+    done
+    f="$(find_module "${name}")"
+    [ -n "${f}" ] || vm_die "module ${name} not found under ${modroot}"
+    for dep in $(module_depends "${f}"); do
+        visit "${dep}"
+    done
+    order+=("${name}")
+    case "${f}" in
+        *.ko.xz) xz -dc "${f}" ;;
+        *.ko.zst) zstd -dcq "${f}" ;;
+        *.ko.gz) gzip -dc "${f}" ;;
+        *) cat "${f}" ;;
+    esac >"${tmp}/out/modules/${name}.ko"
+}
+mkdir -p "${tmp}/out/modules"
+for m in ${modules_wanted}; do
+    visit "${m}"
+done
+printf '%s\n' "${order[@]+"${order[@]}"}" >"${tmp}/out/modules/load-order"
+[ "${#order[@]}" -eq 0 ] || vm_log "guest modules: ${order[*]}"
+
+cp "${vmlinuz}" "${tmp}/out/vmlinuz"
+cp "${config}" "${tmp}/out/config"
+printf '%s\n' "${stamp}" >"${tmp}/out/.stamp"
+rm -rf "${kdir}"
+mv "${tmp}/out" "${kdir}"
+
+cat >"${VM_BUILD}/kernel.env" <<EOF
+# Written by scripts/vm/setup.sh
+VM_KERNEL_PKG=${pkg}
+VM_KVER=${kver}
+VM_KERNEL=${kdir}/vmlinuz
+VM_KERNEL_CONFIG=${kdir}/config
+VM_MODULES_DIR=${kdir}/modules
+EOF
+vm_log "kernel ${kver} ready: ${kdir}/vmlinuz"

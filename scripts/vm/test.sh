@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The one entry point of the VM rig: prepare the host, build atoll, build the
+# initramfs, boot the VM and run the guest tests.
+#
+#   test.sh [run.sh options]        (default: --test all)
+#
+# ATOLL_BIN=PATH skips the cargo build and uses that binary.
+# VM_TESTS=a,b puts only those guest tests into the initramfs.
+set -euo pipefail
+# shellcheck source=scripts/vm/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+here="${VM_REPO_ROOT}/scripts/vm"
+
+bash "${here}/setup.sh"
+
+if [ -z "${ATOLL_BIN:-}" ]; then
+    vm_log "cargo build --release -p atoll-cli"
+    (cd "${VM_REPO_ROOT}" && cargo build --release -p atoll-cli)
+    ATOLL_BIN="${CARGO_TARGET_DIR:-${VM_REPO_ROOT}/target}/release/atoll"
+fi
+
+bash "${here}/build-initramfs.sh" --atoll "${ATOLL_BIN}" ${VM_TESTS:+--tests "${VM_TESTS}"}
+
+[ $# -gt 0 ] || set -- --test all
+exec bash "${here}/run.sh" "$@"

@@ -1,0 +1,194 @@
+# shellcheck shell=sh
+# Helpers for the guest tests (POSIX sh, runs under busybox ash).
+#
+# Each test runs in its own shell (see runner.sh); state that outlives one
+# test (the daemon's pid, the sleep started in unit api, the cgroups that
+# processes had before atoll started) lives in files under $VMT_STATE, so a
+# test can also run alone: the ensure_* helpers start what it needs.
+
+# The tests use these variables.
+# shellcheck disable=SC2034
+{
+VMT_DIR=${VMT_DIR:-/tests/vm}
+VMT_STATE=${VMT_STATE:-/run/vmtest}
+CG=/sys/fs/cgroup
+ROOT=${ATOLL_ROOT:-atoll-vm}
+SOCK=$VMT_STATE/atoll.sock
+STATE_DIR=$VMT_STATE/state
+DAEMON_LOG=$VMT_STATE/daemon.log
+ATOLL=${ATOLL:-atoll}
+# Seconds any one atoll client command may take.
+CMD_TIMEOUT=60
+}
+
+mkdir -p "$VMT_STATE"
+
+# --- reporting ----------------------------------------------------------------
+
+# note MSG: a diagnostic line on the console.
+note() { echo "  | $*"; }
+
+# fail REASON: ends the current test; the runner prints REASON on the FAIL line.
+fail() {
+    echo "$*" >"$VMT_STATE/reason"
+    if [ -s "$DAEMON_LOG" ]; then
+        note "last daemon log lines:"
+        tail -n 15 "$DAEMON_LOG" | sed 's/^/  | daemon: /'
+    fi
+    exit 1
+}
+
+assert_eq() { # assert_eq ACTUAL EXPECTED WHAT
+    [ "$1" = "$2" ] || fail "$3: expected '$2', got '$1'"
+}
+
+assert_file_eq() { # assert_file_eq FILE EXPECTED
+    [ -r "$1" ] || fail "$1 does not exist"
+    assert_eq "$(cat "$1")" "$2" "$1"
+}
+
+# wait_for SECONDS WHAT CMD [ARGS...]: polls CMD once a second until it succeeds.
+wait_for() {
+    _secs=$1 _what=$2
+    shift 2
+    _i=0
+    while ! "$@" >/dev/null 2>&1; do
+        _i=$((_i + 1))
+        [ "$_i" -le "$_secs" ] || fail "timed out after ${_secs}s waiting for $_what"
+        sleep 1
+    done
+}
+
+# --- processes and cgroups ----------------------------------------------------
+
+# alive PID: true if PID exists and is not a zombie.
+alive() {
+    [ -r "/proc/$1/stat" ] || return 1
+    _st=$(sed -n 's/.*) \([A-Za-z]\) .*/\1/p' "/proc/$1/stat" 2>/dev/null)
+    [ -n "$_st" ] && [ "$_st" != Z ]
+}
+dead() { ! alive "$1"; }
+
+# cg_of PID: the process's cgroup v2 path ("/", "/atoll-vm/host", ...).
+cg_of() { sed -n 's/^0:://p' "/proc/$1/cgroup" 2>/dev/null; }
+
+# cmdline_of PID: argv joined with spaces (empty for kernel threads).
+cmdline_of() { tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null; }
+
+# find_pid_by_argv "ARGV0 ARG...": the pid whose argv is exactly that
+# (argv[0] may also be given as a path ending in /ARGV0).
+find_pid_by_argv() {
+    for _d in /proc/[0-9]*; do
+        _c=$(cmdline_of "${_d#/proc/}")
+        case "$_c" in
+            "$1 " | */"$1 ") echo "${_d#/proc/}"; return 0 ;;
+        esac
+    done
+    return 1
+}
+
+# --- atoll --------------------------------------------------------------------
+
+# atoll_cli SUBCOMMAND [ARGS...]: runs a client command against the test daemon.
+atoll_cli() {
+    _sub=$1
+    shift
+    timeout "$CMD_TIMEOUT" "$ATOLL" "$_sub" --socket "$SOCK" "$@"
+}
+
+# jflat: flattens JSON on stdin to path=value lines (see jflat.awk).
+jflat() { awk -f "$VMT_DIR/jflat.awk"; }
+
+# status_flat: `atoll status --json`, flattened.
+status_flat() { atoll_cli status --json | jflat; }
+
+# The config the daemon runs with: examples/vm-8cpu.toml if the initramfs has
+# it, else the equivalent written here.
+config_file() {
+    if [ -r /etc/atoll/vm-8cpu.toml ]; then
+        echo /etc/atoll/vm-8cpu.toml
+        return
+    fi
+    if [ ! -r "$VMT_STATE/vm-8cpu.toml" ]; then
+        cat >"$VMT_STATE/vm-8cpu.toml" <<'EOF'
+# Fallback written by tests/vm/lib.sh (examples/vm-8cpu.toml was missing).
+[host]
+cpus = "0"
+adopt_all = true
+
+[island.web]
+cpus = "1-3"
+
+[island.batch]
+cpus = "4-7"
+
+[unit.api]
+island = "web"
+cpus = 1.5
+cpu_cap = 2
+
+[unit.crunch]
+island = "batch"
+weight = 50
+EOF
+    fi
+    echo "$VMT_STATE/vm-8cpu.toml"
+}
+
+daemon_pid() { cat "$VMT_STATE/daemon.pid" 2>/dev/null; }
+daemon_alive() { _p=$(daemon_pid) && [ -n "$_p" ] && alive "$_p"; }
+status_ok() { atoll_cli status --json >/dev/null 2>&1; }
+
+# record_original PID: remembers the cgroup PID is in before atoll runs.
+record_original() {
+    [ -e "$VMT_STATE/orig.$1" ] || cg_of "$1" >"$VMT_STATE/orig.$1"
+}
+original_of() { cat "$VMT_STATE/orig.$1"; }
+
+# start_markers: a process atoll must adopt and later give back, started
+# before the daemon; its pid and original cgroup (and init's) are recorded.
+start_markers() {
+    [ -e "$VMT_STATE/marker.pid" ] && return 0
+    sleep 8888 &
+    echo $! >"$VMT_STATE/marker.pid"
+    record_original $!
+    record_original 1
+}
+marker_pid() { cat "$VMT_STATE/marker.pid"; }
+
+# start_daemon: starts `atoll daemon` in the background and waits until it
+# answers `status`; fails the test if it exits first.
+start_daemon() {
+    _cfg=$(config_file)
+    echo "--- daemon start $(cut -d' ' -f1 /proc/uptime)s" >>"$DAEMON_LOG"
+    "$ATOLL" daemon --config "$_cfg" --backend cgroup2 --cgroup-root "$ROOT" \
+        --socket "$SOCK" --state-dir "$STATE_DIR" >>"$DAEMON_LOG" 2>&1 &
+    echo $! >"$VMT_STATE/daemon.pid"
+    _i=0
+    until status_ok; do
+        daemon_alive || fail "atoll daemon exited before answering status (config $_cfg)"
+        _i=$((_i + 1))
+        [ "$_i" -le 90 ] || fail "atoll daemon did not answer status within 90s"
+        sleep 1
+    done
+}
+
+# ensure_daemon: the daemon is running (markers started first).
+ensure_daemon() {
+    daemon_alive && return 0
+    start_markers
+    start_daemon
+}
+
+api_sleep_pid() { cat "$VMT_STATE/api_sleep.pid" 2>/dev/null; }
+
+# ensure_api_sleep: `atoll run --unit api -- sleep 7777` is running; its
+# pid (the sleep itself, not the client) is in $VMT_STATE/api_sleep.pid.
+ensure_api_sleep() {
+    _p=$(api_sleep_pid) && [ -n "$_p" ] && alive "$_p" && return 0
+    # Not atoll_cli: no time limit on this one, it lives until teardown.
+    "$ATOLL" run --socket "$SOCK" --unit api -- sleep 7777 >>"$VMT_STATE/run.log" 2>&1 &
+    echo $! >"$VMT_STATE/run_client.pid"
+    wait_for 60 "the sleep started by atoll run" find_pid_by_argv "sleep 7777"
+    find_pid_by_argv "sleep 7777" >"$VMT_STATE/api_sleep.pid"
+}
