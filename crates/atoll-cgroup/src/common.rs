@@ -252,7 +252,10 @@ pub(crate) fn nearest_existing(fs: &dyn CgroupFs, mount: &Path, cg_path: &str) -
     let mut p = mount.to_path_buf();
     for comp in Path::new(cg_path.trim_start_matches('/')).components() {
         let Component::Normal(c) = comp else {
-            continue;
+            if comp == Component::RootDir || comp == Component::CurDir {
+                continue;
+            }
+            break;
         };
         let next = p.join(c);
         if !fs.exists(&next) {
@@ -355,7 +358,8 @@ mod tests {
         assert_eq!(nearest_existing(&fs, d.path(), "/a/b/c/d"), d.path().join("a/b"));
         assert_eq!(nearest_existing(&fs, d.path(), "/x/b"), d.path());
         assert_eq!(nearest_existing(&fs, d.path(), "/"), d.path());
-        assert_eq!(nearest_existing(&fs, d.path(), "/a/../.."), d.path());
+        // Never leaves the mount: `..` is not followed.
+        assert_eq!(nearest_existing(&fs, d.path(), "/a/../.."), d.path().join("a"));
     }
 
     #[test]

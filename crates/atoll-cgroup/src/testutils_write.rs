@@ -289,7 +289,7 @@ fn v1_rt(dir: &Path, path: &Path, name: &str, v: &str) -> io::Result<()> {
     let kids: f64 = subdirs(dir).iter().map(|c| rt_ratio(c)).sum();
     if sib_sum > rt_ratio(parent) + 1e-9 || kids > rt_ratio(dir) + 1e-9 {
         put(path, &old);
-        return Err(errno(libc::EBUSY));
+        return Err(errno(libc::EINVAL));
     }
     Ok(())
 }

@@ -12,9 +12,13 @@
 //!   copies its parent's, otherwise no task could join it;
 //! - a parent's CPUs cannot shrink below a child's (`EBUSY`): children are
 //!   shrunk first;
-//! - `cpu_exclusive` needs an exclusive parent: atoll's own ancestors of an
-//!   exclusive group are made exclusive too, and a group keeps exclusivity
-//!   while a child needs it;
+//! - `cpu_exclusive` needs an exclusive parent: atoll's groups between its
+//!   root and an exclusive group are made exclusive too, and a group keeps
+//!   exclusivity while a child needs it. atoll's root itself is made
+//!   exclusive only if [`Cgroup1Backend::set_exclusive_root`] allows it,
+//!   because that stops every cpuset outside atoll (a container runtime's,
+//!   say) from using atoll's CPUs; otherwise islands fall back to shared
+//!   CPUs with a reason saying so;
 //! - a new cpu group has `cpu.rt_runtime_us` 0, so RT tasks cannot enter it
 //!   until a budget is set (parents are applied before children);
 //! - `memory.min`/`memory.high` do not exist (fallbacks); `memory.low` maps to
@@ -55,6 +59,7 @@ pub struct Cgroup1Backend<F: CgroupFs = RealFs> {
     memo: Memo,
     rmdir_attempts: u32,
     rmdir_delay: Duration,
+    exclusive_root: bool,
 }
 
 fn ids(text: &str) -> Option<CpuSet> {
@@ -83,7 +88,16 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
             memo: Memo::default(),
             rmdir_attempts: 10,
             rmdir_delay: Duration::from_millis(20),
+            exclusive_root: false,
         })
+    }
+
+    /// Allows making atoll's root `cpuset.cpu_exclusive` when an island asks
+    /// for an exclusive partition (v1 requires an exclusive parent). Off by
+    /// default: an exclusive root stops cpusets outside atoll from using any
+    /// of atoll's CPUs.
+    pub fn set_exclusive_root(&mut self, allow: bool) {
+        self.exclusive_root = allow;
     }
 
     /// The hierarchies in use.
@@ -182,12 +196,15 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
                     return Ok(());
                 }
                 let mut reason = None;
-                // atoll's ancestors, top down, must be exclusive first.
+                // atoll's ancestors, top down, must be exclusive first (the
+                // root only if allowed).
                 let mut chain = Vec::new();
                 let mut p = path.parent();
                 while let Some(a) = p {
                     p = a.parent();
-                    chain.push(a);
+                    if !a.is_root() || self.exclusive_root {
+                        chain.push(a);
+                    }
                 }
                 for a in chain.iter().rev() {
                     let adir = self.dir(a);
@@ -199,6 +216,14 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
                         ));
                         break;
                     }
+                }
+                let parent_excl = read_opt(&self.fs, &parent.join(knob))?
+                    .is_some_and(|v| v.trim() == "1");
+                if reason.is_none() && !parent_excl {
+                    reason = Some(format!(
+                        "the parent {} is not cpu_exclusive; atoll makes its own root exclusive only when allowed (exclusive_root), since that keeps cpusets outside atoll off these CPUs",
+                        parent.display()
+                    ));
                 }
                 if reason.is_none() {
                     if let Outcome::Refused { reason: r, .. } = write(&self.fs, &file, "1", &cur)? {

@@ -6,6 +6,10 @@ use std::process::ExitCode;
 
 use atoll_daemon::setup::{self, BackendRequest, SetupOptions};
 
+fn parse_backend(s: &str) -> Result<BackendRequest, String> {
+    s.parse()
+}
+
 /// Flags of `atoll daemon`.
 #[derive(Debug, clap::Args)]
 pub struct DaemonArgs {
@@ -13,8 +17,8 @@ pub struct DaemonArgs {
     /// partition on the first core, the rest as islands by topology.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Which backend enforces decisions.
-    #[arg(long, value_enum, default_value_t = BackendRequest::Auto)]
+    /// Which backend enforces decisions: auto, cgroup2, cgroup1 or sim.
+    #[arg(long, default_value = "auto", value_parser = parse_backend)]
     backend: BackendRequest,
     /// Name of the cgroup atoll creates and owns.
     #[arg(long, default_value = "atoll")]

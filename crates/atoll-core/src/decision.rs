@@ -137,6 +137,9 @@ impl Decision {
 impl fmt::Display for Action {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Self::ApplyGroup { path, knobs } if knobs.is_empty() => {
+                write!(f, "set {path}: kernel defaults")
+            }
             Self::ApplyGroup { path, knobs } => write!(f, "set {path}: {}", knobs.join(" ")),
             Self::RemoveGroup { path } => write!(f, "remove group {path}"),
             Self::MoveProcess { pid, comm, to } => write!(f, "move pid {pid} ({comm}) to {to}"),

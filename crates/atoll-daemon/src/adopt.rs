@@ -274,13 +274,6 @@ impl Controller {
         };
         if created {
             self.reg.add_runtime_unit(unit_name.clone(), island_name.clone());
-            if let Err(e) = self.reconcile(why.clone()) {
-                self.reg.remove_runtime_unit(unit);
-                let _ = self.env.backend.remove(&group);
-                self.applied.remove(&group);
-                let _ = self.reconcile(Reason::Config);
-                return Err((ErrorCode::Backend, format!("creating unit {unit}: {e}")));
-            }
             self.decide(
                 Action::CreateUnit {
                     unit: unit.to_string(),
@@ -288,13 +281,15 @@ impl Controller {
                 },
                 why.clone(),
             );
+            if let Err(e) = self.reconcile(why.clone()) {
+                self.undo_unit(unit, &group, &why);
+                return Err((ErrorCode::Backend, format!("creating unit {unit}: {e}")));
+            }
         }
+        let why_undo = why.clone();
         if let Err(e) = self.move_into(&info, &group, why) {
             if created {
-                self.reg.remove_runtime_unit(unit);
-                let _ = self.env.backend.remove(&group);
-                self.applied.remove(&group);
-                let _ = self.reconcile(Reason::Config);
+                self.undo_unit(unit, &group, &why_undo);
             }
             let code = if e.is_gone() {
                 ErrorCode::NotFound
@@ -311,6 +306,19 @@ impl Controller {
             island: island_name.to_string(),
             created,
         })
+    }
+
+    /// Removes a unit this request created, when the request fails.
+    fn undo_unit(&mut self, unit: &str, group: &GroupPath, why: &Reason) {
+        self.reg.remove_runtime_unit(unit);
+        if self.env.backend.remove(group).is_ok() {
+            self.decide(Action::RemoveGroup { path: group.clone() }, why.clone());
+        }
+        self.decide(Action::RemoveUnit { unit: unit.to_string() }, why.clone());
+        self.applied.remove(group);
+        if let Err(e) = self.reconcile(Reason::Config) {
+            tracing::warn!("re-applying after a failed request: {e}");
+        }
     }
 
     fn check_unit_owner(&self, caller: Caller, unit: &str, group: &GroupPath) -> Result<(), ApiFailure> {

@@ -20,3 +20,4 @@ pub mod state;
 pub mod status;
 pub mod teardown;
 pub mod run;
+pub mod setup;

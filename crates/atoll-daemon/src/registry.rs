@@ -4,7 +4,8 @@
 //! The registry is plain data; the controller changes it and the backend
 //! makes the kernel agree. Only processes atoll moved itself are recorded
 //! here: their children inherit the group in the kernel and are found by
-//! reading the group, and at teardown they follow their parent's origin.
+//! reading the group, and at teardown they follow their parent's origin
+//! (`Controller::origin_of`).
 
 use std::collections::BTreeMap;
 
@@ -140,20 +141,6 @@ impl Registry {
         self.managed.iter().map(|(p, m)| (*p, m))
     }
 
-    /// Where a process should go back to: its own origin, else its parent's
-    /// (walking up through managed parents), else `fallback`.
-    pub fn origin_for(&self, pid: u32, fallback: &CgroupMembership) -> CgroupMembership {
-        let mut cur = pid;
-        for _ in 0..64 {
-            let Some(m) = self.managed.get(&cur) else { break };
-            if let Some(o) = &m.origin {
-                return o.clone();
-            }
-            cur = m.ppid;
-        }
-        fallback.clone()
-    }
-
     /// Processes recorded in `group`.
     pub fn managed_in(&self, group: &GroupPath) -> Vec<u32> {
         self.managed
@@ -183,32 +170,6 @@ mod tests {
             default_island: None,
             epoch: atoll_core::spec::DEFAULT_EPOCH,
         }
-    }
-
-    fn managed(ppid: u32, origin: Option<&str>) -> Managed {
-        Managed {
-            start_ticks: 1,
-            group: GroupPath::from_relative("main/u"),
-            origin: origin.map(|o| CgroupMembership::parse(&format!("0::{o}\n")).unwrap()),
-            original_policy: None,
-            comm: "x".into(),
-            uid: 0,
-            ppid,
-        }
-    }
-
-    #[test]
-    fn origin_walks_up_managed_parents() {
-        let mut r = Registry::new(spec());
-        r.manage(10, managed(1, Some("/user.slice")));
-        r.manage(11, managed(10, None));
-        r.manage(12, managed(11, None));
-        r.manage(20, managed(1, None));
-        let fb = CgroupMembership::parse("0::/daemon\n").unwrap();
-        assert_eq!(r.origin_for(12, &fb).unified(), Some("/user.slice"));
-        assert_eq!(r.origin_for(20, &fb).unified(), Some("/daemon"));
-        assert_eq!(r.origin_for(99, &fb).unified(), Some("/daemon"));
-        assert_eq!(r.managed_in(&GroupPath::from_relative("main/u")).len(), 4);
     }
 
     #[test]

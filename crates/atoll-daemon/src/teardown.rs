@@ -4,6 +4,7 @@
 
 use atoll_core::decision::{Action, Reason};
 use atoll_core::plan::{GroupPath, TaskPolicy};
+use atoll_core::process::CgroupMembership;
 
 use crate::controller::{Controller, ControllerError};
 use crate::state;
@@ -47,7 +48,7 @@ impl Controller {
             .unwrap_or(TaskPolicy::Other);
         let mut moved = 0;
         for pid in pids {
-            let origin = self.reg.origin_for(pid, &self.opts.self_origin);
+            let origin = self.origin_of(pid);
             let back_to = self
                 .reg
                 .managed(pid)
@@ -74,6 +75,32 @@ impl Controller {
             self.dirty = true;
         }
         moved
+    }
+
+    /// Where a process goes back to: its own origin if atoll moved it;
+    /// else, walking up its parents, the first origin atoll recorded or the
+    /// current cgroups of the first ancestor outside atoll; else where the
+    /// daemon itself runs.
+    pub(crate) fn origin_of(&self, pid: u32) -> CgroupMembership {
+        let mut cur = pid;
+        for _ in 0..64 {
+            if cur <= 1 {
+                break;
+            }
+            if let Some(m) = self.reg.managed(cur) {
+                if let Some(o) = &m.origin {
+                    return o.clone();
+                }
+                cur = m.ppid;
+                continue;
+            }
+            match self.env.procs.info(cur) {
+                Ok(info) if self.in_atoll(&info.cgroups).is_none() => return info.cgroups,
+                Ok(info) => cur = info.ppid,
+                Err(_) => break,
+            }
+        }
+        self.opts.self_origin.clone()
     }
 
     /// Returns every process and removes every group atoll made.

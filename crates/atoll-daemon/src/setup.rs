@@ -1,0 +1,183 @@
+//! Building a controller from the daemon's flags: the machine, the platform
+//! description, and the backend.
+//!
+//! `--backend auto` picks cgroup2 when its mount offers the cpuset, cpu and
+//! memory controllers and is writable, else cgroup1; when neither can be
+//! used the error says why and points at `--backend sim`. With `sim`, the
+//! daemon runs a simulated machine of the same topology in real time: the
+//! sim's clock follows the wall clock.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use atoll_cgroup::{CgroupError, RealFs, Requested};
+use atoll_config::ConfigError;
+use atoll_core::backend::Backend;
+use atoll_core::clock::{Clock, ManualClock};
+use atoll_core::name::NameError;
+use atoll_core::process::{ProcessTable, TaskControl};
+use atoll_core::topology::Topology;
+use atoll_core::Name;
+use atoll_procfs::{LinuxTaskControl, ProcFs};
+use atoll_sim::SimPlatform;
+use atoll_topology::TopologyError;
+
+use crate::clock::MonotonicClock;
+use crate::controller::{Controller, Env, Options};
+
+/// `--backend`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BackendRequest {
+    /// cgroup2 if usable, else cgroup1.
+    #[default]
+    Auto,
+    /// The unified hierarchy.
+    Cgroup2,
+    /// The v1 hierarchies.
+    Cgroup1,
+    /// A simulated machine.
+    Sim,
+}
+
+impl FromStr for BackendRequest {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "cgroup2" => Ok(Self::Cgroup2),
+            "cgroup1" => Ok(Self::Cgroup1),
+            "sim" => Ok(Self::Sim),
+            _ => Err(format!("unknown backend {s:?} (expected auto, cgroup2, cgroup1 or sim)")),
+        }
+    }
+}
+
+impl fmt::Display for BackendRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Auto => "auto",
+            Self::Cgroup2 => "cgroup2",
+            Self::Cgroup1 => "cgroup1",
+            Self::Sim => "sim",
+        })
+    }
+}
+
+/// What `atoll daemon` was told.
+#[derive(Clone, Debug)]
+pub struct SetupOptions {
+    /// The platform description; `None` for the embedded default.
+    pub config: Option<PathBuf>,
+    /// The backend.
+    pub backend: BackendRequest,
+    /// atoll's root group name.
+    pub cgroup_root: String,
+    /// Where the state file lives.
+    pub state_dir: PathBuf,
+    /// Where sysfs is.
+    pub sysfs_root: PathBuf,
+    /// Where procfs is.
+    pub proc_root: PathBuf,
+}
+
+/// Why the daemon cannot be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// `--cgroup-root` is not a plain name.
+    #[error("--cgroup-root: {0}")]
+    RootName(#[from] NameError),
+    /// The machine could not be read.
+    #[error("reading the machine: {0}")]
+    Topology(#[from] TopologyError),
+    /// The platform description is wrong.
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    /// No cgroup backend can be used.
+    #[error("{source}\nhint: run atoll as root on a machine with cgroups, or use `--backend sim` for a simulated platform")]
+    Cgroup {
+        /// What failed.
+        #[from]
+        source: CgroupError,
+    },
+    /// The daemon's own process could not be read.
+    #[error("reading the daemon's own cgroups: {0}")]
+    SelfProcess(#[from] atoll_core::process::ProcessError),
+}
+
+/// Builds the controller (not started) and a one-line description of what
+/// was chosen.
+pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
+    let root = Name::new(&o.cgroup_root)?;
+    let topo = atoll_topology::read_topology(&o.sysfs_root)?;
+    let (spec, source) = match &o.config {
+        Some(path) => (atoll_config::load(path, &topo)?, path.display().to_string()),
+        None => (atoll_config::embedded_default(&topo)?, "the embedded default".to_string()),
+    };
+    let procfs = ProcFs::new(&o.proc_root);
+    let self_pid = std::process::id();
+    let self_origin = procfs.cgroups(self_pid)?;
+    let (env, what) = match o.backend {
+        BackendRequest::Sim => sim_env(topo, root.as_str()),
+        req => {
+            let requested = match req {
+                BackendRequest::Cgroup2 => Requested::Cgroup2,
+                BackendRequest::Cgroup1 => Requested::Cgroup1,
+                _ => Requested::Auto,
+            };
+            let mounts = atoll_cgroup::detect(&o.proc_root.join("self/mountinfo"))?;
+            let choice = atoll_cgroup::choose(requested, &mounts, &RealFs, &atoll_cgroup::can_write)?;
+            let what = format!("{choice:?}");
+            let backend = atoll_cgroup::open(&choice, root.as_str(), RealFs)?;
+            let env = Env {
+                backend,
+                procs: Box::new(procfs),
+                tasks: Box::new(LinuxTaskControl::new()),
+                clock: Arc::new(MonotonicClock::new()),
+            };
+            (env, what)
+        }
+    };
+    let description = format!(
+        "backend {} ({what}), root {root}, platform from {source}: host cpus {}, {} islands, {} units",
+        env.backend.kind().as_str(),
+        spec.host.cpus,
+        spec.islands.len(),
+        spec.units.len()
+    );
+    let opts = Options {
+        state_dir: Some(o.state_dir.clone()),
+        self_origin,
+        self_pid,
+    };
+    Ok((Controller::new(env, spec, opts), description))
+}
+
+/// A simulated machine of the same shape, whose clock follows the wall
+/// clock (a thread advances it every 10 ms).
+fn sim_env(topo: Topology, root: &str) -> (Env, String) {
+    let clock = ManualClock::new();
+    let sim = SimPlatform::new(topo, root, clock.clone());
+    let ticker = sim.clone();
+    let wall = MonotonicClock::new();
+    std::thread::Builder::new()
+        .name("atoll-sim-clock".into())
+        .spawn(move || loop {
+            std::thread::sleep(Duration::from_millis(10));
+            let behind = wall.now().saturating_sub(ticker.now());
+            if !behind.is_zero() {
+                ticker.advance(behind);
+            }
+        })
+        .map(drop)
+        .unwrap_or_else(|e| tracing::warn!("sim clock thread: {e}"));
+    let env = Env {
+        backend: Box::new(sim.clone()) as Box<dyn Backend>,
+        procs: Box::new(sim.clone()) as Box<dyn ProcessTable>,
+        tasks: Box::new(sim) as Box<dyn TaskControl>,
+        clock: Arc::new(clock),
+    };
+    (env, "simulated machine, real time".into())
+}

@@ -1,0 +1,363 @@
+//! The control loop driven step by step on the simulated backend: building
+//! the hierarchy, adoption by rules and by the API, permissions, teardown,
+//! and recovery after a crash.
+
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use atoll_core::backend::{Actuator, Monitor};
+use atoll_core::clock::ManualClock;
+use atoll_core::plan::{GroupPath, TaskPolicy};
+use atoll_core::process::{CgroupMembership, TaskControl};
+use atoll_core::spec::{
+    AdoptRule, Entitlement, HostSpec, IslandSpec, PlatformSpec, RealtimePolicy, RtClass,
+    SchedPolicy, UnitSpec, DEFAULT_EPOCH,
+};
+use atoll_core::topology::{SyntheticShape, Topology};
+use atoll_core::{CpuSet, Name};
+use atoll_daemon::command::{Caller, Command};
+use atoll_daemon::controller::{Controller, ControllerError, Env, Flow, Options};
+use atoll_proto::{ErrorCode, Reply, Request, ResponseEnvelope};
+use atoll_sim::SimPlatform;
+
+const ROOT: &str = "atoll-t";
+const ROOT_CALLER: Caller = Caller { uid: 0, gid: 0, pid: 1 };
+
+fn n(s: &str) -> Name {
+    Name::new(s).unwrap()
+}
+
+fn set(s: &str) -> CpuSet {
+    CpuSet::parse(s).unwrap()
+}
+
+fn topo() -> Topology {
+    Topology::synthetic(SyntheticShape {
+        packages: 2,
+        nodes_per_package: 1,
+        llcs_per_node: 1,
+        cores_per_llc: 4,
+        threads_per_core: 1,
+        memory_per_node: 4 << 30,
+    })
+}
+
+fn spec(adopt_all: bool) -> PlatformSpec {
+    PlatformSpec {
+        host: HostSpec {
+            cpus: set("0"),
+            mems: set("0"),
+            adopt_all,
+        },
+        islands: vec![
+            IslandSpec {
+                name: n("web"),
+                cpus: set("1-3"),
+                mems: set("0"),
+                policy: SchedPolicy::Fair,
+            },
+            IslandSpec {
+                name: n("rt"),
+                cpus: set("4-7"),
+                mems: set("1"),
+                policy: SchedPolicy::Realtime(RealtimePolicy {
+                    class: RtClass::Fifo,
+                    priority_min: 10,
+                    priority_max: 40,
+                    runtime_us: 300_000,
+                    period_us: 1_000_000,
+                }),
+            },
+        ],
+        units: vec![
+            UnitSpec {
+                name: n("api"),
+                island: n("web"),
+                entitlement: Entitlement {
+                    cpus: Some(1.5),
+                    cpu_cap: Some(2.0),
+                    ..Default::default()
+                },
+                adopt: vec![AdoptRule::Comm("nginx".into())],
+                rt_priority: None,
+            },
+            UnitSpec {
+                name: n("ctl"),
+                island: n("rt"),
+                entitlement: Entitlement::default(),
+                adopt: vec![AdoptRule::Comm("ctl".into())],
+                rt_priority: Some(20),
+            },
+        ],
+        default_island: None,
+        epoch: DEFAULT_EPOCH,
+    }
+}
+
+struct Rig {
+    sim: SimPlatform,
+    state: tempfile::TempDir,
+}
+
+impl Rig {
+    fn new() -> Self {
+        Self {
+            sim: SimPlatform::new(topo(), ROOT, ManualClock::new()),
+            state: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn controller(&self, spec: PlatformSpec) -> Controller {
+        let env = Env {
+            backend: Box::new(self.sim.clone()),
+            procs: Box::new(self.sim.clone()),
+            tasks: Box::new(self.sim.clone()),
+            clock: Arc::new(self.sim.clock()),
+        };
+        let opts = Options {
+            state_dir: Some(self.state.path().to_path_buf()),
+            self_origin: CgroupMembership::parse("0::/daemon.slice\n").unwrap(),
+            self_pid: 1,
+        };
+        Controller::new(env, spec, opts)
+    }
+
+    fn epochs(&self, c: &mut Controller, n: usize) {
+        for _ in 0..n {
+            self.sim.advance(DEFAULT_EPOCH);
+            c.epoch();
+        }
+    }
+
+    fn group_of(&self, pid: u32) -> Option<String> {
+        let info = atoll_core::process::ProcessTable::info(&self.sim, pid).ok()?;
+        info.cgroups.unified().map(str::to_string)
+    }
+}
+
+fn ask(c: &mut Controller, caller: Caller, request: Request) -> (ResponseEnvelope, Flow) {
+    let (tx, rx) = mpsc::channel();
+    let flow = c.handle(Command::Api {
+        caller,
+        id: 9,
+        request,
+        reply: tx,
+    });
+    (rx.recv_timeout(Duration::from_secs(1)).unwrap(), flow)
+}
+
+fn adopt(unit: &str, pid: u32, island: Option<&str>) -> Request {
+    Request::Adopt {
+        unit: unit.into(),
+        pid,
+        island: island.map(Into::into),
+    }
+}
+
+#[test]
+fn start_builds_the_planned_hierarchy() {
+    let rig = Rig::new();
+    let mut c = rig.controller(spec(false));
+    c.start().unwrap();
+    for g in ["", "host", "web", "web/api", "rt", "rt/ctl"] {
+        assert!(rig.sim.exists(&GroupPath::from_relative(g)), "{g} missing");
+    }
+    let api = rig.sim.settings(&GroupPath::from_relative("web/api")).unwrap();
+    assert_eq!(api.cpu_weight, Some(150));
+    assert_eq!(api.cpu_max.map(|m| m.quota_us), Some(200_000));
+    assert_eq!(rig.sim.partition_valid(&GroupPath::from_relative("web")), Some(true));
+    let rt = rig.sim.settings(&GroupPath::from_relative("rt/ctl")).unwrap();
+    assert_eq!(rt.rt_budget.map(|b| b.runtime_us), Some(300_000));
+    let applied: Vec<String> = c.decisions().query(None, 100).iter().map(|d| d.to_string()).collect();
+    assert!(applied.iter().any(|d| d.starts_with("set web/api: cpu.weight=150 cpu.max=200000 100000")), "{applied:#?}");
+    assert!(rig.state.path().join("state.json").exists());
+}
+
+#[test]
+fn rules_adopt_matching_processes_and_apply_the_island_policy() {
+    let rig = Rig::new();
+    let nginx = rig.sim.spawn("nginx", 33, Some("/usr/sbin/nginx"));
+    let other = rig.sim.spawn("bash", 1000, None);
+    let mut c = rig.controller(spec(false));
+    c.start().unwrap();
+    assert_eq!(rig.group_of(nginx).as_deref(), Some("/atoll-t/web/api"));
+    assert_eq!(rig.group_of(other).as_deref(), Some("/user.slice"), "unmatched process moved");
+    // A process that execs into a rule's program after it was first seen.
+    let late = rig.sim.spawn("sh", 0, None);
+    rig.epochs(&mut c, 2);
+    assert_eq!(rig.group_of(late).as_deref(), Some("/user.slice"));
+    let ctl = rig.sim.spawn("ctl", 0, None);
+    rig.epochs(&mut c, 1);
+    assert_eq!(rig.group_of(ctl).as_deref(), Some("/atoll-t/rt/ctl"));
+    assert_eq!(rig.sim.policy(ctl).unwrap(), TaskPolicy::Fifo(20));
+    let why = c.decisions().query(Some("api"), 10);
+    assert!(why.iter().any(|d| d.to_string().contains("adoption rule Comm(\"nginx\")")), "{why:#?}");
+}
+
+#[test]
+fn adopt_all_sends_unmanaged_tasks_to_the_host_but_not_kernel_threads() {
+    let rig = Rig::new();
+    let user = rig.sim.spawn("bash", 1000, None);
+    let kt = rig.sim.spawn_kernel_thread("kworker/0:1");
+    let nginx = rig.sim.spawn("nginx", 33, None);
+    let mut c = rig.controller(spec(true));
+    c.start().unwrap();
+    assert_eq!(rig.group_of(user).as_deref(), Some("/atoll-t/host"));
+    assert_eq!(rig.group_of(nginx).as_deref(), Some("/atoll-t/web/api"));
+    assert_ne!(rig.group_of(kt).as_deref(), Some("/atoll-t/host"));
+    c.teardown().unwrap();
+    assert_eq!(rig.group_of(user).as_deref(), Some("/user.slice"));
+    assert_eq!(rig.group_of(nginx).as_deref(), Some("/user.slice"));
+}
+
+#[test]
+fn api_adopt_creates_units_checks_permissions_and_changes_nothing_on_error() {
+    let rig = Rig::new();
+    let mine = rig.sim.spawn("job", 1000, None);
+    let theirs = rig.sim.spawn("job", 1001, None);
+    let mut c = rig.controller(spec(false));
+    c.start().unwrap();
+    let user = Caller { uid: 1000, gid: 1000, pid: 5 };
+
+    let (r, _) = ask(&mut c, user, adopt("batch1", mine, None));
+    assert_eq!(
+        r.into_result().unwrap(),
+        Reply::Adopted {
+            unit: "batch1".into(),
+            island: "web".into(),
+            created: true
+        }
+    );
+    assert_eq!(rig.group_of(mine).as_deref(), Some("/atoll-t/web/batch1"));
+
+    // Another user's process: refused, nothing created.
+    let (r, _) = ask(&mut c, user, adopt("batch2", theirs, None));
+    assert_eq!(r.into_result().unwrap_err().code, ErrorCode::PermissionDenied);
+    assert!(!rig.sim.exists(&GroupPath::from_relative("web/batch2")));
+
+    // Root puts uid 1001's process into batch1; now uid 1000 may not act on it.
+    let (r, _) = ask(&mut c, ROOT_CALLER, adopt("batch1", theirs, None));
+    r.into_result().unwrap();
+    let again = rig.sim.spawn("job", 1000, None);
+    let (r, _) = ask(&mut c, user, adopt("batch1", again, None));
+    let e = r.into_result().unwrap_err();
+    assert_eq!(e.code, ErrorCode::PermissionDenied, "{e:?}");
+
+    // Bad input: unknown island, bad name, island mismatch, no such pid.
+    for (req, code) in [
+        (adopt("x", again, Some("nope")), ErrorCode::NotFound),
+        (adopt("bad/name", again, None), ErrorCode::BadRequest),
+        (adopt("api", again, Some("rt")), ErrorCode::BadRequest),
+        (adopt("y", 99_999, None), ErrorCode::NotFound),
+        (adopt("host", again, None), ErrorCode::BadRequest),
+    ] {
+        let (r, _) = ask(&mut c, ROOT_CALLER, req.clone());
+        assert_eq!(r.into_result().unwrap_err().code, code, "{req:?}");
+    }
+    assert!(!rig.sim.exists(&GroupPath::from_relative("web/x")));
+    assert!(!rig.sim.exists(&GroupPath::from_relative("web/y")));
+
+    // Only root may stop.
+    let (r, flow) = ask(&mut c, user, Request::Stop {});
+    assert_eq!(r.into_result().unwrap_err().code, ErrorCode::PermissionDenied);
+    assert_eq!(flow, Flow::Continue);
+    let (r, flow) = ask(&mut c, ROOT_CALLER, Request::Stop {});
+    assert_eq!(r.into_result().unwrap(), Reply::Stopping);
+    assert_eq!(flow, Flow::Stop);
+}
+
+#[test]
+fn status_lists_units_and_their_processes() {
+    let rig = Rig::new();
+    let nginx = rig.sim.spawn("nginx", 33, None);
+    let mut c = rig.controller(spec(false));
+    c.start().unwrap();
+    rig.sim.set_busy(nginx, true).unwrap();
+    rig.epochs(&mut c, 10);
+    let (r, _) = ask(&mut c, Caller { uid: 4242, gid: 0, pid: 3 }, Request::Status {});
+    let Reply::Status(s) = r.into_result().unwrap() else { panic!() };
+    assert_eq!(s.backend, "sim");
+    assert_eq!(s.islands.len(), 2);
+    let api = s.units.iter().find(|u| u.name == "api").unwrap();
+    assert_eq!(api.pids, vec![nginx]);
+    assert!(api.stats.cpu_usage_us.unwrap() > 0, "{:?}", api.stats);
+    assert_eq!(s.epochs, 10);
+}
+
+#[test]
+fn teardown_returns_every_process_and_removes_every_group() {
+    let rig = Rig::new();
+    let nginx = rig.sim.spawn("nginx", 33, None);
+    let mut c = rig.controller(spec(false));
+    c.start().unwrap();
+    let child = rig.sim.spawn_child(nginx).unwrap(); // forked inside the unit
+    let job = rig.sim.spawn("job", 0, None);
+    let (r, _) = ask(&mut c, ROOT_CALLER, adopt("ctl", job, None));
+    r.into_result().unwrap();
+    assert_eq!(rig.sim.policy(job).unwrap(), TaskPolicy::Fifo(20));
+    c.teardown().unwrap();
+    assert!(!rig.sim.exists(&GroupPath::root()));
+    for pid in [nginx, child, job] {
+        assert_eq!(rig.group_of(pid).as_deref(), Some("/user.slice"), "pid {pid}");
+    }
+    assert_eq!(rig.sim.policy(job).unwrap(), TaskPolicy::Other);
+    assert!(!rig.state.path().join("state.json").exists());
+}
+
+#[test]
+fn restart_after_a_crash_loses_nothing() {
+    let rig = Rig::new();
+    let nginx = rig.sim.spawn("nginx", 33, None);
+    let job = rig.sim.spawn("job", 1000, None);
+    {
+        let mut c = rig.controller(spec(false));
+        c.start().unwrap();
+        let (r, _) = ask(&mut c, ROOT_CALLER, adopt("batch", job, Some("rt")));
+        r.into_result().unwrap();
+        // Crash: no teardown. A child forks after the last save, and a
+        // process is moved into a unit by hand.
+    }
+    let forked = rig.sim.spawn_child(job).unwrap();
+    let exited = rig.sim.spawn("short", 0, None);
+    rig.sim.clone().move_process(exited, &GroupPath::from_relative("web/api")).unwrap();
+    rig.sim.exit(exited).unwrap();
+
+    let mut c = rig.controller(spec(false));
+    c.start().unwrap();
+    let reg = c.registry();
+    assert!(reg.unit("batch").is_some(), "runtime unit lost");
+    for pid in [nginx, job, forked] {
+        assert!(reg.managed(pid).is_some(), "pid {pid} not managed after restart");
+    }
+    assert!(reg.managed(exited).is_none());
+    c.teardown().unwrap();
+    for pid in [nginx, job, forked] {
+        assert_eq!(rig.group_of(pid).as_deref(), Some("/user.slice"), "pid {pid}");
+    }
+}
+
+#[test]
+fn a_root_that_is_not_ours_is_refused_and_left_alone() {
+    let rig = Rig::new();
+    let mut sim = rig.sim.clone();
+    sim.apply(&GroupPath::root(), &Default::default()).unwrap();
+    let mut c = rig.controller(spec(false));
+    let e = c.start().unwrap_err();
+    assert!(matches!(e, ControllerError::NotOurs { .. }), "{e}");
+    assert!(rig.sim.exists(&GroupPath::root()));
+    assert!(!rig.sim.exists(&GroupPath::host()));
+}
+
+#[test]
+fn a_plan_the_kernel_refuses_leaves_nothing_behind() {
+    let rig = Rig::new();
+    let mut bad = spec(false);
+    // 95% of RT time for the root is the most the kernel allows.
+    if let SchedPolicy::Realtime(rt) = &mut bad.islands[1].policy {
+        rt.runtime_us = 990_000;
+    }
+    let mut c = rig.controller(bad);
+    assert!(c.start().is_err());
+    assert!(!rig.sim.exists(&GroupPath::root()), "half-built hierarchy left behind");
+}
