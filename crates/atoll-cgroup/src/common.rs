@@ -354,12 +354,21 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(d.path().join("a/b")).unwrap();
         let fs = RealFs;
-        assert_eq!(nearest_existing(&fs, d.path(), "/a/b"), d.path().join("a/b"));
-        assert_eq!(nearest_existing(&fs, d.path(), "/a/b/c/d"), d.path().join("a/b"));
+        assert_eq!(
+            nearest_existing(&fs, d.path(), "/a/b"),
+            d.path().join("a/b")
+        );
+        assert_eq!(
+            nearest_existing(&fs, d.path(), "/a/b/c/d"),
+            d.path().join("a/b")
+        );
         assert_eq!(nearest_existing(&fs, d.path(), "/x/b"), d.path());
         assert_eq!(nearest_existing(&fs, d.path(), "/"), d.path());
         // Never leaves the mount: `..` is not followed.
-        assert_eq!(nearest_existing(&fs, d.path(), "/a/../.."), d.path().join("a"));
+        assert_eq!(
+            nearest_existing(&fs, d.path(), "/a/../.."),
+            d.path().join("a")
+        );
     }
 
     #[test]

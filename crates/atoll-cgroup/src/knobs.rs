@@ -36,7 +36,10 @@ pub fn parse_cpu_max(text: &str) -> Result<(Option<u64>, u64), BadValue> {
     let t = text.trim();
     let mut it = t.split_whitespace();
     let (Some(q), p, None) = (it.next(), it.next(), it.next()) else {
-        return Err(BadValue::new(t, "expected \"QUOTA PERIOD\" or \"max PERIOD\""));
+        return Err(BadValue::new(
+            t,
+            "expected \"QUOTA PERIOD\" or \"max PERIOD\"",
+        ));
     };
     let quota = match q {
         "max" => None,
@@ -274,7 +277,10 @@ mod tests {
         assert_eq!(parse_memory("8192").unwrap(), Some(8192));
         assert!(parse_memory("lots").is_err());
         assert!(memory_matches(Some(999_424), Some(1_000_000)));
-        assert!(!memory_matches(Some(1_000_000 - PAGE_SIZE), Some(1_000_000)));
+        assert!(!memory_matches(
+            Some(1_000_000 - PAGE_SIZE),
+            Some(1_000_000)
+        ));
         assert!(!memory_matches(Some(1_000_001), Some(1_000_000)));
         assert!(!memory_matches(None, Some(1)));
         assert!(memory_matches(None, None));
@@ -295,9 +301,9 @@ mod tests {
             format_io_max(&l),
             "8:0 rbps=1048576 wbps=max riops=100 wiops=max"
         );
-        let parsed = parse_io_max("8:0 rbps=1048576 wbps=max riops=100 wiops=max future=1\n")
-            .unwrap();
-        assert_eq!(parsed, [l.clone()]);
+        let parsed =
+            parse_io_max("8:0 rbps=1048576 wbps=max riops=100 wiops=max future=1\n").unwrap();
+        assert_eq!(parsed, std::slice::from_ref(&l));
         assert!(parse_io_max("8:0 rbps").is_err());
         assert!(parse_io_max("x:0 rbps=1").is_err());
         assert!(parse_io_max("8:0 rbps=lots").is_err());
@@ -312,10 +318,13 @@ mod tests {
         // Unchanged: nothing. Changed: the new line. Gone: a clearing line.
         assert!(io_max_updates(std::slice::from_ref(&l), std::slice::from_ref(&l)).is_empty());
         assert_eq!(
-            io_max_updates(&[l.clone()], &[l.clone(), other_set.clone()]),
+            io_max_updates(std::slice::from_ref(&l), &[l.clone(), other_set.clone()]),
             [other_set.clone()]
         );
-        assert_eq!(io_max_updates(&[l.clone(), other_set], &[l.clone()]), [other]);
+        assert_eq!(
+            io_max_updates(&[l.clone(), other_set], std::slice::from_ref(&l)),
+            [other]
+        );
     }
 
     #[test]

@@ -323,7 +323,10 @@ fn try_v2(
         ));
     }
     if m.read_only {
-        return Err(format!("cgroup2 at {} is mounted read-only", m.path.display()));
+        return Err(format!(
+            "cgroup2 at {} is mounted read-only",
+            m.path.display()
+        ));
     }
     if !writable(&m.path) {
         return Err(not_writable("cgroup2", &m.path));
@@ -346,7 +349,10 @@ fn try_v1(mounts: &Mounts, writable: &dyn Fn(&Path) -> bool) -> Result<Choice, S
             ));
         }
         if !writable(&m.mount.path) {
-            return Err(not_writable(&format!("cgroup v1 {c} hierarchy"), &m.mount.path));
+            return Err(not_writable(
+                &format!("cgroup v1 {c} hierarchy"),
+                &m.mount.path,
+            ));
         }
         Ok(m.mount.path.clone())
     };
@@ -380,9 +386,9 @@ pub fn choose(
         reasons,
     };
     if mounts.is_empty() {
-        return Err(unusable(vec![
-            "no cgroup filesystem is mounted".to_string()
-        ]));
+        return Err(unusable(
+            vec!["no cgroup filesystem is mounted".to_string()],
+        ));
     }
     match requested {
         Requested::Cgroup2 => try_v2(mounts, fs, writable).map_err(|r| unusable(vec![r])),

@@ -220,8 +220,7 @@ fn comounted_cpu_is_one_hierarchy() {
             "30 25 0:26 / {} rw - cgroup cgroup rw,cpu,cpuacct\n",
             t.p("cpu,cpuacct").display()
         );
-    let Choice::Cgroup1(p) = choose(Requested::Auto, &parse(&text), &RealFs, &all).unwrap()
-    else {
+    let Choice::Cgroup1(p) = choose(Requested::Auto, &parse(&text), &RealFs, &all).unwrap() else {
         panic!()
     };
     assert_eq!(p.cpu, p.cpuacct.clone().unwrap());
@@ -246,7 +245,11 @@ fn refusals_say_why() {
     // cgroup.controllers unreadable.
     let text = "41 31 0:38 / /nonexistent/cg rw - cgroup2 cgroup2 rw\n";
     let e = choose(Requested::Cgroup2, &parse(text), &RealFs, &all).unwrap_err();
-    assert!(e.to_string().contains("cannot read /nonexistent/cg/cgroup.controllers"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("cannot read /nonexistent/cg/cgroup.controllers"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -132,10 +132,7 @@ pub fn parse_pids(text: &str) -> Result<Vec<u32>, BadValue> {
     text.lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
-        .map(|l| {
-            l.parse::<u32>()
-                .map_err(|_| BadValue::new(l, "not a pid"))
-        })
+        .map(|l| l.parse::<u32>().map_err(|_| BadValue::new(l, "not a pid")))
         .collect()
 }
 

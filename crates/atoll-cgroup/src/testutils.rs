@@ -462,7 +462,10 @@ fn v1_files(m: &FakeMount, dir: &Path, k: &FakeKernel) {
         w("cpu.cfs_quota_us", "-1");
         w("cpu.rt_period_us", "1000000");
         w("cpu.rt_runtime_us", "0");
-        w("cpu.stat", "nr_periods 0\nnr_throttled 0\nthrottled_time 0\n");
+        w(
+            "cpu.stat",
+            "nr_periods 0\nnr_throttled 0\nthrottled_time 0\n",
+        );
         if k.cpu_idle {
             w("cpu.idle", "0");
         }

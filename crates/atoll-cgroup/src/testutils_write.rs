@@ -109,9 +109,7 @@ pub(super) fn kernel_write(fake: &FakeCgroupFs, path: &Path, v: &str) -> io::Res
             Ok(())
         }
         "io.max" => io_max(path, v),
-        n if n.starts_with("blkio.throttle.") && n.ends_with("_device") => {
-            blkio_device(path, v)
-        }
+        n if n.starts_with("blkio.throttle.") && n.ends_with("_device") => blkio_device(path, v),
         _ => {
             put(path, v);
             Ok(())
@@ -158,11 +156,7 @@ fn subtree_control(fake: &FakeCgroupFs, dir: &Path, v: &str) -> io::Result<()> {
             _ => return Err(errno(libc::EINVAL)),
         }
     }
-    let is_root = fake
-        .lock()
-        .mounts
-        .iter()
-        .any(|m| m.path == dir);
+    let is_root = fake.lock().mounts.iter().any(|m| m.path == dir);
     if !add.is_empty() && !is_root && !get(&dir.join("cgroup.procs")).trim().is_empty() {
         return Err(errno(libc::EBUSY));
     }
@@ -296,7 +290,11 @@ fn v1_rt(dir: &Path, path: &Path, name: &str, v: &str) -> io::Result<()> {
 
 fn cpu_max(path: &Path, v: &str) -> io::Result<()> {
     let cur = get(path);
-    let cur_period = cur.split_whitespace().nth(1).unwrap_or("100000").to_string();
+    let cur_period = cur
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or("100000")
+        .to_string();
     let mut it = v.split_whitespace();
     let q = it.next().ok_or_else(|| errno(libc::EINVAL))?;
     let p = it.next().map(str::to_string).unwrap_or(cur_period);
@@ -310,9 +308,17 @@ fn cpu_max(path: &Path, v: &str) -> io::Result<()> {
 fn io_max(path: &Path, v: &str) -> io::Result<()> {
     let mut it = v.split_whitespace();
     let dev = it.next().ok_or_else(|| errno(libc::EINVAL))?.to_string();
-    let mut keys = [("rbps", "max".to_string()), ("wbps", "max".into()), ("riops", "max".into()), ("wiops", "max".into())];
+    let mut keys = [
+        ("rbps", "max".to_string()),
+        ("wbps", "max".into()),
+        ("riops", "max".into()),
+        ("wiops", "max".into()),
+    ];
     let text = get(path);
-    if let Some(line) = text.lines().find(|l| l.split_whitespace().next() == Some(&dev)) {
+    if let Some(line) = text
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(&dev))
+    {
         for tok in line.split_whitespace().skip(1) {
             if let Some((k, val)) = tok.split_once('=') {
                 if let Some(slot) = keys.iter_mut().find(|(n, _)| *n == k) {
@@ -342,7 +348,10 @@ fn io_max(path: &Path, v: &str) -> io::Result<()> {
         lines.push(format!("{dev} {}", kv.join(" ")));
     }
     lines.sort();
-    put(path, &lines.iter().map(|l| format!("{l}\n")).collect::<String>());
+    put(
+        path,
+        &lines.iter().map(|l| format!("{l}\n")).collect::<String>(),
+    );
     Ok(())
 }
 
@@ -362,6 +371,9 @@ fn blkio_device(path: &Path, v: &str) -> io::Result<()> {
         lines.push(format!("{dev} {n}"));
     }
     lines.sort();
-    put(path, &lines.iter().map(|l| format!("{l}\n")).collect::<String>());
+    put(
+        path,
+        &lines.iter().map(|l| format!("{l}\n")).collect::<String>(),
+    );
     Ok(())
 }

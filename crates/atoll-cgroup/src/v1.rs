@@ -41,8 +41,8 @@ use atoll_core::weight::{io_weight_to_blkio, weight_to_shares};
 use atoll_core::CpuSet;
 
 use crate::common::{
-    check_root_name, ensure_dir, group_dir, nearest_existing, rmdir_retry, sync, sync_rt,
-    write, write_pid, Memo, Outcome, Report,
+    check_root_name, ensure_dir, group_dir, nearest_existing, rmdir_retry, sync, sync_rt, write,
+    write_pid, Memo, Outcome, Report,
 };
 use crate::error::CgroupError;
 use crate::fs::{CgroupFs, RealFs};
@@ -170,10 +170,14 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
             };
             let text = target.to_string();
             let cur = self.read_set(&dir.join(file))?;
-            let mut o = sync(&self.fs, dir, file, &text, |c| ids(c).as_ref() == Some(&target))?;
+            let mut o = sync(&self.fs, dir, file, &text, |c| {
+                ids(c).as_ref() == Some(&target)
+            })?;
             if matches!(o, Outcome::Refused { .. }) && cur.is_some_and(|c| !c.is_subset(&target)) {
                 self.shrink_children(dir, file, &target);
-                o = sync(&self.fs, dir, file, &text, |c| ids(c).as_ref() == Some(&target))?;
+                o = sync(&self.fs, dir, file, &text, |c| {
+                    ids(c).as_ref() == Some(&target)
+                })?;
             }
             rep.outcome(file, &text, want.is_some(), o, dir);
         }
@@ -217,8 +221,8 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
                         break;
                     }
                 }
-                let parent_excl = read_opt(&self.fs, &parent.join(knob))?
-                    .is_some_and(|v| v.trim() == "1");
+                let parent_excl =
+                    read_opt(&self.fs, &parent.join(knob))?.is_some_and(|v| v.trim() == "1");
                 if reason.is_none() && !parent_excl {
                     reason = Some(format!(
                         "the parent {} is not cpu_exclusive; atoll makes its own root exclusive only when allowed (exclusive_root), since that keeps cpusets outside atoll off these CPUs",
@@ -258,25 +262,42 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
         Ok(())
     }
 
-    fn apply_cpu(&self, dir: &Path, s: &GroupSettings, rep: &mut Report<'_>) -> Result<(), CgroupError> {
+    fn apply_cpu(
+        &self,
+        dir: &Path,
+        s: &GroupSettings,
+        rep: &mut Report<'_>,
+    ) -> Result<(), CgroupError> {
         let fs: &dyn CgroupFs = &self.fs;
         let shares = weight_to_shares(s.cpu_weight.unwrap_or(100));
         let o = sync(fs, dir, "cpu.shares", &shares.to_string(), |c| {
             parse_i64(c).ok() == Some(shares as i64)
         })?;
-        rep.outcome("cpu.shares", &shares.to_string(), s.cpu_weight.is_some(), o, dir);
+        rep.outcome(
+            "cpu.shares",
+            &shares.to_string(),
+            s.cpu_weight.is_some(),
+            o,
+            dir,
+        );
 
         match s.cpu_max {
             Some(m) => {
                 let p = m.period_us.to_string();
-                let o = sync(fs, dir, "cpu.cfs_period_us", &p, |c| parse_i64(c).ok() == Some(m.period_us as i64))?;
+                let o = sync(fs, dir, "cpu.cfs_period_us", &p, |c| {
+                    parse_i64(c).ok() == Some(m.period_us as i64)
+                })?;
                 rep.outcome("cpu.cfs_period_us", &p, true, o, dir);
                 let q = m.quota_us.to_string();
-                let o = sync(fs, dir, "cpu.cfs_quota_us", &q, |c| parse_i64(c).ok() == Some(m.quota_us as i64))?;
+                let o = sync(fs, dir, "cpu.cfs_quota_us", &q, |c| {
+                    parse_i64(c).ok() == Some(m.quota_us as i64)
+                })?;
                 rep.outcome("cpu.cfs_quota_us", &q, true, o, dir);
             }
             None => {
-                let o = sync(fs, dir, "cpu.cfs_quota_us", "-1", |c| parse_i64(c).ok() == Some(-1))?;
+                let o = sync(fs, dir, "cpu.cfs_quota_us", "-1", |c| {
+                    parse_i64(c).ok() == Some(-1)
+                })?;
                 rep.outcome("cpu.cfs_quota_us", "-1", false, o, dir);
             }
         }
@@ -286,18 +307,31 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
         sync_rt(fs, dir, s.rt_budget, rep)
     }
 
-    fn apply_memory(&self, dir: Option<&Path>, s: &GroupSettings, rep: &mut Report<'_>) -> Result<(), CgroupError> {
+    fn apply_memory(
+        &self,
+        dir: Option<&Path>,
+        s: &GroupSettings,
+        rep: &mut Report<'_>,
+    ) -> Result<(), CgroupError> {
         let m = &s.memory;
         for (knob, v) in [("memory.min", m.min), ("memory.high", m.high)] {
             if let Some(v) = v {
                 rep.push(knob, &v.to_string(), "n/a", "cgroup v1 has no such knob");
             }
         }
-        let knobs = [("memory.limit_in_bytes", m.max), ("memory.soft_limit_in_bytes", m.low)];
+        let knobs = [
+            ("memory.limit_in_bytes", m.max),
+            ("memory.soft_limit_in_bytes", m.low),
+        ];
         let Some(dir) = dir else {
             for (knob, v) in knobs {
                 if let Some(v) = v {
-                    rep.push(knob, &v.to_string(), "n/a", "no writable memory hierarchy is mounted");
+                    rep.push(
+                        knob,
+                        &v.to_string(),
+                        "n/a",
+                        "no writable memory hierarchy is mounted",
+                    );
                 }
             }
             return Ok(());
@@ -312,14 +346,29 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
         Ok(())
     }
 
-    fn apply_blkio(&self, dir: Option<&Path>, s: &GroupSettings, rep: &mut Report<'_>) -> Result<(), CgroupError> {
+    fn apply_blkio(
+        &self,
+        dir: Option<&Path>,
+        s: &GroupSettings,
+        rep: &mut Report<'_>,
+    ) -> Result<(), CgroupError> {
         let Some(dir) = dir else {
             if let Some(w) = s.io_weight {
-                rep.push("blkio.weight", &w.to_string(), "n/a", "no writable blkio hierarchy is mounted");
+                rep.push(
+                    "blkio.weight",
+                    &w.to_string(),
+                    "n/a",
+                    "no writable blkio hierarchy is mounted",
+                );
             }
             for l in &s.io_max {
                 let d = format!("{}:{}", l.device.major, l.device.minor);
-                rep.push("blkio.throttle", &d, "n/a", "no writable blkio hierarchy is mounted");
+                rep.push(
+                    "blkio.throttle",
+                    &d,
+                    "n/a",
+                    "no writable blkio hierarchy is mounted",
+                );
             }
             return Ok(());
         };
@@ -330,7 +379,9 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
         match file {
             Some(f) => {
                 let w = blkio_weight(f, s.io_weight.unwrap_or(100));
-                let o = sync(fs, dir, f, &w.to_string(), |c| parse_i64(c).ok() == Some(i64::from(w)))?;
+                let o = sync(fs, dir, f, &w.to_string(), |c| {
+                    parse_i64(c).ok() == Some(i64::from(w))
+                })?;
                 rep.outcome(f, &w.to_string(), s.io_weight.is_some(), o, dir);
             }
             None => {
@@ -405,7 +456,11 @@ impl<F: CgroupFs> Actuator for Cgroup1Backend<F> {
             memory: self.paths.memory.is_some(),
             io: self.paths.blkio.is_some(),
             psi: cpu("cpu.pressure")
-                || self.fs.exists(&self.dir_in(&self.paths.cpu, &GroupPath::root()).join("cpu.pressure"))
+                || self.fs.exists(
+                    &self
+                        .dir_in(&self.paths.cpu, &GroupPath::root())
+                        .join("cpu.pressure"),
+                )
                 || self.fs.exists(&cpuset_root.join("cpu.pressure")),
         }
     }
@@ -414,7 +469,11 @@ impl<F: CgroupFs> Actuator for Cgroup1Backend<F> {
         &self.root
     }
 
-    fn apply(&mut self, path: &GroupPath, settings: &GroupSettings) -> Result<Vec<Fallback>, BackendError> {
+    fn apply(
+        &mut self,
+        path: &GroupPath,
+        settings: &GroupSettings,
+    ) -> Result<Vec<Fallback>, BackendError> {
         let mounts: Vec<PathBuf> = self
             .paths
             .hierarchies()
@@ -520,10 +579,18 @@ impl<F: CgroupFs> Monitor for Cgroup1Backend<F> {
         };
         let io = match &blk {
             Some(d) => {
-                let r = read_parsed(fs, &d.join("blkio.throttle.io_service_bytes_recursive"), parse_blkio_bytes)?;
+                let r = read_parsed(
+                    fs,
+                    &d.join("blkio.throttle.io_service_bytes_recursive"),
+                    parse_blkio_bytes,
+                )?;
                 match r {
                     Some(v) => Some(v),
-                    None => read_parsed(fs, &d.join("blkio.throttle.io_service_bytes"), parse_blkio_bytes)?,
+                    None => read_parsed(
+                        fs,
+                        &d.join("blkio.throttle.io_service_bytes"),
+                        parse_blkio_bytes,
+                    )?,
                 }
             }
             None => None,

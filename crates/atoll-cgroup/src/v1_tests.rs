@@ -98,7 +98,10 @@ fn creates_the_group_in_every_hierarchy_and_copies_parent_cpusets() {
     // The island is exclusive, which required atoll's root to be too.
     assert_eq!(read(&fake, &p.cpuset, "web", "cpuset.cpu_exclusive"), "1");
     assert_eq!(read(&fake, &p.cpuset, "", "cpuset.cpu_exclusive"), "1");
-    assert_eq!(read(&fake, &p.cpuset, "web/api", "cpuset.cpu_exclusive"), "0");
+    assert_eq!(
+        read(&fake, &p.cpuset, "web/api", "cpuset.cpu_exclusive"),
+        "0"
+    );
     assert_eq!(b.children(&GroupPath::root()).unwrap(), ["web"]);
 }
 
@@ -115,7 +118,10 @@ fn knobs_translate_to_v1_files() {
     assert_eq!(r(&p.cpu, "cpu.idle"), "1");
     let mem = p.memory.clone().unwrap();
     assert_eq!(r(&mem, "memory.limit_in_bytes"), (2u64 << 30).to_string());
-    assert_eq!(r(&mem, "memory.soft_limit_in_bytes"), (1u64 << 30).to_string());
+    assert_eq!(
+        r(&mem, "memory.soft_limit_in_bytes"),
+        (1u64 << 30).to_string()
+    );
     let blk = p.blkio.clone().unwrap();
     assert_eq!(r(&blk, "blkio.bfq.weight"), "300");
     assert_eq!(r(&blk, "blkio.throttle.read_bps_device"), "8:0 1048576");
@@ -178,7 +184,11 @@ fn unchanged_knobs_are_not_rewritten() {
     let mut u = unit();
     u.io_max[0].wiops = None;
     b.apply(&gp("web/api"), &u).unwrap();
-    let file = p.blkio.clone().unwrap().join("atoll/web/api/blkio.throttle.write_iops_device");
+    let file = p
+        .blkio
+        .clone()
+        .unwrap()
+        .join("atoll/web/api/blkio.throttle.write_iops_device");
     assert_eq!(fake.take_writes(), [(file, "8:0 0".to_string())]);
 }
 
@@ -213,11 +223,14 @@ fn exclusive_refused_by_an_overlapping_sibling_is_a_fallback() {
     // A non-exclusive sibling overlapping db: db cannot turn exclusive.
     let (fake, p, mut b) = backend();
     tree(&mut b);
-    b.apply(&gp("host"), &GroupSettings {
-        cpus: Some(set("0-1")),
-        mems: Some(set("0")),
-        ..Default::default()
-    })
+    b.apply(
+        &gp("host"),
+        &GroupSettings {
+            cpus: Some(set("0-1")),
+            mems: Some(set("0")),
+            ..Default::default()
+        },
+    )
     .unwrap();
     let f = b.apply(&gp("db"), &island("1")).unwrap();
     assert_eq!(f.len(), 1, "{f:#?}");
@@ -236,7 +249,10 @@ fn atolls_root_is_made_exclusive_only_when_allowed() {
     let mut b = Cgroup1Backend::new(p.clone(), "atoll", fake.clone()).unwrap();
     let f = tree(&mut b);
     assert_eq!(f.len(), 1, "{f:#?}");
-    assert_eq!((f[0].path.as_str(), f[0].knob.as_str()), ("web", "cpuset.cpu_exclusive"));
+    assert_eq!(
+        (f[0].path.as_str(), f[0].knob.as_str()),
+        ("web", "cpuset.cpu_exclusive")
+    );
     assert!(f[0].reason.contains("exclusive_root"), "{}", f[0].reason);
     assert_eq!(read(&fake, &p.cpuset, "", "cpuset.cpu_exclusive"), "0");
     assert_eq!(read(&fake, &p.cpuset, "web", "cpuset.cpu_exclusive"), "0");
@@ -251,12 +267,16 @@ fn atolls_root_is_made_exclusive_only_when_allowed() {
     assert!(b.apply(&gp("db"), &member("1")).unwrap().is_empty());
     assert_eq!(read(&fake, &p.cpuset, "db", "cpuset.cpu_exclusive"), "0");
     assert!(b.apply(&gp("db/pinned"), &island("1")).unwrap().is_empty());
-    assert_eq!(read(&fake, &p.cpuset, "db/pinned", "cpuset.cpu_exclusive"), "1");
+    assert_eq!(
+        read(&fake, &p.cpuset, "db/pinned", "cpuset.cpu_exclusive"),
+        "1"
+    );
     assert_eq!(read(&fake, &p.cpuset, "db", "cpuset.cpu_exclusive"), "1");
     // Member again: db keeps exclusivity while its child needs it.
     b.apply(&gp("db"), &member("1")).unwrap();
     assert_eq!(read(&fake, &p.cpuset, "db", "cpuset.cpu_exclusive"), "1");
-    b.apply(&gp("db/pinned"), &GroupSettings::default()).unwrap();
+    b.apply(&gp("db/pinned"), &GroupSettings::default())
+        .unwrap();
     b.apply(&gp("db"), &member("1")).unwrap();
     assert_eq!(read(&fake, &p.cpuset, "db", "cpuset.cpu_exclusive"), "0");
 }
@@ -264,10 +284,18 @@ fn atolls_root_is_made_exclusive_only_when_allowed() {
 #[test]
 fn exclusive_needs_an_exclusive_parent() {
     let (fake, p, mut b) = backend();
-    fake.refuse_write("atoll/cpuset.cpu_exclusive", Some("1"), Refusal::Errno(libc::EINVAL));
+    fake.refuse_write(
+        "atoll/cpuset.cpu_exclusive",
+        Some("1"),
+        Refusal::Errno(libc::EINVAL),
+    );
     let f = tree(&mut b);
     assert_eq!(f.len(), 1, "{f:#?}");
-    assert!(f[0].reason.contains("parent must be exclusive"), "{}", f[0].reason);
+    assert!(
+        f[0].reason.contains("parent must be exclusive"),
+        "{}",
+        f[0].reason
+    );
     assert_eq!(read(&fake, &p.cpuset, "web", "cpuset.cpu_exclusive"), "0");
 }
 
@@ -298,7 +326,10 @@ fn rt_budgets_go_parent_first_and_excess_is_a_fallback() {
         }),
         ..Default::default()
     };
-    assert!(b.apply(&GroupPath::root(), &rt(500_000)).unwrap().is_empty());
+    assert!(b
+        .apply(&GroupPath::root(), &rt(500_000))
+        .unwrap()
+        .is_empty());
     assert!(b.apply(&gp("rt"), &rt(400_000)).unwrap().is_empty());
     assert!(b.apply(&gp("rt/a"), &rt(200_000)).unwrap().is_empty());
     assert_eq!(read(&fake, &p.cpu, "rt/a", "cpu.rt_runtime_us"), "200000");
@@ -309,13 +340,16 @@ fn rt_budgets_go_parent_first_and_excess_is_a_fallback() {
     assert!(f[0].reason.contains("EINVAL"), "{}", f[0].reason);
     // A different period is written in a safe order.
     let f = b
-        .apply(&gp("rt/a"), &GroupSettings {
-            rt_budget: Some(RtBudget {
-                runtime_us: 10_000,
-                period_us: 100_000,
-            }),
-            ..Default::default()
-        })
+        .apply(
+            &gp("rt/a"),
+            &GroupSettings {
+                rt_budget: Some(RtBudget {
+                    runtime_us: 10_000,
+                    period_us: 100_000,
+                }),
+                ..Default::default()
+            },
+        )
         .unwrap();
     assert!(f.is_empty(), "{f:#?}");
     assert_eq!(read(&fake, &p.cpu, "rt/a", "cpu.rt_period_us"), "100000");
@@ -333,7 +367,12 @@ fn moves_to_every_hierarchy_and_restores_per_controller() {
     fake.set(&mem.join("process_api/job/cgroup.procs"), "77\n");
     b.move_process(77, &gp("web/api")).unwrap();
     for (_, m) in p.hierarchies() {
-        assert_eq!(fake.get(&m.join("atoll/web/api/cgroup.procs")), "77\n", "{}", m.display());
+        assert_eq!(
+            fake.get(&m.join("atoll/web/api/cgroup.procs")),
+            "77\n",
+            "{}",
+            m.display()
+        );
     }
     assert_eq!(fake.get(&mem.join("process_api/job/cgroup.procs")), "");
     assert_eq!(b.processes(&gp("web/api")).unwrap(), [77]);
@@ -345,12 +384,21 @@ fn moves_to_every_hierarchy_and_restores_per_controller() {
     assert_eq!(fake.get(&mem.join("process_api/job/cgroup.procs")), "77\n");
     assert_eq!(fake.get(&p.cpuset.join("cgroup.procs")), "77\n");
     // Missing from the origin (blkio): the hierarchy's root.
-    assert_eq!(fake.get(&p.blkio.clone().unwrap().join("cgroup.procs")), "77\n");
+    assert_eq!(
+        fake.get(&p.blkio.clone().unwrap().join("cgroup.procs")),
+        "77\n"
+    );
     assert!(b.processes(&gp("web/api")).unwrap().is_empty());
 
     fake.kill(5);
-    assert!(matches!(b.move_process(5, &gp("web/api")), Err(BackendError::NoProcess(5))));
-    assert!(matches!(b.move_process(77, &gp("nope")), Err(BackendError::NoGroup(_))));
+    assert!(matches!(
+        b.move_process(5, &gp("web/api")),
+        Err(BackendError::NoProcess(5))
+    ));
+    assert!(matches!(
+        b.move_process(77, &gp("nope")),
+        Err(BackendError::NoGroup(_))
+    ));
     // A cpuset group without CPUs cannot take tasks (ENOSPC): an error.
     fake.set(&p.cpuset.join("atoll/web/api/cpuset.cpus"), "");
     let e = b.move_process(77, &gp("web/api")).unwrap_err();
@@ -376,36 +424,67 @@ fn stats_convert_units_and_reject_garbage() {
     tree(&mut b);
     let g = gp("web/api");
     let at = |m: &Path, f: &str| m.join("atoll/web/api").join(f);
-    fake.set(&at(p.cpuacct.as_ref().unwrap(), "cpuacct.usage"), "123456789\n");
+    fake.set(
+        &at(p.cpuacct.as_ref().unwrap(), "cpuacct.usage"),
+        "123456789\n",
+    );
     fake.set(
         &at(&p.cpu, "cpu.stat"),
         "nr_periods 20\nnr_throttled 5\nthrottled_time 3000000\nnr_bursts 0\nburst_time 0\n",
     );
-    fake.set(&at(p.memory.as_ref().unwrap(), "memory.usage_in_bytes"), "4096\n");
     fake.set(
-        &at(p.blkio.as_ref().unwrap(), "blkio.throttle.io_service_bytes_recursive"),
+        &at(p.memory.as_ref().unwrap(), "memory.usage_in_bytes"),
+        "4096\n",
+    );
+    fake.set(
+        &at(
+            p.blkio.as_ref().unwrap(),
+            "blkio.throttle.io_service_bytes_recursive",
+        ),
         "8:0 Read 100\n8:0 Write 50\n8:0 Total 150\nTotal 150\n",
     );
     let s = b.stats(&g).unwrap();
     assert_eq!(s.cpu_usage_us, Some(123_456));
-    assert_eq!((s.nr_periods, s.nr_throttled, s.throttled_us), (Some(20), Some(5), Some(3000)));
+    assert_eq!(
+        (s.nr_periods, s.nr_throttled, s.throttled_us),
+        (Some(20), Some(5), Some(3000))
+    );
     assert_eq!(s.memory_current, Some(4096));
     assert_eq!((s.io_read_bytes, s.io_write_bytes), (Some(100), Some(50)));
-    assert_eq!((s.cpu_pressure, s.memory_pressure, s.io_pressure), (None, None, None));
+    assert_eq!(
+        (s.cpu_pressure, s.memory_pressure, s.io_pressure),
+        (None, None, None)
+    );
 
-    fake.remove_file(&at(p.blkio.as_ref().unwrap(), "blkio.throttle.io_service_bytes_recursive"));
-    fake.set(&at(p.blkio.as_ref().unwrap(), "blkio.throttle.io_service_bytes"), "8:0 Read 7\n");
+    fake.remove_file(&at(
+        p.blkio.as_ref().unwrap(),
+        "blkio.throttle.io_service_bytes_recursive",
+    ));
+    fake.set(
+        &at(p.blkio.as_ref().unwrap(), "blkio.throttle.io_service_bytes"),
+        "8:0 Read 7\n",
+    );
     assert_eq!(b.stats(&g).unwrap().io_read_bytes, Some(7));
 
-    fake.set(&at(p.blkio.as_ref().unwrap(), "blkio.throttle.io_service_bytes"), "8:0 Read\n");
+    fake.set(
+        &at(p.blkio.as_ref().unwrap(), "blkio.throttle.io_service_bytes"),
+        "8:0 Read\n",
+    );
     match b.stats(&g).unwrap_err() {
         BackendError::Parse { path, value, .. } => {
-            assert!(path.ends_with("blkio.throttle.io_service_bytes"), "{}", path.display());
+            assert!(
+                path.ends_with("blkio.throttle.io_service_bytes"),
+                "{}",
+                path.display()
+            );
             assert_eq!(value, "8:0 Read");
         }
         other => panic!("{other:?}"),
     }
-    assert!(matches!(b.stats(&gp("gone")), Err(BackendError::NoGroup(_))));
+    assert!(matches!(
+        b.stats(&gp("gone")),
+        Err(BackendError::NoGroup(_))
+    ));
 }
 
 #[test]
@@ -449,7 +528,12 @@ fn capabilities_and_missing_hierarchies() {
     let knobs: Vec<&str> = f.iter().map(|f| f.knob.as_str()).collect();
     assert_eq!(
         knobs,
-        ["memory.limit_in_bytes", "memory.soft_limit_in_bytes", "blkio.weight", "blkio.throttle"]
+        [
+            "memory.limit_in_bytes",
+            "memory.soft_limit_in_bytes",
+            "blkio.weight",
+            "blkio.throttle"
+        ]
     );
 }
 

@@ -28,15 +28,15 @@ use atoll_core::process::CgroupMembership;
 use atoll_core::CpuSet;
 
 use crate::common::{
-    check_root_name, ensure_dir, group_dir, nearest_existing, rmdir_retry, sync, sync_rt,
-    write, write_pid, Memo, Outcome, Report,
+    check_root_name, ensure_dir, group_dir, nearest_existing, rmdir_retry, sync, sync_rt, write,
+    write_pid, Memo, Outcome, Report,
 };
 use crate::error::CgroupError;
 use crate::fs::{CgroupFs, RealFs};
 use crate::knobs::{
-    format_cpu_max, format_io_max, format_io_weight, format_memory, io_max_updates,
-    memory_matches, parse_cpu_max, parse_i64, parse_io_max, parse_io_weight, parse_memory,
-    parse_u64, DEFAULT_PERIOD_US,
+    format_cpu_max, format_io_max, format_io_weight, format_memory, io_max_updates, memory_matches,
+    parse_cpu_max, parse_i64, parse_io_max, parse_io_weight, parse_memory, parse_u64,
+    DEFAULT_PERIOD_US,
 };
 use crate::stats::{parse_io_stat, parse_keyed, parse_pids, parse_psi, read_opt, read_parsed};
 
@@ -92,7 +92,8 @@ impl<F: CgroupFs> Cgroup2Backend<F> {
 
     fn root_parent(&self) -> PathBuf {
         let root = self.dir(&GroupPath::root());
-        root.parent().map_or_else(|| self.mount.clone(), Path::to_path_buf)
+        root.parent()
+            .map_or_else(|| self.mount.clone(), Path::to_path_buf)
     }
 
     /// Controllers atoll enabled in the `cgroup.subtree_control` of its
@@ -191,9 +192,20 @@ impl<F: CgroupFs> Cgroup2Backend<F> {
     }
 
     /// A missing controller: a fallback for each asked-for knob it carries.
-    fn unavailable(&self, rep: &mut Report<'_>, controller: &str, asked: &[(&str, String)], why: &str) {
+    fn unavailable(
+        &self,
+        rep: &mut Report<'_>,
+        controller: &str,
+        asked: &[(&str, String)],
+        why: &str,
+    ) {
         for (knob, wanted) in asked {
-            rep.push(knob, wanted, "n/a", format!("controller {controller} is not available: {why}"));
+            rep.push(
+                knob,
+                wanted,
+                "n/a",
+                format!("controller {controller} is not available: {why}"),
+            );
         }
     }
 
@@ -208,7 +220,9 @@ impl<F: CgroupFs> Cgroup2Backend<F> {
         for (file, want) in [("cpuset.cpus", &s.cpus), ("cpuset.mems", &s.mems)] {
             let text = want.as_ref().map(ToString::to_string).unwrap_or_default();
             let target = want.clone().unwrap_or_default();
-            let o = sync(fs, dir, file, &text, |cur| ids(cur).as_ref() == Some(&target))?;
+            let o = sync(fs, dir, file, &text, |cur| {
+                ids(cur).as_ref() == Some(&target)
+            })?;
             rep.outcome(file, &text, want.is_some(), o, dir);
         }
         let knob = "cpuset.cpus.partition";
@@ -273,7 +287,11 @@ impl<F: CgroupFs> Cgroup2Backend<F> {
             .unwrap_or_default();
         let parent_is_root = path
             .parent()
-            .and_then(|p| read_opt(fs, &self.dir(&p).join("cpuset.cpus.partition")).ok().flatten())
+            .and_then(|p| {
+                read_opt(fs, &self.dir(&p).join("cpuset.cpus.partition"))
+                    .ok()
+                    .flatten()
+            })
             .is_some_and(|p| p.trim() == "root");
         if fs.exists(&dir.join(excl)) && !parent_is_root && !cpus.is_empty() {
             let mut chain = Vec::new();
@@ -290,7 +308,10 @@ impl<F: CgroupFs> Cgroup2Backend<F> {
                 if !cpus.is_subset(&have) {
                     let v = have.union(&cpus).to_string();
                     if let Outcome::Refused { reason, .. } = write(fs, &adir.join(excl), &v, "")? {
-                        return Ok(Some(format!("claiming CPUs {v} in {}: {reason}", adir.join(excl).display())));
+                        return Ok(Some(format!(
+                            "claiming CPUs {v} in {}: {reason}",
+                            adir.join(excl).display()
+                        )));
                     }
                 }
             }
@@ -314,7 +335,12 @@ impl<F: CgroupFs> Cgroup2Backend<F> {
         }
     }
 
-    fn apply_cpu(&self, dir: &Path, s: &GroupSettings, rep: &mut Report<'_>) -> Result<(), CgroupError> {
+    fn apply_cpu(
+        &self,
+        dir: &Path,
+        s: &GroupSettings,
+        rep: &mut Report<'_>,
+    ) -> Result<(), CgroupError> {
         let fs: &dyn CgroupFs = &self.fs;
         let w = s.cpu_weight.unwrap_or(100);
         let o = sync(fs, dir, "cpu.weight", &w.to_string(), |c| {
@@ -326,10 +352,12 @@ impl<F: CgroupFs> Cgroup2Backend<F> {
             .and_then(|c| parse_cpu_max(&c).ok())
             .map_or(DEFAULT_PERIOD_US, |(_, p)| p);
         let text = format_cpu_max(s.cpu_max, cur_period);
-        let o = sync(fs, dir, "cpu.max", &text, |c| match (parse_cpu_max(c), s.cpu_max) {
-            (Ok((q, p)), Some(m)) => q == Some(m.quota_us) && p == m.period_us,
-            (Ok((q, _)), None) => q.is_none(),
-            (Err(_), _) => false,
+        let o = sync(fs, dir, "cpu.max", &text, |c| {
+            match (parse_cpu_max(c), s.cpu_max) {
+                (Ok((q, p)), Some(m)) => q == Some(m.quota_us) && p == m.period_us,
+                (Ok((q, _)), None) => q.is_none(),
+                (Err(_), _) => false,
+            }
         })?;
         rep.outcome("cpu.max", &text, s.cpu_max.is_some(), o, dir);
 
@@ -339,7 +367,12 @@ impl<F: CgroupFs> Cgroup2Backend<F> {
         Ok(())
     }
 
-    fn apply_memory(&self, dir: &Path, s: &GroupSettings, rep: &mut Report<'_>) -> Result<(), CgroupError> {
+    fn apply_memory(
+        &self,
+        dir: &Path,
+        s: &GroupSettings,
+        rep: &mut Report<'_>,
+    ) -> Result<(), CgroupError> {
         let m = &s.memory;
         let knobs = [
             ("memory.min", m.min, Some(m.min.unwrap_or(0))),
@@ -357,11 +390,18 @@ impl<F: CgroupFs> Cgroup2Backend<F> {
         Ok(())
     }
 
-    fn apply_io(&self, dir: &Path, s: &GroupSettings, rep: &mut Report<'_>) -> Result<(), CgroupError> {
+    fn apply_io(
+        &self,
+        dir: &Path,
+        s: &GroupSettings,
+        rep: &mut Report<'_>,
+    ) -> Result<(), CgroupError> {
         let fs: &dyn CgroupFs = &self.fs;
         let w = s.io_weight.unwrap_or(100);
         let text = format_io_weight(w);
-        let o = sync(fs, dir, "io.weight", &text, |c| parse_io_weight(c).ok() == Some(w))?;
+        let o = sync(fs, dir, "io.weight", &text, |c| {
+            parse_io_weight(c).ok() == Some(w)
+        })?;
         rep.outcome("io.weight", &text, s.io_weight.is_some(), o, dir);
 
         let file = dir.join("io.max");
@@ -418,7 +458,10 @@ impl<F: CgroupFs> Actuator for Cgroup2Backend<F> {
         settings: &GroupSettings,
     ) -> Result<Vec<Fallback>, BackendError> {
         let dir = self.dir(path);
-        let parent = dir.parent().map(Path::to_path_buf).unwrap_or_else(|| self.mount.clone());
+        let parent = dir
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| self.mount.clone());
         ensure_dir(&self.fs, &dir, path)?;
         let failed = self.ensure_subtree(&parent, path.is_root())?;
         let ctl = self.words(&dir.join("cgroup.controllers"));
@@ -430,7 +473,10 @@ impl<F: CgroupFs> Actuator for Cgroup2Backend<F> {
                 .find(|(f, _)| f == c)
                 .map(|(_, w)| w.clone())
                 .unwrap_or_else(|| {
-                    format!("{} does not offer it", parent.join("cgroup.controllers").display())
+                    format!(
+                        "{} does not offer it",
+                        parent.join("cgroup.controllers").display()
+                    )
                 })
         };
         let has = |c: &str| ctl.iter().any(|x| x == c);
@@ -483,8 +529,11 @@ impl<F: CgroupFs> Actuator for Cgroup2Backend<F> {
         if has("io") {
             self.apply_io(&dir, s, &mut rep)?;
         } else {
-            let mut asked: Vec<(&str, String)> =
-                s.io_max.iter().map(|l| ("io.max", format_io_max(l))).collect();
+            let mut asked: Vec<(&str, String)> = s
+                .io_max
+                .iter()
+                .map(|l| ("io.max", format_io_max(l)))
+                .collect();
             if let Some(w) = s.io_weight {
                 asked.insert(0, ("io.weight", format_io_weight(w)));
             }

@@ -92,14 +92,23 @@ fn creates_groups_enables_controllers_and_restores_the_parent() {
     );
     // Only what was missing is remembered: cpu was already on.
     assert_eq!(b.added_parent_controllers(), ["cpuset", "io", "memory"]);
-    assert_eq!(read(&fake, &b, "", "cgroup.subtree_control"), "cpuset cpu io memory");
-    assert_eq!(read(&fake, &b, "web", "cgroup.subtree_control"), "cpuset cpu io memory");
+    assert_eq!(
+        read(&fake, &b, "", "cgroup.subtree_control"),
+        "cpuset cpu io memory"
+    );
+    assert_eq!(
+        read(&fake, &b, "web", "cgroup.subtree_control"),
+        "cpuset cpu io memory"
+    );
     assert_eq!(b.children(&GroupPath::root()).unwrap(), ["web"]);
     for p in ["web/api", "web", ""] {
         b.remove(&gp(p)).unwrap();
     }
     b.restore_parent_controllers().unwrap();
-    assert_eq!(fake.get(&mount.join("cgroup.subtree_control")).trim(), "cpu");
+    assert_eq!(
+        fake.get(&mount.join("cgroup.subtree_control")).trim(),
+        "cpu"
+    );
     assert!(b.added_parent_controllers().is_empty());
 }
 
@@ -171,7 +180,10 @@ fn invalid_partition_falls_back_to_member_with_the_kernels_reason() {
     assert_eq!(f.len(), 1, "{f:#?}");
     assert_eq!(f[0].knob, "cpuset.cpus.partition");
     assert_eq!(f[0].path, gp("web"));
-    assert_eq!((f[0].wanted.as_str(), f[0].got.as_str()), ("root", "member"));
+    assert_eq!(
+        (f[0].wanted.as_str(), f[0].got.as_str()),
+        ("root", "member")
+    );
     assert!(f[0].reason.contains("not exclusive"), "{}", f[0].reason);
     assert_eq!(read(&fake, &b, "web", "cpuset.cpus.partition"), "member");
     assert_eq!(read(&fake, &b, "web", "cpuset.cpus.exclusive"), "");
@@ -223,7 +235,11 @@ fn remote_partition_claims_exclusive_cpus_along_atolls_ancestors() {
 #[test]
 fn refused_exclusive_claim_is_a_fallback() {
     let (fake, _, mut b) = backend(ALL);
-    fake.refuse_write("atoll/cpuset.cpus.exclusive", None, Refusal::Errno(libc::EINVAL));
+    fake.refuse_write(
+        "atoll/cpuset.cpus.exclusive",
+        None,
+        Refusal::Errno(libc::EINVAL),
+    );
     let f = tree(&mut b);
     assert_eq!(f.len(), 1, "{f:#?}");
     assert!(f[0].reason.contains("claiming CPUs 2-3"), "{}", f[0].reason);
@@ -243,7 +259,11 @@ fn rt_budget_needs_rt_group_files() {
     let f = b.apply(&GroupPath::root(), &rt).unwrap();
     assert_eq!(f.len(), 1);
     assert_eq!(f[0].knob, "cpu.rt_runtime_us");
-    assert!(f[0].reason.contains("no RT group scheduling"), "{}", f[0].reason);
+    assert!(
+        f[0].reason.contains("no RT group scheduling"),
+        "{}",
+        f[0].reason
+    );
     assert!(!b.capabilities().rt_groups);
 
     let fake = FakeCgroupFs::with_kernel(FakeKernel {
@@ -252,10 +272,14 @@ fn rt_budget_needs_rt_group_files() {
     });
     let mount = fake.add_v2_mount("cg", ALL);
     let mut b = Cgroup2Backend::new(&mount, "atoll", fake.clone()).unwrap();
-    b.apply(&GroupPath::root(), &GroupSettings::default()).unwrap();
+    b.apply(&GroupPath::root(), &GroupSettings::default())
+        .unwrap();
     let f = b.apply(&gp("rt"), &rt).unwrap();
     assert!(f.is_empty(), "{f:#?}");
-    assert_eq!(fake.get(&b.dir(&gp("rt")).join("cpu.rt_runtime_us")).trim(), "200000");
+    assert_eq!(
+        fake.get(&b.dir(&gp("rt")).join("cpu.rt_runtime_us")).trim(),
+        "200000"
+    );
     assert!(b.capabilities().rt_groups);
 }
 
@@ -263,7 +287,10 @@ fn rt_budget_needs_rt_group_files() {
 fn missing_controllers_give_one_fallback_per_asked_knob() {
     let (fake, mount, mut b) = backend(&["cpu", "memory"]);
     let f = tree(&mut b);
-    let knobs: Vec<(&str, &str)> = f.iter().map(|f| (f.path.as_str(), f.knob.as_str())).collect();
+    let knobs: Vec<(&str, &str)> = f
+        .iter()
+        .map(|f| (f.path.as_str(), f.knob.as_str()))
+        .collect();
     assert_eq!(
         knobs,
         [
@@ -276,8 +303,16 @@ fn missing_controllers_give_one_fallback_per_asked_knob() {
             ("web/api", "io.max"),
         ]
     );
-    assert!(f[0].reason.contains("controller cpuset is not available"), "{}", f[0].reason);
-    assert!(f[0].reason.contains(&mount.display().to_string()), "{}", f[0].reason);
+    assert!(
+        f[0].reason.contains("controller cpuset is not available"),
+        "{}",
+        f[0].reason
+    );
+    assert!(
+        f[0].reason.contains(&mount.display().to_string()),
+        "{}",
+        f[0].reason
+    );
     assert_eq!(read(&fake, &b, "web/api", "cpu.weight"), "200");
     let caps = b.capabilities();
     assert!(caps.cpu && caps.memory && !caps.cpuset && !caps.io && !caps.partitions);
@@ -292,12 +327,19 @@ fn a_controller_the_parent_refuses_to_enable_is_explained() {
         Some("+cpuset +cpu +io +memory"),
         Refusal::Errno(libc::EINVAL),
     );
-    fake.refuse_write("web/cgroup.subtree_control", Some("+io"), Refusal::Errno(libc::EBUSY));
+    fake.refuse_write(
+        "web/cgroup.subtree_control",
+        Some("+io"),
+        Refusal::Errno(libc::EBUSY),
+    );
     let f = tree(&mut b);
     assert_eq!(f.len(), 2, "{f:#?}");
     assert_eq!(f[0].knob, "io.weight");
     assert!(f[0].reason.contains("\"+io\""), "{}", f[0].reason);
-    assert_eq!(read(&fake, &b, "web", "cgroup.subtree_control"), "cpuset cpu memory");
+    assert_eq!(
+        read(&fake, &b, "web", "cgroup.subtree_control"),
+        "cpuset cpu memory"
+    );
 }
 
 #[test]
@@ -308,7 +350,10 @@ fn old_kernel_without_cpu_idle() {
     });
     let mount = fake.add_v2_mount("cg", ALL);
     let mut b = Cgroup2Backend::new(&mount, "atoll", fake.clone()).unwrap();
-    assert!(b.apply(&GroupPath::root(), &root_settings()).unwrap().is_empty());
+    assert!(b
+        .apply(&GroupPath::root(), &root_settings())
+        .unwrap()
+        .is_empty());
     assert!(!b.capabilities().cpu_idle);
     let idle = GroupSettings {
         cpu_idle: true,
@@ -324,7 +369,10 @@ fn missing_parent_is_no_group() {
     let (_, _, mut b) = backend(ALL);
     b.apply(&GroupPath::root(), &root_settings()).unwrap();
     let e = b.apply(&gp("web/api"), &unit()).unwrap_err();
-    assert!(matches!(e, BackendError::NoGroup(ref p) if p == &gp("web")), "{e:?}");
+    assert!(
+        matches!(e, BackendError::NoGroup(ref p) if p == &gp("web")),
+        "{e:?}"
+    );
 }
 
 #[test]
@@ -335,11 +383,17 @@ fn moves_and_restores_processes() {
     fake.set(&mount.join("system.slice/app.service/cgroup.procs"), "42\n");
     b.move_process(42, &gp("web/api")).unwrap();
     assert_eq!(b.processes(&gp("web/api")).unwrap(), [42]);
-    assert_eq!(fake.get(&mount.join("system.slice/app.service/cgroup.procs")), "");
+    assert_eq!(
+        fake.get(&mount.join("system.slice/app.service/cgroup.procs")),
+        ""
+    );
     // The origin's leaf is gone: the nearest ancestor takes it.
     let origin = CgroupMembership::parse("0::/system.slice/app.service/sub/gone\n").unwrap();
     b.restore_process(42, &origin).unwrap();
-    assert_eq!(fake.get(&mount.join("system.slice/app.service/cgroup.procs")), "42\n");
+    assert_eq!(
+        fake.get(&mount.join("system.slice/app.service/cgroup.procs")),
+        "42\n"
+    );
     assert!(b.processes(&gp("web/api")).unwrap().is_empty());
     // No unified entry: the mount root.
     b.move_process(42, &gp("web/api")).unwrap();
@@ -348,7 +402,10 @@ fn moves_and_restores_processes() {
 
     fake.kill(7);
     let e = b.move_process(7, &gp("web/api")).unwrap_err();
-    assert!(matches!(e, BackendError::NoProcess(7)) && e.is_gone(), "{e:?}");
+    assert!(
+        matches!(e, BackendError::NoProcess(7)) && e.is_gone(),
+        "{e:?}"
+    );
     let e = b.move_process(42, &gp("nope")).unwrap_err();
     assert!(matches!(e, BackendError::NoGroup(_)), "{e:?}");
     // An interior group refuses processes (no internal processes).
@@ -385,14 +442,20 @@ fn stats_read_every_file() {
         "usage_usec 5000\nuser_usec 3000\nsystem_usec 2000\nnr_periods 10\nnr_throttled 4\nthrottled_usec 700\n",
     );
     fake.set(&d.join("memory.current"), "123456\n");
-    fake.set(&d.join("io.stat"), "8:0 rbytes=10 wbytes=20 rios=1 wios=2\n8:16 rbytes=1 wbytes=2\n");
+    fake.set(
+        &d.join("io.stat"),
+        "8:0 rbytes=10 wbytes=20 rios=1 wios=2\n8:16 rbytes=1 wbytes=2\n",
+    );
     fake.set(
         &d.join("cpu.pressure"),
         "some avg10=1.50 avg60=0.00 avg300=0.00 total=99\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=3\n",
     );
     let s = b.stats(&gp("web/api")).unwrap();
     assert_eq!(s.cpu_usage_us, Some(5000));
-    assert_eq!((s.nr_periods, s.nr_throttled, s.throttled_us), (Some(10), Some(4), Some(700)));
+    assert_eq!(
+        (s.nr_periods, s.nr_throttled, s.throttled_us),
+        (Some(10), Some(4), Some(700))
+    );
     assert_eq!(s.memory_current, Some(123_456));
     assert_eq!((s.io_read_bytes, s.io_write_bytes), (Some(11), Some(22)));
     assert_eq!(s.cpu_pressure.unwrap().some.total_us, 99);
@@ -416,9 +479,18 @@ fn stats_read_every_file() {
     fake.set(&d.join("cpu.stat"), "usage_usec 1\n");
     fake.set(&d.join("io.pressure"), "some avg10=1.0\n");
     assert!(b.stats(&gp("web/api")).is_err());
-    assert!(matches!(b.stats(&gp("gone")), Err(BackendError::NoGroup(_))));
-    assert!(matches!(b.processes(&gp("gone")), Err(BackendError::NoGroup(_))));
-    assert!(matches!(b.children(&gp("gone")), Err(BackendError::NoGroup(_))));
+    assert!(matches!(
+        b.stats(&gp("gone")),
+        Err(BackendError::NoGroup(_))
+    ));
+    assert!(matches!(
+        b.processes(&gp("gone")),
+        Err(BackendError::NoGroup(_))
+    ));
+    assert!(matches!(
+        b.children(&gp("gone")),
+        Err(BackendError::NoGroup(_))
+    ));
 }
 
 #[test]
@@ -437,7 +509,10 @@ fn capabilities_follow_the_kernel() {
 fn nested_root_name_and_bad_names() {
     let (fake, mount, _) = backend(ALL);
     std::fs::create_dir(mount.join("system.slice")).unwrap();
-    fake.set(&mount.join("system.slice/cgroup.controllers"), "cpuset cpu memory");
+    fake.set(
+        &mount.join("system.slice/cgroup.controllers"),
+        "cpuset cpu memory",
+    );
     fake.set(&mount.join("system.slice/cgroup.subtree_control"), "");
     let mut b = Cgroup2Backend::new(&mount, "system.slice/atoll", fake.clone()).unwrap();
     let f = b.apply(&GroupPath::root(), &root_settings()).unwrap();

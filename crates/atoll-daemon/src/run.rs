@@ -27,7 +27,7 @@ pub enum RunError {
     #[error(transparent)]
     Api(#[from] crate::api::ApiError),
     /// The metrics address could not be bound.
-    #[error("binding metrics on {addr}: {source}")]
+    #[error("binding metrics on {addr}")]
     Metrics {
         /// The address.
         addr: SocketAddr,

@@ -87,23 +87,23 @@ pub struct SetupOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
     /// `--cgroup-root` is not a plain name.
-    #[error("--cgroup-root: {0}")]
+    #[error("--cgroup-root")]
     RootName(#[from] NameError),
     /// The machine could not be read.
-    #[error("reading the machine: {0}")]
+    #[error("reading the machine")]
     Topology(#[from] TopologyError),
     /// The platform description is wrong.
-    #[error("{0}")]
+    #[error(transparent)]
     Config(#[from] ConfigError),
     /// No cgroup backend can be used.
-    #[error("{source}\nhint: run atoll as root on a machine with cgroups, or use `--backend sim` for a simulated platform")]
+    #[error("no usable cgroup backend (run atoll as root on a machine with cgroups, or use `--backend sim` for a simulated platform)")]
     Cgroup {
         /// What failed.
         #[from]
         source: CgroupError,
     },
     /// The daemon's own process could not be read.
-    #[error("reading the daemon's own cgroups: {0}")]
+    #[error("reading the daemon's own cgroups")]
     SelfProcess(#[from] atoll_core::process::ProcessError),
 }
 
