@@ -27,7 +27,11 @@ pub mod testutils;
 pub mod v1;
 pub mod v2;
 
-use atoll_core::backend::Backend;
+use atoll_core::backend::{
+    Actuator, BackendError, BackendKind, Capabilities, Fallback, GroupStats, Monitor,
+};
+use atoll_core::plan::{GroupPath, GroupSettings};
+use atoll_core::process::CgroupMembership;
 
 pub use error::CgroupError;
 pub use fs::{can_write, CgroupFs, RealFs};
@@ -35,14 +39,171 @@ pub use mounts::{choose, detect, Choice, Mounts, Requested, V1Paths};
 pub use v1::Cgroup1Backend;
 pub use v2::Cgroup2Backend;
 
+/// Either cgroup backend, as [`open`] returns it: implements
+/// [`Actuator`] and [`Monitor`] and keeps the version-specific calls a
+/// daemon needs at start-up and teardown.
+#[derive(Debug)]
+pub enum CgroupBackend<F: CgroupFs = RealFs> {
+    /// The unified hierarchy.
+    V2(Cgroup2Backend<F>),
+    /// The v1 hierarchies.
+    V1(Cgroup1Backend<F>),
+}
+
 /// Opens the backend `choice` names, rooted at `root_name`, over `fs`.
-pub fn open<F: CgroupFs + 'static>(
+pub fn open<F: CgroupFs>(
     choice: &Choice,
     root_name: &str,
     fs: F,
-) -> Result<Box<dyn Backend>, CgroupError> {
+) -> Result<CgroupBackend<F>, CgroupError> {
     Ok(match choice {
-        Choice::Cgroup2 { mount, .. } => Box::new(Cgroup2Backend::new(mount, root_name, fs)?),
-        Choice::Cgroup1(paths) => Box::new(Cgroup1Backend::new(paths.clone(), root_name, fs)?),
+        Choice::Cgroup2 { mount, .. } => {
+            CgroupBackend::V2(Cgroup2Backend::new(mount, root_name, fs)?)
+        }
+        Choice::Cgroup1(paths) => {
+            CgroupBackend::V1(Cgroup1Backend::new(paths.clone(), root_name, fs)?)
+        }
     })
+}
+
+impl<F: CgroupFs> CgroupBackend<F> {
+    /// v2: controllers atoll enabled in its root's parent (to persist across
+    /// restarts). v1: none.
+    pub fn added_parent_controllers(&self) -> &[String] {
+        match self {
+            Self::V2(b) => b.added_parent_controllers(),
+            Self::V1(_) => &[],
+        }
+    }
+
+    /// v2: restores [`Self::added_parent_controllers`] after a restart.
+    pub fn set_added_parent_controllers(&mut self, controllers: Vec<String>) {
+        if let Self::V2(b) = self {
+            b.set_added_parent_controllers(controllers);
+        }
+    }
+
+    /// v2: disables the controllers atoll enabled in its root's parent; call
+    /// after removing atoll's root. v1: nothing to do.
+    pub fn restore_parent_controllers(&mut self) -> Result<(), CgroupError> {
+        match self {
+            Self::V2(b) => b.restore_parent_controllers(),
+            Self::V1(_) => Ok(()),
+        }
+    }
+
+    /// v1: allow making atoll's root `cpu_exclusive` (see
+    /// [`Cgroup1Backend::set_exclusive_root`]). v2: no effect.
+    pub fn set_exclusive_root(&mut self, allow: bool) {
+        if let Self::V1(b) = self {
+            b.set_exclusive_root(allow);
+        }
+    }
+
+    /// Forgets remembered refusals so the next `apply` retries them.
+    pub fn retry_refused(&mut self) {
+        match self {
+            Self::V2(b) => b.retry_refused(),
+            Self::V1(b) => b.retry_refused(),
+        }
+    }
+}
+
+macro_rules! both {
+    ($self:ident, $b:ident => $e:expr) => {
+        match $self {
+            CgroupBackend::V2($b) => $e,
+            CgroupBackend::V1($b) => $e,
+        }
+    };
+}
+
+impl<F: CgroupFs> Actuator for CgroupBackend<F> {
+    fn kind(&self) -> BackendKind {
+        both!(self, b => b.kind())
+    }
+    fn capabilities(&self) -> Capabilities {
+        both!(self, b => b.capabilities())
+    }
+    fn root_name(&self) -> &str {
+        both!(self, b => b.root_name())
+    }
+    fn apply(
+        &mut self,
+        path: &GroupPath,
+        settings: &GroupSettings,
+    ) -> Result<Vec<Fallback>, BackendError> {
+        both!(self, b => b.apply(path, settings))
+    }
+    fn remove(&mut self, path: &GroupPath) -> Result<(), BackendError> {
+        both!(self, b => b.remove(path))
+    }
+    fn move_process(&mut self, pid: u32, to: &GroupPath) -> Result<(), BackendError> {
+        both!(self, b => b.move_process(pid, to))
+    }
+    fn restore_process(&mut self, pid: u32, origin: &CgroupMembership) -> Result<(), BackendError> {
+        both!(self, b => b.restore_process(pid, origin))
+    }
+}
+
+impl<F: CgroupFs> Monitor for CgroupBackend<F> {
+    fn exists(&self, path: &GroupPath) -> bool {
+        both!(self, b => b.exists(path))
+    }
+    fn children(&self, path: &GroupPath) -> Result<Vec<String>, BackendError> {
+        both!(self, b => b.children(path))
+    }
+    fn processes(&self, path: &GroupPath) -> Result<Vec<u32>, BackendError> {
+        both!(self, b => b.processes(path))
+    }
+    fn stats(&self, path: &GroupPath) -> Result<GroupStats, BackendError> {
+        both!(self, b => b.stats(path))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutils::{FakeCgroupFs, FakeKernel};
+
+    fn settings() -> GroupSettings {
+        GroupSettings {
+            cpus: Some(atoll_core::CpuSet::parse("0-1").unwrap()),
+            mems: Some(atoll_core::CpuSet::parse("0").unwrap()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn detect_choose_open_on_a_fake_v2_machine() {
+        let (fake, mount) = FakeCgroupFs::v2_machine(&["cpuset", "cpu", "io", "memory"]);
+        let mounts = detect(&fake.write_mountinfo()).unwrap();
+        let choice = choose(Requested::Auto, &mounts, &fake, &|_| true).unwrap();
+        let mut b = open(&choice, "atoll", fake.clone()).unwrap();
+        assert_eq!(b.kind(), BackendKind::Cgroup2);
+        assert!(b.apply(&GroupPath::root(), &settings()).unwrap().is_empty());
+        assert_eq!(b.added_parent_controllers().len(), 4);
+        b.remove(&GroupPath::root()).unwrap();
+        b.restore_parent_controllers().unwrap();
+        assert_eq!(fake.get(&mount.join("cgroup.subtree_control")).trim(), "");
+        let boxed: Box<dyn atoll_core::backend::Backend> = Box::new(b);
+        assert!(!boxed.exists(&GroupPath::root()));
+    }
+
+    #[test]
+    fn detect_choose_open_on_a_fake_v1_machine() {
+        let (fake, paths) = FakeCgroupFs::v1_machine(FakeKernel::default(), true);
+        fake.add_v2_mount("unified", &[]);
+        let mounts = detect(&fake.write_mountinfo()).unwrap();
+        let choice = choose(Requested::Auto, &mounts, &fake, &|_| true).unwrap();
+        assert_eq!(choice, Choice::Cgroup1(paths));
+        let mut b = open(&choice, "atoll", fake).unwrap();
+        b.set_exclusive_root(true);
+        assert_eq!(b.kind(), BackendKind::Cgroup1);
+        assert!(b.added_parent_controllers().is_empty());
+        assert!(b.apply(&GroupPath::root(), &settings()).unwrap().is_empty());
+        b.move_process(5, &GroupPath::root()).unwrap();
+        assert_eq!(b.processes(&GroupPath::root()).unwrap(), [5]);
+        assert!(b.restore_parent_controllers().is_ok());
+    }
 }

@@ -2,6 +2,7 @@
 
 use std::path::Path;
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use atoll_client::Client;
 
@@ -40,8 +41,19 @@ pub fn why(socket: &Path, subject: Option<&str>, limit: usize, json: bool) -> an
     Ok(ExitCode::SUCCESS)
 }
 
+/// How long `atoll stop` waits for teardown to finish.
+const STOP_WAIT: Duration = Duration::from_secs(60);
+
 pub fn stop(socket: &Path) -> anyhow::Result<ExitCode> {
     Client::connect(socket)?.stop()?;
-    println!("atoll is tearing down");
+    // The daemon removes its socket once teardown is over.
+    let t = Instant::now();
+    while socket.exists() {
+        if t.elapsed() > STOP_WAIT {
+            anyhow::bail!("the daemon is still tearing down after {STOP_WAIT:?}; see its log");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    println!("atoll stopped: processes returned, cgroups removed");
     Ok(ExitCode::SUCCESS)
 }

@@ -44,6 +44,7 @@ struct Daemon {
     dir: tempfile::TempDir,
     child: Option<Child>,
     config: Option<PathBuf>,
+    metrics: Option<String>,
 }
 
 impl Daemon {
@@ -63,6 +64,7 @@ impl Daemon {
             dir,
             child: None,
             config,
+            metrics: None,
         }
     }
 
@@ -81,6 +83,9 @@ impl Daemon {
             .stderr(fs::File::create(self.dir.path().join("daemon.log")).unwrap());
         if let Some(c) = &self.config {
             cmd.arg("--config").arg(c);
+        }
+        if let Some(m) = &self.metrics {
+            cmd.arg("--metrics-addr").arg(m);
         }
         self.child = Some(cmd.spawn().unwrap());
         let t = Instant::now();
@@ -217,6 +222,8 @@ memory_max = "256M"
 fn run_places_the_command_and_teardown_leaves_nothing() {
     require_v1!();
     let mut d = Daemon::new("run", Some(CONFIG));
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    d.metrics = Some(port.to_string());
     d.start();
     let out = d.atoll(&["run", "--unit", "capped", "--", "sh", "-c", "cat /proc/self/cgroup"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -241,11 +248,29 @@ fn run_places_the_command_and_teardown_leaves_nothing() {
     let out = d.atoll(&["run", "--unit", "capped", "--", "sh", "-c", "exit 7"]);
     assert_eq!(out.status.code(), Some(7));
 
+    let metrics = http_get(&port.to_string(), "/metrics");
+    assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
+    assert!(
+        metrics.contains("atoll_unit_cpu_usage_seconds_total{island=\"work\",unit=\"capped\"}"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("atoll_info{backend=\"cgroup1\""), "{metrics}");
+
     let why = d.atoll(&["why", "capped"]);
     let why = String::from_utf8_lossy(&why.stdout);
     assert!(why.contains("move pid"), "{why}");
     d.stop();
     assert!(d.leftovers().is_empty(), "left behind: {:?}", d.leftovers());
+}
+
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
 }
 
 /// The shares the daemon should write for a v2 weight (independent
@@ -338,4 +363,55 @@ fn non_root_callers_get_permission_denied_on_others_processes() {
     assert_eq!(cgroup_of(1, "cpuset"), pid1_before, "pid 1 must never be moved");
     d.stop();
     assert!(d.leftovers().is_empty());
+}
+
+const RT_CONFIG: &str = r#"
+[host]
+cpus = "0"
+
+[island.rt]
+cpus = "1"
+policy = "realtime"
+rt_class = "rr"
+priority = [5, 30]
+rt_runtime_us = 200000
+rt_period_us = 1000000
+
+[unit.ctl]
+island = "rt"
+rt_priority = 12
+"#;
+
+fn sched_policy(pid: u32) -> (i32, i32) {
+    // SAFETY: plain syscalls on a pid we own, with a valid out-pointer.
+    unsafe {
+        let policy = libc::sched_getscheduler(pid as i32);
+        let mut p = libc::sched_param { sched_priority: 0 };
+        libc::sched_getparam(pid as i32, &mut p);
+        (policy, p.sched_priority)
+    }
+}
+
+#[test]
+fn a_realtime_island_gets_a_budget_and_its_tasks_get_the_policy() {
+    require_v1!();
+    if !Path::new(V1).join("cpu/cpu.rt_runtime_us").exists() {
+        eprintln!("skipped: no RT group scheduling in the v1 cpu hierarchy");
+        return;
+    }
+    let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
+    let pid = sleeper.id();
+    let mut d = Daemon::new("rt", Some(RT_CONFIG));
+    d.start();
+    assert_eq!(read(d.group("cpu", "cpu.rt_runtime_us")), "200000");
+    assert_eq!(read(d.group("cpu", "rt/cpu.rt_runtime_us")), "200000");
+    assert_eq!(read(d.group("cpu", "rt/ctl/cpu.rt_runtime_us")), "200000");
+    let out = d.atoll(&["adopt", "--unit", "ctl", "--pid", &pid.to_string()]);
+    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stderr), d.log());
+    assert_eq!(sched_policy(pid), (libc::SCHED_RR, 12));
+    d.stop();
+    assert_eq!(sched_policy(pid), (libc::SCHED_OTHER, 0), "policy not restored");
+    assert!(d.leftovers().is_empty(), "left behind: {:?}", d.leftovers());
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
 }

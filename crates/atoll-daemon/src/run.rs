@@ -110,7 +110,6 @@ pub fn run(mut ctrl: Controller, endpoints: &Endpoints) -> Result<(), RunError> 
     tracing::info!("atoll running; API on {}", endpoints.socket.display());
     drop(tx);
     drive(&mut ctrl, &rx);
-    stop.store(true, Ordering::SeqCst);
     // Answer whatever is still queued so clients do not hang.
     while let Ok(cmd) = rx.try_recv() {
         ctrl.handle(cmd);
@@ -118,6 +117,8 @@ pub fn run(mut ctrl: Controller, endpoints: &Endpoints) -> Result<(), RunError> 
     // Requests that arrive from now on are answered `shutting_down` at once.
     drop(rx);
     let result = ctrl.teardown();
+    // Only now does the socket go away, so `atoll stop` can wait for it.
+    stop.store(true, Ordering::SeqCst);
     let _ = api.join();
     if let Some(m) = metrics {
         let _ = m.join();
