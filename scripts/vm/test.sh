@@ -21,5 +21,6 @@ fi
 
 bash "${here}/build-initramfs.sh" --atoll "${ATOLL_BIN}" ${VM_TESTS:+--tests "${VM_TESTS}"}
 
-[ $# -gt 0 ] || set -- --test all
+# All tests take a few minutes under TCG; run.sh's own default is 300 s.
+[ $# -gt 0 ] || set -- --test all --timeout 900
 exec bash "${here}/run.sh" "$@"

@@ -47,14 +47,23 @@ assert_file_eq() { # assert_file_eq FILE EXPECTED
     assert_eq "$(cat "$1")" "$2" "$1"
 }
 
-# wait_for SECONDS WHAT CMD [ARGS...]: polls CMD once a second until it succeeds.
+# uptime_s: whole seconds since boot, in $_now (no fork: loops stay cheap
+# under TCG, where every fork costs tens of milliseconds).
+uptime_s() {
+    read -r _up _ </proc/uptime
+    _now=${_up%%.*}
+}
+
+# wait_for SECONDS WHAT CMD [ARGS...]: polls CMD once a second until it
+# succeeds; fails the test when SECONDS have passed.
 wait_for() {
     _secs=$1 _what=$2
     shift 2
-    _i=0
+    uptime_s
+    _deadline=$((_now + _secs))
     while ! "$@" >/dev/null 2>&1; do
-        _i=$((_i + 1))
-        [ "$_i" -le "$_secs" ] || fail "timed out after ${_secs}s waiting for $_what"
+        uptime_s
+        [ "$_now" -le "$_deadline" ] || fail "timed out after ${_secs}s waiting for $_what"
         sleep 1
     done
 }
@@ -63,24 +72,48 @@ wait_for() {
 
 # alive PID: true if PID exists and is not a zombie.
 alive() {
-    [ -r "/proc/$1/stat" ] || return 1
-    _st=$(sed -n 's/.*) \([A-Za-z]\) .*/\1/p' "/proc/$1/stat" 2>/dev/null)
-    [ -n "$_st" ] && [ "$_st" != Z ]
+    _st=""
+    { read -r _st <"/proc/$1/stat"; } 2>/dev/null
+    _st=${_st##*) }
+    [ -n "$_st" ] && [ "${_st%% *}" != Z ]
 }
 dead() { ! alive "$1"; }
 
-# cg_of PID: the process's cgroup v2 path ("/", "/atoll-vm/host", ...).
-cg_of() { sed -n 's/^0:://p' "/proc/$1/cgroup" 2>/dev/null; }
+# read_cg PID: sets $_cg to the process's cgroup v2 path ("/",
+# "/atoll-vm/host", ...; empty if it is gone). cg_of PID prints it.
+read_cg() {
+    _cg=""
+    { read -r _cg <"/proc/$1/cgroup"; } 2>/dev/null
+    _cg=${_cg#0::}
+}
+cg_of() {
+    read_cg "$1"
+    echo "$_cg"
+}
 
 # cmdline_of PID: argv joined with spaces (empty for kernel threads).
-cmdline_of() { tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null; }
+cmdline_of() { { tr '\0' ' ' <"/proc/$1/cmdline"; } 2>/dev/null; }
+
+# has_cmdline PID: true for user processes (kernel threads have no argv).
+# `read` drops the NULs between arguments; good enough to test for empty.
+has_cmdline() {
+    _c=""
+    { IFS= read -r _c <"/proc/$1/cmdline"; } 2>/dev/null
+    [ -n "$_c" ]
+}
 
 # find_pid_by_argv "ARGV0 ARG...": the pid whose argv is exactly that
 # (argv[0] may also be given as a path ending in /ARGV0).
 find_pid_by_argv() {
+    _squashed=$(echo "$1" | tr -d ' ')
     for _d in /proc/[0-9]*; do
-        _c=$(cmdline_of "${_d#/proc/}")
+        _c=""
+        { IFS= read -r _c <"$_d/cmdline"; } 2>/dev/null
         case "$_c" in
+            "$_squashed" | */"$_squashed") ;;
+            *) continue ;;
+        esac
+        case "$(cmdline_of "${_d#/proc/}")" in
             "$1 " | */"$1 ") echo "${_d#/proc/}"; return 0 ;;
         esac
     done
@@ -137,7 +170,8 @@ EOF
 
 daemon_pid() { cat "$VMT_STATE/daemon.pid" 2>/dev/null; }
 daemon_alive() { _p=$(daemon_pid) && [ -n "$_p" ] && alive "$_p"; }
-status_ok() { atoll_cli status --json >/dev/null 2>&1; }
+# status_ok: the daemon answers `status --json` with a status report.
+status_ok() { atoll_cli status --json 2>/dev/null | grep -q '"backend"'; }
 
 # record_original PID: remembers the cgroup PID is in before atoll runs.
 record_original() {
@@ -164,11 +198,12 @@ start_daemon() {
     "$ATOLL" daemon --config "$_cfg" --backend cgroup2 --cgroup-root "$ROOT" \
         --socket "$SOCK" --state-dir "$STATE_DIR" >>"$DAEMON_LOG" 2>&1 &
     echo $! >"$VMT_STATE/daemon.pid"
-    _i=0
+    uptime_s
+    _deadline=$((_now + 90))
     until status_ok; do
         daemon_alive || fail "atoll daemon exited before answering status (config $_cfg)"
-        _i=$((_i + 1))
-        [ "$_i" -le 90 ] || fail "atoll daemon did not answer status within 90s"
+        uptime_s
+        [ "$_now" -le "$_deadline" ] || fail "atoll daemon did not answer status within 90s"
         sleep 1
     done
 }
@@ -188,7 +223,17 @@ ensure_api_sleep() {
     _p=$(api_sleep_pid) && [ -n "$_p" ] && alive "$_p" && return 0
     # Not atoll_cli: no time limit on this one, it lives until teardown.
     "$ATOLL" run --socket "$SOCK" --unit api -- sleep 7777 >>"$VMT_STATE/run.log" 2>&1 &
-    echo $! >"$VMT_STATE/run_client.pid"
-    wait_for 60 "the sleep started by atoll run" find_pid_by_argv "sleep 7777"
-    find_pid_by_argv "sleep 7777" >"$VMT_STATE/api_sleep.pid"
+    _client=$!
+    uptime_s
+    _deadline=$((_now + 60))
+    until find_pid_by_argv "sleep 7777" >"$VMT_STATE/api_sleep.pid"; do
+        if dead "$_client"; then
+            note "atoll run output:"
+            tail -n 5 "$VMT_STATE/run.log" | sed 's/^/  | run: /'
+            fail "atoll run --unit api exited before its 'sleep 7777' showed up"
+        fi
+        uptime_s
+        [ "$_now" -le "$_deadline" ] || fail "no 'sleep 7777' 60s after atoll run --unit api"
+        sleep 1
+    done
 }

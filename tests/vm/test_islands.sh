@@ -3,6 +3,7 @@
 # as a real cpuset partition, batch (CPUs 4-7, node 1), and unit api's CPU cap.
 
 ensure_daemon
+[ -d "$CG/$ROOT/web" ] || fail "no $CG/$ROOT/web"
 
 part=$(cat "$CG/$ROOT/web/cpuset.cpus.partition" 2>/dev/null)
 if [ "$part" != root ]; then

@@ -144,6 +144,21 @@ impl<F: CgroupFs> Actuator for CgroupBackend<F> {
     fn restore_process(&mut self, pid: u32, origin: &CgroupMembership) -> Result<(), BackendError> {
         both!(self, b => b.restore_process(pid, origin))
     }
+    fn release(&mut self) -> Result<Vec<String>, BackendError> {
+        let undone: Vec<String> = self
+            .added_parent_controllers()
+            .iter()
+            .map(|c| format!("disabled controller {c} in the parent's cgroup.subtree_control"))
+            .collect();
+        self.restore_parent_controllers()?;
+        Ok(undone)
+    }
+    fn outside_changes(&self) -> Vec<String> {
+        self.added_parent_controllers().to_vec()
+    }
+    fn set_outside_changes(&mut self, changes: Vec<String>) {
+        self.set_added_parent_controllers(changes);
+    }
 }
 
 impl<F: CgroupFs> Monitor for CgroupBackend<F> {

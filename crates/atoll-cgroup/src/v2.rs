@@ -406,7 +406,7 @@ impl<F: CgroupFs> Cgroup2Backend<F> {
 
         let file = dir.join("io.max");
         let Some(cur) = read_opt(fs, &file)? else {
-            if let Some(l) = s.io_max.first() {
+            for l in &s.io_max {
                 rep.outcome("io.max", &format_io_max(l), true, Outcome::Missing, dir);
             }
             return Ok(());

@@ -18,7 +18,12 @@ pub fn status(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn adopt(socket: &Path, unit: &str, pid: u32, island: Option<&str>) -> anyhow::Result<ExitCode> {
+pub fn adopt(
+    socket: &Path,
+    unit: &str,
+    pid: u32,
+    island: Option<&str>,
+) -> anyhow::Result<ExitCode> {
     let a = Client::connect(socket)?.adopt(unit, pid, island)?;
     println!(
         "pid {pid} is in unit {} (island {}){}",
@@ -29,7 +34,12 @@ pub fn adopt(socket: &Path, unit: &str, pid: u32, island: Option<&str>) -> anyho
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn why(socket: &Path, subject: Option<&str>, limit: usize, json: bool) -> anyhow::Result<ExitCode> {
+pub fn why(
+    socket: &Path,
+    subject: Option<&str>,
+    limit: usize,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     let decisions = Client::connect(socket)?.why(subject, Some(limit))?;
     if json {
         println!("{}", serde_json::to_string_pretty(&decisions)?);

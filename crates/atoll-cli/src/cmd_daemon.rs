@@ -32,6 +32,11 @@ pub struct DaemonArgs {
     /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9184).
     #[arg(long)]
     metrics_addr: Option<SocketAddr>,
+    /// cgroup v1 only: make atoll's root cpu_exclusive so islands get
+    /// exclusive CPUs. Cpusets outside atoll can then no longer use any of
+    /// atoll's CPUs.
+    #[arg(long)]
+    v1_exclusive: bool,
     /// Read sysfs from here (tests).
     #[arg(long, default_value = "/sys", hide = true)]
     sysfs_root: PathBuf,
@@ -52,7 +57,9 @@ enum LogFormat {
 pub fn daemon(a: DaemonArgs) -> anyhow::Result<ExitCode> {
     let filter = tracing_subscriber::EnvFilter::try_from_env("ATOLL_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match a.log_format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
@@ -64,6 +71,7 @@ pub fn daemon(a: DaemonArgs) -> anyhow::Result<ExitCode> {
         state_dir: a.state_dir,
         sysfs_root: a.sysfs_root,
         proc_root: a.proc_root,
+        v1_exclusive: a.v1_exclusive,
     };
     let (ctrl, chosen) = setup::build(&opts)?;
     tracing::info!("{chosen}");

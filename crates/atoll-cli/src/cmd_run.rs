@@ -33,11 +33,18 @@ extern "C" fn forward(sig: libc::c_int) {
     }
 }
 
-pub fn run(socket: &Path, unit: &str, island: Option<&str>, argv: &[String]) -> anyhow::Result<ExitCode> {
+pub fn run(
+    socket: &Path,
+    unit: &str,
+    island: Option<&str>,
+    argv: &[String],
+) -> anyhow::Result<ExitCode> {
     let mut client = Client::connect(socket)?;
     let cargs: Vec<CString> = argv
         .iter()
-        .map(|a| CString::new(a.as_str()).with_context(|| format!("argument {a:?} contains a NUL byte")))
+        .map(|a| {
+            CString::new(a.as_str()).with_context(|| format!("argument {a:?} contains a NUL byte"))
+        })
         .collect::<Result<_, _>>()?;
     let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
     ptrs.push(std::ptr::null());
@@ -98,7 +105,10 @@ pub fn run(socket: &Path, unit: &str, island: Option<&str>, argv: &[String]) -> 
     // SAFETY: closing our write end.
     unsafe { libc::close(gate_w) };
     if n != 1 {
-        bail!("could not release the child: {}", std::io::Error::last_os_error());
+        bail!(
+            "could not release the child: {}",
+            std::io::Error::last_os_error()
+        );
     }
     reap(pid)
 }

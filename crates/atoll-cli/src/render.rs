@@ -55,7 +55,11 @@ pub fn status(r: &StatusReport) -> String {
         r.host.cpus.to_string(),
         r.host.mems.to_string(),
         r.host.processes,
-        if r.host.adopt_all { " (adopts all)" } else { "" },
+        if r.host.adopt_all {
+            " (adopts all)"
+        } else {
+            ""
+        },
         usage(&r.host.stats)
     );
     for i in &r.islands {

@@ -74,13 +74,19 @@ impl Daemon {
 
     fn start(&mut self) {
         let mut cmd = Command::new(BIN);
-        cmd.args(["daemon", "--backend", "cgroup1", "--cgroup-root", &self.root])
-            .arg("--socket")
-            .arg(self.socket())
-            .arg("--state-dir")
-            .arg(self.dir.path().join("state"))
-            .stdout(Stdio::null())
-            .stderr(fs::File::create(self.dir.path().join("daemon.log")).unwrap());
+        cmd.args([
+            "daemon",
+            "--backend",
+            "cgroup1",
+            "--cgroup-root",
+            &self.root,
+        ])
+        .arg("--socket")
+        .arg(self.socket())
+        .arg("--state-dir")
+        .arg(self.dir.path().join("state"))
+        .stdout(Stdio::null())
+        .stderr(fs::File::create(self.dir.path().join("daemon.log")).unwrap());
         if let Some(c) = &self.config {
             cmd.arg("--config").arg(c);
         }
@@ -107,13 +113,20 @@ impl Daemon {
 
     fn atoll(&self, args: &[&str]) -> std::process::Output {
         let mut cmd = Command::new(BIN);
-        cmd.arg(args[0]).arg("--socket").arg(self.socket()).args(&args[1..]);
+        cmd.arg(args[0])
+            .arg("--socket")
+            .arg(self.socket())
+            .args(&args[1..]);
         cmd.output().unwrap()
     }
 
     fn status_json(&self) -> serde_json::Value {
         let out = self.atoll(&["status", "--json"]);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
@@ -125,7 +138,11 @@ impl Daemon {
 
     fn stop(&mut self) {
         let out = self.atoll(&["stop"]);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let mut c = self.child.take().unwrap();
         let t = Instant::now();
         loop {
@@ -133,7 +150,11 @@ impl Daemon {
                 assert!(st.success(), "daemon exited with {st}: {}", self.log());
                 return;
             }
-            assert!(t.elapsed() < Duration::from_secs(20), "daemon did not exit: {}", self.log());
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "daemon did not exit: {}",
+                self.log()
+            );
             sleep(Duration::from_millis(50));
         }
     }
@@ -195,13 +216,19 @@ fn cgroup_of(pid: u32, controller: &str) -> String {
         .find_map(|l| {
             let mut it = l.splitn(3, ':');
             let (_, ctrls, path) = (it.next()?, it.next()?, it.next()?);
-            ctrls.split(',').any(|c| c == controller).then(|| path.to_string())
+            ctrls
+                .split(',')
+                .any(|c| c == controller)
+                .then(|| path.to_string())
         })
         .unwrap_or_default()
 }
 
 fn read(p: PathBuf) -> String {
-    fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())).trim().to_string()
+    fs::read_to_string(&p)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        .trim()
+        .to_string()
 }
 
 const CONFIG: &str = r#"
@@ -222,27 +249,54 @@ memory_max = "256M"
 fn run_places_the_command_and_teardown_leaves_nothing() {
     require_v1!();
     let mut d = Daemon::new("run", Some(CONFIG));
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
     d.metrics = Some(port.to_string());
     d.start();
-    let out = d.atoll(&["run", "--unit", "capped", "--", "sh", "-c", "cat /proc/self/cgroup"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = d.atoll(&[
+        "run",
+        "--unit",
+        "capped",
+        "--",
+        "sh",
+        "-c",
+        "cat /proc/self/cgroup",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let printed = String::from_utf8_lossy(&out.stdout);
     let want = format!("cpuset:/{}/work/capped", d.root);
-    assert!(printed.contains(&want), "command ran outside its unit:\n{printed}");
+    assert!(
+        printed.contains(&want),
+        "command ran outside its unit:\n{printed}"
+    );
 
     assert_eq!(read(d.group("cpuset", "work/cpuset.cpus")), "1");
     assert_eq!(read(d.group("cpuset", "work/capped/cpuset.cpus")), "1");
     assert_eq!(read(d.group("cpuset", "host/cpuset.cpus")), "0");
-    assert_eq!(read(d.group("cpu", "work/capped/cpu.cfs_quota_us")), "50000");
-    assert_eq!(read(d.group("cpu", "work/capped/cpu.cfs_period_us")), "100000");
+    assert_eq!(
+        read(d.group("cpu", "work/capped/cpu.cfs_quota_us")),
+        "50000"
+    );
+    assert_eq!(
+        read(d.group("cpu", "work/capped/cpu.cfs_period_us")),
+        "100000"
+    );
     // cpus = 0.25 -> weight 25 -> shares via the quadratic v1 mapping.
     assert_eq!(
         read(d.group("cpu", "work/capped/cpu.shares")),
         atoll_core_shares(25).to_string()
     );
     if d.group("memory", "work/capped").exists() {
-        assert_eq!(read(d.group("memory", "work/capped/memory.limit_in_bytes")), (256u64 << 20).to_string());
+        assert_eq!(
+            read(d.group("memory", "work/capped/memory.limit_in_bytes")),
+            (256u64 << 20).to_string()
+        );
     }
     // Exit codes pass through.
     let out = d.atoll(&["run", "--unit", "capped", "--", "sh", "-c", "exit 7"]);
@@ -254,7 +308,10 @@ fn run_places_the_command_and_teardown_leaves_nothing() {
         metrics.contains("atoll_unit_cpu_usage_seconds_total{island=\"work\",unit=\"capped\"}"),
         "{metrics}"
     );
-    assert!(metrics.contains("atoll_info{backend=\"cgroup1\""), "{metrics}");
+    assert!(
+        metrics.contains("atoll_info{backend=\"cgroup1\""),
+        "{metrics}"
+    );
 
     let why = d.atoll(&["why", "capped"]);
     let why = String::from_utf8_lossy(&why.stdout);
@@ -267,7 +324,11 @@ fn http_get(addr: &str, path: &str) -> String {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     out
@@ -292,12 +353,20 @@ fn adopt_then_sigkill_restart_keeps_the_process_and_stop_returns_it() {
     let mut d = Daemon::new("restart", None);
     d.start();
     let out = d.atoll(&["adopt", "--unit", "keep", "--pid", &pid.to_string()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let unit_path = format!("/{}/main/keep", d.root);
     assert_eq!(cgroup_of(pid, "cpuset"), unit_path);
 
     d.kill9();
-    assert_eq!(cgroup_of(pid, "cpuset"), unit_path, "process moved by the crash");
+    assert_eq!(
+        cgroup_of(pid, "cpuset"),
+        unit_path,
+        "process moved by the crash"
+    );
     d.start();
     let status = d.status_json();
     let keep = status["units"]
@@ -319,7 +388,10 @@ fn adopt_then_sigkill_restart_keeps_the_process_and_stop_returns_it() {
 #[test]
 fn a_bad_config_is_refused_and_creates_nothing() {
     require_v1!();
-    let mut d = Daemon::new("bad", Some("[host]\ncpus = \"0\"\n[island.x]\ncpus = \"0-1\"\n"));
+    let mut d = Daemon::new(
+        "bad",
+        Some("[host]\ncpus = \"0\"\n[island.x]\ncpus = \"0-1\"\n"),
+    );
     let mut cmd = Command::new(BIN);
     cmd.args(["daemon", "--backend", "cgroup1", "--cgroup-root", &d.root])
         .arg("--config")
@@ -331,7 +403,10 @@ fn a_bad_config_is_refused_and_creates_nothing() {
     let out = cmd.output().unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(":4:") && err.contains("island.x.cpus"), "{err}");
+    assert!(
+        err.contains(":4:") && err.contains("island.x.cpus"),
+        "{err}"
+    );
     assert!(d.leftovers().is_empty());
     d.child = None;
 }
@@ -348,7 +423,17 @@ fn non_root_callers_get_permission_denied_on_others_processes() {
     d.start();
     // uid 65534 (nobody) asks to adopt pid 1, which it does not own.
     let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN, "adopt", "--unit", "x", "--pid", "1"])
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            BIN,
+            "adopt",
+            "--unit",
+            "x",
+            "--pid",
+            "1",
+        ])
         .arg("--socket")
         .arg(d.socket())
         .output();
@@ -360,7 +445,11 @@ fn non_root_callers_get_permission_denied_on_others_processes() {
         }
         _ => eprintln!("note: setpriv unavailable; permission check covered by controller tests"),
     }
-    assert_eq!(cgroup_of(1, "cpuset"), pid1_before, "pid 1 must never be moved");
+    assert_eq!(
+        cgroup_of(1, "cpuset"),
+        pid1_before,
+        "pid 1 must never be moved"
+    );
     d.stop();
     assert!(d.leftovers().is_empty());
 }
@@ -407,10 +496,19 @@ fn a_realtime_island_gets_a_budget_and_its_tasks_get_the_policy() {
     assert_eq!(read(d.group("cpu", "rt/cpu.rt_runtime_us")), "200000");
     assert_eq!(read(d.group("cpu", "rt/ctl/cpu.rt_runtime_us")), "200000");
     let out = d.atoll(&["adopt", "--unit", "ctl", "--pid", &pid.to_string()]);
-    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stderr), d.log());
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stderr),
+        d.log()
+    );
     assert_eq!(sched_policy(pid), (libc::SCHED_RR, 12));
     d.stop();
-    assert_eq!(sched_policy(pid), (libc::SCHED_OTHER, 0), "policy not restored");
+    assert_eq!(
+        sched_policy(pid),
+        (libc::SCHED_OTHER, 0),
+        "policy not restored"
+    );
     assert!(d.leftovers().is_empty(), "left behind: {:?}", d.leftovers());
     let _ = sleeper.kill();
     let _ = sleeper.wait();

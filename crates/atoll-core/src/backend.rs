@@ -202,6 +202,14 @@ pub trait Actuator: Send {
     fn release(&mut self) -> Result<Vec<String>, BackendError> {
         Ok(Vec::new())
     }
+    /// What the backend changed outside atoll's root, for the state file, so
+    /// a restarted daemon can still [`release`](Self::release) it.
+    fn outside_changes(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Gives back the record of [`outside_changes`](Self::outside_changes)
+    /// after a restart.
+    fn set_outside_changes(&mut self, _changes: Vec<String>) {}
 }
 
 /// Reads the kernel (or the simulator).

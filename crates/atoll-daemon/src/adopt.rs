@@ -246,13 +246,19 @@ impl Controller {
         let (island_name, created) = match self.reg.unit(unit) {
             Some((u, _)) => {
                 if let Some(i) = island.filter(|i| *i != u.island.as_str()) {
-                    return Err(bad(format!("unit {unit} is in island {}, not {i}", u.island)));
+                    return Err(bad(format!(
+                        "unit {unit} is in island {}, not {i}",
+                        u.island
+                    )));
                 }
                 (u.island.clone(), false)
             }
             None => {
                 let island = match island {
-                    Some(i) => self.reg.spec().island(&Name::new(i).map_err(|e| bad(e.to_string()))?),
+                    Some(i) => self
+                        .reg
+                        .spec()
+                        .island(&Name::new(i).map_err(|e| bad(e.to_string()))?),
                     None => self.reg.spec().default_island(),
                 }
                 .ok_or_else(|| {
@@ -273,7 +279,8 @@ impl Controller {
             request: summary.to_string(),
         };
         if created {
-            self.reg.add_runtime_unit(unit_name.clone(), island_name.clone());
+            self.reg
+                .add_runtime_unit(unit_name.clone(), island_name.clone());
             self.decide(
                 Action::CreateUnit {
                     unit: unit.to_string(),
@@ -312,16 +319,31 @@ impl Controller {
     fn undo_unit(&mut self, unit: &str, group: &GroupPath, why: &Reason) {
         self.reg.remove_runtime_unit(unit);
         if self.env.backend.remove(group).is_ok() {
-            self.decide(Action::RemoveGroup { path: group.clone() }, why.clone());
+            self.decide(
+                Action::RemoveGroup {
+                    path: group.clone(),
+                },
+                why.clone(),
+            );
         }
-        self.decide(Action::RemoveUnit { unit: unit.to_string() }, why.clone());
+        self.decide(
+            Action::RemoveUnit {
+                unit: unit.to_string(),
+            },
+            why.clone(),
+        );
         self.applied.remove(group);
         if let Err(e) = self.reconcile(Reason::Config) {
             tracing::warn!("re-applying after a failed request: {e}");
         }
     }
 
-    fn check_unit_owner(&self, caller: Caller, unit: &str, group: &GroupPath) -> Result<(), ApiFailure> {
+    fn check_unit_owner(
+        &self,
+        caller: Caller,
+        unit: &str,
+        group: &GroupPath,
+    ) -> Result<(), ApiFailure> {
         for p in self.env.backend.processes(group).unwrap_or_default() {
             if let Ok(i) = self.env.procs.info(p) {
                 if i.uid != caller.uid {

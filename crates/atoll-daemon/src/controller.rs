@@ -162,7 +162,9 @@ impl Controller {
             self.remove_strays();
         } else {
             if saved.is_some() {
-                tracing::info!("a state file exists but cgroup {root_name:?} does not: starting fresh");
+                tracing::info!(
+                    "a state file exists but cgroup {root_name:?} does not: starting fresh"
+                );
             }
             if let Err(e) = self.reconcile(Reason::Config) {
                 // Bad input changes nothing: undo what was made.

@@ -61,7 +61,9 @@ pub fn matches_subject(d: &Decision, subject: &str) -> bool {
     }
     let path_matches = |p: &str| p == subject || p.split('/').any(|c| c == subject);
     match &d.action {
-        Action::ApplyGroup { path, .. } | Action::RemoveGroup { path } => path_matches(path.as_str()),
+        Action::ApplyGroup { path, .. } | Action::RemoveGroup { path } => {
+            path_matches(path.as_str())
+        }
         Action::Fallback(f) => path_matches(f.path.as_str()),
         Action::MoveProcess { to, .. } => path_matches(to.as_str()),
         Action::CreateUnit { unit, island } => unit == subject || island == subject,
@@ -95,7 +97,14 @@ mod tests {
     fn query_filters_by_subject_and_keeps_the_newest() {
         let mut log = DecisionLog::default();
         for i in 0..10 {
-            log.record(mv(i, if i % 2 == 0 { "web/api" } else { "batch/crunch" }));
+            log.record(mv(
+                i,
+                if i % 2 == 0 {
+                    "web/api"
+                } else {
+                    "batch/crunch"
+                },
+            ));
         }
         let api: Vec<u32> = log
             .query(Some("api"), 3)

@@ -83,9 +83,12 @@ impl Controller {
             }
         }
         for path in strays {
-            self.release_group(&path, Reason::Recover {
-                detail: format!("group {path} is no longer in the platform description"),
-            });
+            self.release_group(
+                &path,
+                Reason::Recover {
+                    detail: format!("group {path} is no longer in the platform description"),
+                },
+            );
             match self.env.backend.remove(&path) {
                 Ok(()) => self.decide(
                     Action::RemoveGroup { path: path.clone() },
@@ -111,8 +114,16 @@ pub fn knob_diff(old: Option<&GroupSettings>, new: &GroupSettings) -> Vec<String
         }
     };
     let opt = |v: Option<String>| v.unwrap_or_else(|| "default".into());
-    push(old.cpus != new.cpus, "cpuset.cpus", opt(new.cpus.as_ref().map(|c| c.to_string())));
-    push(old.mems != new.mems, "cpuset.mems", opt(new.mems.as_ref().map(|c| c.to_string())));
+    push(
+        old.cpus != new.cpus,
+        "cpuset.cpus",
+        opt(new.cpus.as_ref().map(|c| c.to_string())),
+    );
+    push(
+        old.mems != new.mems,
+        "cpuset.mems",
+        opt(new.mems.as_ref().map(|c| c.to_string())),
+    );
     push(
         old.partition != new.partition,
         "cpuset.cpus.partition",
@@ -121,7 +132,11 @@ pub fn knob_diff(old: Option<&GroupSettings>, new: &GroupSettings) -> Vec<String
             _ => "member".into(),
         },
     );
-    push(old.cpu_weight != new.cpu_weight, "cpu.weight", opt(new.cpu_weight.map(|w| w.to_string())));
+    push(
+        old.cpu_weight != new.cpu_weight,
+        "cpu.weight",
+        opt(new.cpu_weight.map(|w| w.to_string())),
+    );
     push(
         old.cpu_max != new.cpu_max,
         "cpu.max",
@@ -130,11 +145,17 @@ pub fn knob_diff(old: Option<&GroupSettings>, new: &GroupSettings) -> Vec<String
             None => "max".into(),
         },
     );
-    push(old.cpu_idle != new.cpu_idle, "cpu.idle", u8::from(new.cpu_idle).to_string());
+    push(
+        old.cpu_idle != new.cpu_idle,
+        "cpu.idle",
+        u8::from(new.cpu_idle).to_string(),
+    );
     push(
         old.rt_budget != new.rt_budget,
         "cpu.rt_runtime_us",
-        opt(new.rt_budget.map(|b| format!("{}/{}", b.runtime_us, b.period_us))),
+        opt(new
+            .rt_budget
+            .map(|b| format!("{}/{}", b.runtime_us, b.period_us))),
     );
     let bytes = |v: Option<u64>| v.map(|b| b.to_string()).unwrap_or_else(|| "default".into());
     let (om, nm) = (&old.memory, &new.memory);
@@ -142,7 +163,11 @@ pub fn knob_diff(old: Option<&GroupSettings>, new: &GroupSettings) -> Vec<String
     push(om.low != nm.low, "memory.low", bytes(nm.low));
     push(om.high != nm.high, "memory.high", bytes(nm.high));
     push(om.max != nm.max, "memory.max", bytes(nm.max));
-    push(old.io_weight != new.io_weight, "io.weight", opt(new.io_weight.map(|w| w.to_string())));
+    push(
+        old.io_weight != new.io_weight,
+        "io.weight",
+        opt(new.io_weight.map(|w| w.to_string())),
+    );
     push(
         old.io_max != new.io_max,
         "io.max",
@@ -171,7 +196,10 @@ mod tests {
             quota_us: 50_000,
             period_us: 100_000,
         });
-        assert_eq!(knob_diff(Some(&a), &b), ["cpu.weight=200", "cpu.max=50000 100000"]);
+        assert_eq!(
+            knob_diff(Some(&a), &b),
+            ["cpu.weight=200", "cpu.max=50000 100000"]
+        );
         assert_eq!(knob_diff(Some(&a), &a), Vec::<String>::new());
         assert_eq!(knob_diff(None, &a), ["cpuset.cpus=1-3", "cpu.weight=150"]);
     }

@@ -22,8 +22,15 @@ impl Controller {
         let mut kept = 0usize;
         let mut dropped = 0usize;
         if let Some(s) = saved {
+            if !s.parent_controllers_added.is_empty() {
+                self.env
+                    .backend
+                    .set_outside_changes(s.parent_controllers_added);
+            }
             for u in s.units {
-                if u.origin == UnitOrigin::Runtime && self.reg.spec().island(&u.spec.island).is_some() {
+                if u.origin == UnitOrigin::Runtime
+                    && self.reg.spec().island(&u.spec.island).is_some()
+                {
                     self.reg.restore_runtime_unit(u.spec);
                 }
             }
@@ -52,19 +59,34 @@ impl Controller {
             }
         }
         // Unit groups in the kernel that nothing describes.
-        for island in self.env.backend.children(&GroupPath::root()).unwrap_or_default() {
-            let Ok(island_name) = Name::new(&island) else { continue };
+        for island in self
+            .env
+            .backend
+            .children(&GroupPath::root())
+            .unwrap_or_default()
+        {
+            let Ok(island_name) = Name::new(&island) else {
+                continue;
+            };
             if self.reg.spec().island(&island_name).is_none() {
                 continue;
             }
             let ip = GroupPath::island(&island_name);
             for unit in self.env.backend.children(&ip).unwrap_or_default() {
-                let Ok(unit_name) = Name::new(&unit) else { continue };
+                let Ok(unit_name) = Name::new(&unit) else {
+                    continue;
+                };
                 if self.reg.unit(unit.as_str()).is_some() {
                     continue;
                 }
                 let up = GroupPath::unit(&island_name, &unit_name);
-                if !self.env.backend.processes(&up).unwrap_or_default().is_empty() {
+                if !self
+                    .env
+                    .backend
+                    .processes(&up)
+                    .unwrap_or_default()
+                    .is_empty()
+                {
                     self.reg.add_runtime_unit(unit_name, island_name.clone());
                     tracing::info!("recovered unit {up} from the kernel (not in the state file)");
                 }
@@ -85,7 +107,9 @@ impl Controller {
                 if self.reg.managed(pid).is_some() {
                     continue;
                 }
-                let Ok(info) = self.env.procs.info(pid) else { continue };
+                let Ok(info) = self.env.procs.info(pid) else {
+                    continue;
+                };
                 self.reg.manage(
                     pid,
                     Managed {
@@ -135,7 +159,7 @@ impl Controller {
                     })
                 })
                 .collect(),
-            parent_controllers_added: Vec::new(),
+            parent_controllers_added: self.env.backend.outside_changes(),
         }
     }
 }

@@ -95,16 +95,19 @@ pub fn run(mut ctrl: Controller, endpoints: &Endpoints) -> Result<(), RunError> 
     shutdown_on_signals(tx.clone())?;
     let listener = crate::api::bind(&endpoints.socket)?;
     let metrics = match endpoints.metrics {
-        Some(addr) => Some(
-            TcpListener::bind(addr).map_err(|source| RunError::Metrics { addr, source })?,
-        ),
+        Some(addr) => {
+            Some(TcpListener::bind(addr).map_err(|source| RunError::Metrics { addr, source })?)
+        }
         None => None,
     };
     ctrl.start()?;
     let stop = Arc::new(AtomicBool::new(false));
     let api = crate::api::serve(listener, tx.clone(), stop.clone());
     let metrics = metrics.map(|l| {
-        tracing::info!("metrics on http://{}/metrics", endpoints.metrics.unwrap_or(([0, 0, 0, 0], 0).into()));
+        tracing::info!(
+            "metrics on http://{}/metrics",
+            endpoints.metrics.unwrap_or(([0, 0, 0, 0], 0).into())
+        );
         crate::metrics::serve_metrics(l, tx.clone(), stop.clone())
     });
     tracing::info!("atoll running; API on {}", endpoints.socket.display());

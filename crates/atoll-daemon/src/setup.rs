@@ -50,7 +50,9 @@ impl FromStr for BackendRequest {
             "cgroup2" => Ok(Self::Cgroup2),
             "cgroup1" => Ok(Self::Cgroup1),
             "sim" => Ok(Self::Sim),
-            _ => Err(format!("unknown backend {s:?} (expected auto, cgroup2, cgroup1 or sim)")),
+            _ => Err(format!(
+                "unknown backend {s:?} (expected auto, cgroup2, cgroup1 or sim)"
+            )),
         }
     }
 }
@@ -81,6 +83,10 @@ pub struct SetupOptions {
     pub sysfs_root: PathBuf,
     /// Where procfs is.
     pub proc_root: PathBuf,
+    /// cgroup v1: make atoll's root `cpu_exclusive` so islands can be
+    /// exclusive too. Off by default: an exclusive root keeps every cpuset
+    /// outside atoll (a container runtime's, say) off all of atoll's CPUs.
+    pub v1_exclusive: bool,
 }
 
 /// Why the daemon cannot be set up.
@@ -114,7 +120,10 @@ pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
     let topo = atoll_topology::read_topology(&o.sysfs_root)?;
     let (spec, source) = match &o.config {
         Some(path) => (atoll_config::load(path, &topo)?, path.display().to_string()),
-        None => (atoll_config::embedded_default(&topo)?, "the embedded default".to_string()),
+        None => (
+            atoll_config::embedded_default(&topo)?,
+            "the embedded default".to_string(),
+        ),
     };
     let procfs = ProcFs::new(&o.proc_root);
     let self_pid = std::process::id();
@@ -128,11 +137,13 @@ pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
                 _ => Requested::Auto,
             };
             let mounts = atoll_cgroup::detect(&o.proc_root.join("self/mountinfo"))?;
-            let choice = atoll_cgroup::choose(requested, &mounts, &RealFs, &atoll_cgroup::can_write)?;
+            let choice =
+                atoll_cgroup::choose(requested, &mounts, &RealFs, &atoll_cgroup::can_write)?;
             let what = format!("{choice:?}");
-            let backend = atoll_cgroup::open(&choice, root.as_str(), RealFs)?;
+            let mut backend = atoll_cgroup::open(&choice, root.as_str(), RealFs)?;
+            backend.set_exclusive_root(o.v1_exclusive);
             let env = Env {
-                backend,
+                backend: Box::new(backend),
                 procs: Box::new(procfs),
                 tasks: Box::new(LinuxTaskControl::new()),
                 clock: Arc::new(MonotonicClock::new()),

@@ -18,7 +18,11 @@ impl Controller {
             .islands
             .iter()
             .flat_map(|i| {
-                let mut us: Vec<_> = self.reg.units().filter(|(u, _)| u.island == i.name).collect();
+                let mut us: Vec<_> = self
+                    .reg
+                    .units()
+                    .filter(|(u, _)| u.island == i.name)
+                    .collect();
                 us.sort_by(|a, b| a.0.name.cmp(&b.0.name));
                 us
             })

@@ -22,7 +22,11 @@ use atoll_proto::{ErrorCode, Reply, Request, ResponseEnvelope};
 use atoll_sim::SimPlatform;
 
 const ROOT: &str = "atoll-t";
-const ROOT_CALLER: Caller = Caller { uid: 0, gid: 0, pid: 1 };
+const ROOT_CALLER: Caller = Caller {
+    uid: 0,
+    gid: 0,
+    pid: 1,
+};
 
 fn n(s: &str) -> Name {
     Name::new(s).unwrap()
@@ -163,14 +167,33 @@ fn start_builds_the_planned_hierarchy() {
     for g in ["", "host", "web", "web/api", "rt", "rt/ctl"] {
         assert!(rig.sim.exists(&GroupPath::from_relative(g)), "{g} missing");
     }
-    let api = rig.sim.settings(&GroupPath::from_relative("web/api")).unwrap();
+    let api = rig
+        .sim
+        .settings(&GroupPath::from_relative("web/api"))
+        .unwrap();
     assert_eq!(api.cpu_weight, Some(150));
     assert_eq!(api.cpu_max.map(|m| m.quota_us), Some(200_000));
-    assert_eq!(rig.sim.partition_valid(&GroupPath::from_relative("web")), Some(true));
-    let rt = rig.sim.settings(&GroupPath::from_relative("rt/ctl")).unwrap();
+    assert_eq!(
+        rig.sim.partition_valid(&GroupPath::from_relative("web")),
+        Some(true)
+    );
+    let rt = rig
+        .sim
+        .settings(&GroupPath::from_relative("rt/ctl"))
+        .unwrap();
     assert_eq!(rt.rt_budget.map(|b| b.runtime_us), Some(300_000));
-    let applied: Vec<String> = c.decisions().query(None, 100).iter().map(|d| d.to_string()).collect();
-    assert!(applied.iter().any(|d| d.starts_with("set web/api: cpu.weight=150 cpu.max=200000 100000")), "{applied:#?}");
+    let applied: Vec<String> = c
+        .decisions()
+        .query(None, 100)
+        .iter()
+        .map(|d| d.to_string())
+        .collect();
+    assert!(
+        applied
+            .iter()
+            .any(|d| d.starts_with("set web/api: cpu.weight=150 cpu.max=200000 100000")),
+        "{applied:#?}"
+    );
     assert!(rig.state.path().join("state.json").exists());
 }
 
@@ -182,7 +205,11 @@ fn rules_adopt_matching_processes_and_apply_the_island_policy() {
     let mut c = rig.controller(spec(false));
     c.start().unwrap();
     assert_eq!(rig.group_of(nginx).as_deref(), Some("/atoll-t/web/api"));
-    assert_eq!(rig.group_of(other).as_deref(), Some("/user.slice"), "unmatched process moved");
+    assert_eq!(
+        rig.group_of(other).as_deref(),
+        Some("/user.slice"),
+        "unmatched process moved"
+    );
     // A process that execs into a rule's program after it was first seen.
     let late = rig.sim.spawn("sh", 0, None);
     rig.epochs(&mut c, 2);
@@ -192,7 +219,11 @@ fn rules_adopt_matching_processes_and_apply_the_island_policy() {
     assert_eq!(rig.group_of(ctl).as_deref(), Some("/atoll-t/rt/ctl"));
     assert_eq!(rig.sim.policy(ctl).unwrap(), TaskPolicy::Fifo(20));
     let why = c.decisions().query(Some("api"), 10);
-    assert!(why.iter().any(|d| d.to_string().contains("adoption rule Comm(\"nginx\")")), "{why:#?}");
+    assert!(
+        why.iter()
+            .any(|d| d.to_string().contains("adoption rule Comm(\"nginx\")")),
+        "{why:#?}"
+    );
 }
 
 #[test]
@@ -218,7 +249,11 @@ fn api_adopt_creates_units_checks_permissions_and_changes_nothing_on_error() {
     let theirs = rig.sim.spawn("job", 1001, None);
     let mut c = rig.controller(spec(false));
     c.start().unwrap();
-    let user = Caller { uid: 1000, gid: 1000, pid: 5 };
+    let user = Caller {
+        uid: 1000,
+        gid: 1000,
+        pid: 5,
+    };
 
     let (r, _) = ask(&mut c, user, adopt("batch1", mine, None));
     assert_eq!(
@@ -233,7 +268,10 @@ fn api_adopt_creates_units_checks_permissions_and_changes_nothing_on_error() {
 
     // Another user's process: refused, nothing created.
     let (r, _) = ask(&mut c, user, adopt("batch2", theirs, None));
-    assert_eq!(r.into_result().unwrap_err().code, ErrorCode::PermissionDenied);
+    assert_eq!(
+        r.into_result().unwrap_err().code,
+        ErrorCode::PermissionDenied
+    );
     assert!(!rig.sim.exists(&GroupPath::from_relative("web/batch2")));
 
     // Root puts uid 1001's process into batch1; now uid 1000 may not act on it.
@@ -260,7 +298,10 @@ fn api_adopt_creates_units_checks_permissions_and_changes_nothing_on_error() {
 
     // Only root may stop.
     let (r, flow) = ask(&mut c, user, Request::Stop {});
-    assert_eq!(r.into_result().unwrap_err().code, ErrorCode::PermissionDenied);
+    assert_eq!(
+        r.into_result().unwrap_err().code,
+        ErrorCode::PermissionDenied
+    );
     assert_eq!(flow, Flow::Continue);
     let (r, flow) = ask(&mut c, ROOT_CALLER, Request::Stop {});
     assert_eq!(r.into_result().unwrap(), Reply::Stopping);
@@ -275,8 +316,18 @@ fn status_lists_units_and_their_processes() {
     c.start().unwrap();
     rig.sim.set_busy(nginx, true).unwrap();
     rig.epochs(&mut c, 10);
-    let (r, _) = ask(&mut c, Caller { uid: 4242, gid: 0, pid: 3 }, Request::Status {});
-    let Reply::Status(s) = r.into_result().unwrap() else { panic!() };
+    let (r, _) = ask(
+        &mut c,
+        Caller {
+            uid: 4242,
+            gid: 0,
+            pid: 3,
+        },
+        Request::Status {},
+    );
+    let Reply::Status(s) = r.into_result().unwrap() else {
+        panic!()
+    };
     assert_eq!(s.backend, "sim");
     assert_eq!(s.islands.len(), 2);
     let api = s.units.iter().find(|u| u.name == "api").unwrap();
@@ -299,7 +350,11 @@ fn teardown_returns_every_process_and_removes_every_group() {
     c.teardown().unwrap();
     assert!(!rig.sim.exists(&GroupPath::root()));
     for pid in [nginx, child, job] {
-        assert_eq!(rig.group_of(pid).as_deref(), Some("/user.slice"), "pid {pid}");
+        assert_eq!(
+            rig.group_of(pid).as_deref(),
+            Some("/user.slice"),
+            "pid {pid}"
+        );
     }
     assert_eq!(rig.sim.policy(job).unwrap(), TaskPolicy::Other);
     assert!(!rig.state.path().join("state.json").exists());
@@ -320,7 +375,10 @@ fn restart_after_a_crash_loses_nothing() {
     }
     let forked = rig.sim.spawn_child(job).unwrap();
     let exited = rig.sim.spawn("short", 0, None);
-    rig.sim.clone().move_process(exited, &GroupPath::from_relative("web/api")).unwrap();
+    rig.sim
+        .clone()
+        .move_process(exited, &GroupPath::from_relative("web/api"))
+        .unwrap();
     rig.sim.exit(exited).unwrap();
 
     let mut c = rig.controller(spec(false));
@@ -328,12 +386,19 @@ fn restart_after_a_crash_loses_nothing() {
     let reg = c.registry();
     assert!(reg.unit("batch").is_some(), "runtime unit lost");
     for pid in [nginx, job, forked] {
-        assert!(reg.managed(pid).is_some(), "pid {pid} not managed after restart");
+        assert!(
+            reg.managed(pid).is_some(),
+            "pid {pid} not managed after restart"
+        );
     }
     assert!(reg.managed(exited).is_none());
     c.teardown().unwrap();
     for pid in [nginx, job, forked] {
-        assert_eq!(rig.group_of(pid).as_deref(), Some("/user.slice"), "pid {pid}");
+        assert_eq!(
+            rig.group_of(pid).as_deref(),
+            Some("/user.slice"),
+            "pid {pid}"
+        );
     }
 }
 
@@ -359,5 +424,8 @@ fn a_plan_the_kernel_refuses_leaves_nothing_behind() {
     }
     let mut c = rig.controller(bad);
     assert!(c.start().is_err());
-    assert!(!rig.sim.exists(&GroupPath::root()), "half-built hierarchy left behind");
+    assert!(
+        !rig.sim.exists(&GroupPath::root()),
+        "half-built hierarchy left behind"
+    );
 }
