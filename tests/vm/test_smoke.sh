@@ -43,6 +43,7 @@ if topo=$(timeout "$CMD_TIMEOUT" "$ATOLL" topology --json 2>/dev/null) && [ -n "
     flat=$(echo "$topo" | jflat)
     assert_eq "$(echo "$flat" | grep -c '^cpus\.[0-9]*\.id=')" 8 "CPUs in atoll topology --json"
     assert_eq "$(echo "$flat" | grep -c '^nodes\.[0-9]*\.id=')" 2 "nodes in atoll topology --json"
+    assert_eq "$(echo "$flat" | grep -c '^packages\.[0-9]*\.id=')" 2 "packages in atoll topology --json"
     assert_eq "$(echo "$flat" | sed -n 's/^cpus\.5\.node=//p')" 1 "node of CPU 5 in atoll topology --json"
     assert_eq "$(echo "$flat" | sed -n 's/^nodes\.1\.cpus=//p')" 4-7 "CPUs of node 1 in atoll topology --json"
 else

@@ -139,3 +139,16 @@ fn the_documented_example_and_its_summary_are_real() {
         "{stripped}"
     );
 }
+
+/// The TOML example in the README parses on the VM's 8-CPU machine, so the
+/// first thing a reader copies works.
+#[test]
+fn the_readme_example_parses() {
+    let readme = include_str!("../../../README.md");
+    let start = readme.find("```toml\n").expect("README has a toml block") + 8;
+    let len = readme[start..].find("```").expect("toml block is closed");
+    let spec = atoll_config::parse(&readme[start..start + len], "README.md", &vm8())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(spec.islands.len(), 2);
+    assert_eq!(spec.units[0].entitlement.cpu_cap, Some(2.0));
+}
