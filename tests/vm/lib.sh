@@ -195,7 +195,7 @@ marker_pid() { cat "$VMT_STATE/marker.pid"; }
 start_daemon() {
     _cfg=$(config_file)
     echo "--- daemon start $(cut -d' ' -f1 /proc/uptime)s" >>"$DAEMON_LOG"
-    "$ATOLL" daemon --config "$_cfg" --backend cgroup2 --cgroup-root "$ROOT" \
+    NO_COLOR=1 "$ATOLL" daemon --config "$_cfg" --backend cgroup2 --cgroup-root "$ROOT" \
         --socket "$SOCK" --state-dir "$STATE_DIR" >>"$DAEMON_LOG" 2>&1 &
     echo $! >"$VMT_STATE/daemon.pid"
     uptime_s

@@ -7,8 +7,11 @@ ensure_daemon
 
 part=$(cat "$CG/$ROOT/web/cpuset.cpus.partition" 2>/dev/null)
 if [ "$part" != root ]; then
-    fallbacks=$(status_flat | grep '^fallbacks\.' | tr '\n' ' ')
-    fail "web cpuset.cpus.partition is '$part', not root (fallbacks: ${fallbacks:-none})"
+    # The reason atoll gives, if it reported a fallback for web's partition.
+    flat=$(status_flat)
+    i=$(echo "$flat" | sed -n 's/^fallbacks\.\([0-9]*\)\.path=web$/\1/p' | head -n 1)
+    reason=$(echo "$flat" | sed -n "s/^fallbacks\.$i\.reason=//p")
+    fail "web cpuset.cpus.partition is '$part', not root (atoll's fallback reason: ${reason:-none})"
 fi
 assert_file_eq "$CG/$ROOT/web/cpuset.cpus.effective" 1-3
 assert_file_eq "$CG/$ROOT/web/cpuset.mems.effective" 0

@@ -100,7 +100,26 @@ impl Controller {
                 Err(_) => break,
             }
         }
-        self.opts.self_origin.clone()
+        self.outside_atoll(&self.opts.self_origin)
+    }
+
+    /// `m` with every path inside atoll's root replaced by the root's parent
+    /// (the top of the hierarchy): a process must never be "returned" into a
+    /// group that is about to be removed. (A daemon restarted from a shell
+    /// that atoll had adopted runs inside atoll's root itself.)
+    pub(crate) fn outside_atoll(&self, m: &CgroupMembership) -> CgroupMembership {
+        let root = format!("/{}", self.env.backend.root_name());
+        let entries = m
+            .entries
+            .iter()
+            .map(|(k, v)| {
+                let inside = v
+                    .strip_prefix(&root)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+                (k.clone(), if inside { "/".to_string() } else { v.clone() })
+            })
+            .collect();
+        CgroupMembership { entries }
     }
 
     /// Returns every process and removes every group atoll made.

@@ -429,3 +429,34 @@ fn a_plan_the_kernel_refuses_leaves_nothing_behind() {
         "half-built hierarchy left behind"
     );
 }
+
+#[test]
+fn a_daemon_restarted_from_inside_atoll_never_returns_processes_into_it() {
+    let rig = Rig::new();
+    let job = rig.sim.spawn("job", 0, None);
+    {
+        let mut c = rig.controller(spec(true));
+        c.start().unwrap();
+    }
+    // A process forked inside the host partition after the crash: no record,
+    // and its parent is inside atoll too.
+    let forked = rig.sim.spawn_child(job).unwrap();
+    rig.sim.exit(job).unwrap();
+    let env = Env {
+        backend: Box::new(rig.sim.clone()),
+        procs: Box::new(rig.sim.clone()),
+        tasks: Box::new(rig.sim.clone()),
+        clock: Arc::new(rig.sim.clock()),
+    };
+    let opts = Options {
+        state_dir: Some(rig.state.path().to_path_buf()),
+        // The new daemon was started from a shell atoll had adopted.
+        self_origin: CgroupMembership::parse("0::/atoll-t/host\n").unwrap(),
+        self_pid: 1,
+    };
+    let mut c = Controller::new(env, spec(true), opts);
+    c.start().unwrap();
+    c.teardown().unwrap();
+    assert!(!rig.sim.exists(&GroupPath::root()));
+    assert_eq!(rig.group_of(forked).as_deref(), Some("/"));
+}
