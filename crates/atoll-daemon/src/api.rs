@@ -20,11 +20,10 @@
 
 mod net;
 
-pub(crate) use net::{wait_readable, LineReader, Next, Slots};
+pub(crate) use net::{accept_loop as serve_connections, LineReader, Next};
 
 use std::fs;
 use std::io::{self, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -232,55 +231,16 @@ fn accept_loop(
         .ok()
         .and_then(|a| a.as_pathname().map(Path::to_path_buf))
         .and_then(|p| fs::metadata(&p).ok().map(|md| (p, md.dev(), md.ino())));
-    if let Err(e) = listener.set_nonblocking(true) {
-        tracing::error!(error = %e, "API socket: cannot set non-blocking mode; not serving");
-        return;
-    }
-    let slots = Slots::new(opts.max_connections);
-    let mut workers: Vec<JoinHandle<()>> = Vec::new();
-    while !stop.load(Ordering::Acquire) {
-        match wait_readable(listener.as_raw_fd(), opts.tick) {
-            Ok(true) => {}
-            Ok(false) => continue,
-            Err(e) => {
-                tracing::error!(error = %e, "API socket: poll failed; not serving");
-                break;
-            }
-        }
-        loop {
-            let stream = match listener.accept() {
-                Ok((s, _)) => s,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    // E.g. EMFILE: back off until the next tick.
-                    tracing::warn!(error = %e, "API socket: accept failed");
-                    break;
-                }
-            };
-            let Some(slot) = slots.take() else {
-                refuse(stream, &opts);
-                continue;
-            };
-            let (tx, stop) = (tx.clone(), Arc::clone(&stop));
-            let spawned = thread::Builder::new()
-                .name("atoll-api-conn".into())
-                .spawn(move || {
-                    let _slot = slot;
-                    connection(stream, &tx, &stop, &opts);
-                });
-            match spawned {
-                Ok(h) => workers.push(h),
-                Err(e) => {
-                    tracing::warn!(error = %e, "API socket: cannot spawn a connection thread")
-                }
-            }
-        }
-        workers.retain(|h| !h.is_finished());
-    }
-    for h in workers {
-        let _ = h.join();
-    }
+    let stop2 = Arc::clone(&stop);
+    serve_connections(
+        &listener,
+        "api",
+        opts.tick,
+        opts.max_connections,
+        &stop,
+        |stream| refuse(stream, &opts),
+        move |stream| connection(stream, &tx, &stop2, &opts),
+    );
     if let Some((path, dev, ino)) = socket {
         let same = fs::metadata(&path).is_ok_and(|md| md.dev() == dev && md.ino() == ino);
         if same {

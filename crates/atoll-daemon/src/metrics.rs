@@ -15,7 +15,6 @@
 use std::fmt::Write as _;
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
@@ -25,7 +24,7 @@ use std::time::{Duration, Instant};
 use atoll_core::backend::GroupStats;
 use atoll_proto::StatusReport;
 
-use crate::api::{wait_readable, Slots};
+use crate::api::serve_connections;
 use crate::command::Command;
 
 const COUNTER: &str = "counter";
@@ -405,57 +404,24 @@ pub fn serve_metrics(
 }
 
 fn accept_loop(listener: TcpListener, tx: Sender<Command>, stop: Arc<AtomicBool>) {
-    if let Err(e) = listener.set_nonblocking(true) {
-        tracing::error!(error = %e, "metrics socket: cannot set non-blocking mode; not serving");
-        return;
-    }
-    let slots = Slots::new(MAX_CONNECTIONS);
-    let mut workers: Vec<JoinHandle<()>> = Vec::new();
-    while !stop.load(Ordering::Acquire) {
-        match wait_readable(listener.as_raw_fd(), TICK) {
-            Ok(true) => {}
-            Ok(false) => continue,
-            Err(e) => {
-                tracing::error!(error = %e, "metrics socket: poll failed; not serving");
-                break;
+    let stop2 = Arc::clone(&stop);
+    serve_connections(
+        &listener,
+        "metrics",
+        TICK,
+        MAX_CONNECTIONS,
+        &stop,
+        |mut s: TcpStream| {
+            let _ = s.set_nonblocking(false);
+            let _ = s.set_write_timeout(Some(WRITE_TIMEOUT));
+            let _ = respond(&mut s, 503, "too many connections\n", true);
+        },
+        move |stream| {
+            if let Err(e) = connection(stream, &tx, &stop2) {
+                tracing::debug!(error = %e, "metrics connection failed");
             }
-        }
-        loop {
-            let stream = match listener.accept() {
-                Ok((s, _)) => s,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    tracing::warn!(error = %e, "metrics socket: accept failed");
-                    break;
-                }
-            };
-            let Some(slot) = slots.take() else {
-                let mut s = stream;
-                let _ = s.set_nonblocking(false);
-                let _ = s.set_write_timeout(Some(WRITE_TIMEOUT));
-                let _ = respond(&mut s, 503, "too many connections\n", true);
-                continue;
-            };
-            let (tx, stop) = (tx.clone(), Arc::clone(&stop));
-            let spawned = thread::Builder::new()
-                .name("atoll-metrics-conn".into())
-                .spawn(move || {
-                    let _slot = slot;
-                    if let Err(e) = connection(stream, &tx, &stop) {
-                        tracing::debug!(error = %e, "metrics connection failed");
-                    }
-                });
-            match spawned {
-                Ok(h) => workers.push(h),
-                Err(e) => tracing::warn!(error = %e, "metrics: cannot spawn a connection thread"),
-            }
-        }
-        workers.retain(|h| !h.is_finished());
-    }
-    for h in workers {
-        let _ = h.join();
-    }
+        },
+    );
 }
 
 /// A parsed request line.

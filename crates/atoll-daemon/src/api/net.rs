@@ -4,13 +4,112 @@
 //! reader that survives read timeouts.
 
 use std::io::{self, Read};
+use std::net::{TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use crate::command::Caller;
+
+/// A listening socket the accept loop can serve.
+pub(crate) trait Listener: AsRawFd {
+    /// A connection.
+    type Stream: Send + 'static;
+    /// Accepts one pending connection.
+    fn accept_one(&self) -> io::Result<Self::Stream>;
+    /// Sets non-blocking mode.
+    fn nonblocking(&self) -> io::Result<()>;
+}
+
+impl Listener for UnixListener {
+    type Stream = UnixStream;
+    fn accept_one(&self) -> io::Result<UnixStream> {
+        self.accept().map(|(s, _)| s)
+    }
+    fn nonblocking(&self) -> io::Result<()> {
+        self.set_nonblocking(true)
+    }
+}
+
+impl Listener for TcpListener {
+    type Stream = TcpStream;
+    fn accept_one(&self) -> io::Result<TcpStream> {
+        self.accept().map(|(s, _)| s)
+    }
+    fn nonblocking(&self) -> io::Result<()> {
+        self.set_nonblocking(true)
+    }
+}
+
+/// Accepts connections until `stop` is set, polling every `tick` so the
+/// flag is honored: each connection is served by `serve` on its own thread,
+/// at most `max` at once; one over the cap is handed to `refuse` instead.
+/// Returns after every connection thread has ended. `what` names the
+/// threads and log lines (`api`, `metrics`).
+pub(crate) fn accept_loop<L, R, S>(
+    listener: &L,
+    what: &str,
+    tick: Duration,
+    max: usize,
+    stop: &AtomicBool,
+    refuse: R,
+    serve: S,
+) where
+    L: Listener,
+    R: Fn(L::Stream),
+    S: Fn(L::Stream) + Clone + Send + 'static,
+{
+    if let Err(e) = listener.nonblocking() {
+        tracing::error!(error = %e, "{what} socket: cannot set non-blocking mode; not serving");
+        return;
+    }
+    let slots = Slots::new(max);
+    let mut workers: Vec<JoinHandle<()>> = Vec::new();
+    while !stop.load(Ordering::Acquire) {
+        match wait_readable(listener.as_raw_fd(), tick) {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(e) => {
+                tracing::error!(error = %e, "{what} socket: poll failed; not serving");
+                break;
+            }
+        }
+        loop {
+            let stream = match listener.accept_one() {
+                Ok(s) => s,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // E.g. EMFILE: back off until the next tick.
+                    tracing::warn!(error = %e, "{what} socket: accept failed");
+                    break;
+                }
+            };
+            let Some(slot) = slots.take() else {
+                refuse(stream);
+                continue;
+            };
+            let serve = serve.clone();
+            let spawned = thread::Builder::new()
+                .name(format!("atoll-{what}-conn"))
+                .spawn(move || {
+                    let _slot = slot;
+                    serve(stream);
+                });
+            match spawned {
+                Ok(h) => workers.push(h),
+                Err(e) => tracing::warn!(error = %e, "{what}: cannot spawn a connection thread"),
+            }
+        }
+        workers.retain(|h| !h.is_finished());
+    }
+    for h in workers {
+        let _ = h.join();
+    }
+}
 
 /// Waits until `fd` is readable (a listener: a connection is pending) or
 /// `timeout` passes. `Ok(false)` on timeout or a signal.
