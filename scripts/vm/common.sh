@@ -1,15 +1,34 @@
 # shellcheck shell=bash
 # Shared helpers for the VM rig scripts (sourced, not executed).
 #
+# VM_KERNEL picks the guest kernel (every script honours it):
+#   backports  Debian bookworm-backports' linux-image-amd64 (6.12 today; has
+#              cpuset.cpus.exclusive and remote partitions). The default.
+#   stable     Debian bookworm's linux-image-amd64 (6.1).
+#
 # Paths are repo-relative so the rig works from any fresh clone:
-#   vm/build/            everything the rig downloads or builds (gitignored)
-#   vm/build/debs/       cached .deb files (kernel image)
-#   vm/build/kernel/     vmlinuz, config and the few .ko files the guest needs
-#   vm/build/kernel.env  what setup.sh found (sourced by the other scripts)
+#   vm/build/                      everything the rig downloads or builds (gitignored)
+#   vm/build/apt/<kernel>/         private apt configuration, package lists and cache
+#                                  (the machine's own apt sources are not touched)
+#   vm/build/kernels/<kernel>/debs/      the cached kernel .deb
+#   vm/build/kernels/<kernel>/boot/      vmlinuz, config, the few .ko files the guest needs
+#   vm/build/kernels/<kernel>/kernel.env what setup.sh found (sourced by the other scripts)
+#   vm/build/initramfs-<kernel>.cpio.gz, vm/build/serial-<kernel>.log
 
 VM_REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 VM_BUILD="${VM_REPO_ROOT}/vm/build"
 export DEBIAN_FRONTEND=noninteractive
+
+VM_KERNEL="${VM_KERNEL:-backports}"
+case "${VM_KERNEL}" in
+    stable | backports) ;;
+    *) printf 'vm: error: VM_KERNEL=%s: expected stable or backports\n' "${VM_KERNEL}" >&2; exit 1 ;;
+esac
+export VM_KERNEL
+VM_KDIR="${VM_BUILD}/kernels/${VM_KERNEL}"
+VM_APT_DIR="${VM_BUILD}/apt/${VM_KERNEL}"
+VM_DEBIAN_MIRROR="${VM_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+VM_DEBIAN_SECURITY_MIRROR="${VM_DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}"
 
 vm_log() { printf 'vm: %s\n' "$*" >&2; }
 vm_die() { printf 'vm: error: %s\n' "$*" >&2; exit 1; }
@@ -44,9 +63,70 @@ vm_apt_install() {
     fi
 }
 
-# Loads vm/build/kernel.env written by setup.sh.
+# Loads vm/build/kernels/$VM_KERNEL/kernel.env written by setup.sh
+# (VM_KERNEL_PKG, VM_KVER, VM_KERNEL_IMAGE, VM_KERNEL_CONFIG, VM_MODULES_DIR).
 vm_load_kernel_env() {
-    [ -f "${VM_BUILD}/kernel.env" ] || vm_die "no ${VM_BUILD}/kernel.env: run scripts/vm/setup.sh first"
+    [ -f "${VM_KDIR}/kernel.env" ] ||
+        vm_die "no ${VM_KDIR}/kernel.env: run VM_KERNEL=${VM_KERNEL} scripts/vm/setup.sh first"
     # shellcheck source=/dev/null
-    . "${VM_BUILD}/kernel.env"
+    . "${VM_KDIR}/kernel.env"
+}
+
+# The private apt configuration of the selected kernel: the Debian suites it
+# comes from, in a deb822 file of its own; lists and caches under
+# $VM_APT_DIR. Nothing of the machine's apt sources or lists is read or written.
+vm_kernel_apt_config() {
+    local parts="${VM_APT_DIR}/sources.list.d" src
+    mkdir -p "${parts}" "${VM_APT_DIR}/preferences.d" "${VM_APT_DIR}/lists/partial" \
+        "${VM_APT_DIR}/cache/archives/partial"
+    case "${VM_KERNEL}" in
+        backports)
+            src="Types: deb
+URIs: ${VM_DEBIAN_MIRROR}
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg"
+            ;;
+        stable)
+            src="Types: deb
+URIs: ${VM_DEBIAN_MIRROR}
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: ${VM_DEBIAN_SECURITY_MIRROR}
+Suites: bookworm-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg"
+            ;;
+    esac
+    # A changed source (another mirror) invalidates the lists.
+    if [ "$(cat "${parts}/vm-kernel.sources" 2>/dev/null)" != "${src}" ]; then
+        printf '%s\n' "${src}" >"${parts}/vm-kernel.sources"
+        find "${VM_APT_DIR}/lists" -maxdepth 1 -type f -delete
+    fi
+}
+
+# apt-get / apt-cache with the private configuration (see vm_kernel_apt_config).
+vm_kapt_opts() {
+    VM_KAPT_OPTS=(-o "Dir::Etc::sourcelist=/dev/null"
+        -o "Dir::Etc::sourceparts=${VM_APT_DIR}/sources.list.d"
+        -o "Dir::Etc::preferences=/dev/null"
+        -o "Dir::Etc::preferencesparts=${VM_APT_DIR}/preferences.d"
+        -o "Dir::State::Lists=${VM_APT_DIR}/lists"
+        -o "Dir::Cache=${VM_APT_DIR}/cache"
+        -o "APT::Sandbox::User=root")
+}
+vm_kapt_get() { vm_kapt_opts; apt-get -q "${VM_KAPT_OPTS[@]}" "$@"; }
+vm_kapt_cache() { vm_kapt_opts; apt-cache "${VM_KAPT_OPTS[@]}" "$@"; }
+
+VM_KAPT_UPDATED=0
+# `apt-get update` of the private lists, at most once per script run.
+vm_kapt_update() {
+    if [ "${VM_KAPT_UPDATED}" = 0 ]; then
+        vm_log "apt-get update (private lists for the ${VM_KERNEL} kernel in ${VM_APT_DIR})"
+        vm_kapt_get update >/dev/null
+        VM_KAPT_UPDATED=1
+    fi
 }

@@ -3,21 +3,7 @@
 use std::fmt::Write;
 
 use atoll_core::backend::GroupStats;
-use atoll_core::spec::SchedPolicy;
 use atoll_proto::StatusReport;
-
-fn policy(p: &SchedPolicy) -> String {
-    match p {
-        SchedPolicy::Fair => "fair".into(),
-        SchedPolicy::Batch => "batch".into(),
-        SchedPolicy::Idle => "idle".into(),
-        SchedPolicy::Realtime(rt) => format!(
-            "realtime {:?} {}..{} budget {}/{} us",
-            rt.class, rt.priority_min, rt.priority_max, rt.runtime_us, rt.period_us
-        )
-        .to_lowercase(),
-    }
-}
 
 fn usage(s: &GroupStats) -> String {
     let mut parts = Vec::new();
@@ -69,21 +55,11 @@ pub fn status(r: &StatusReport) -> String {
             i.name,
             i.cpus.to_string(),
             i.mems.to_string(),
-            policy(&i.policy),
+            i.policy,
             usage(&i.stats)
         );
         for u in r.units.iter().filter(|u| u.island == i.name) {
-            let e = &u.entitlement;
-            let mut ent = Vec::new();
-            if let Some(c) = e.cpus {
-                ent.push(format!("{c} cpus"));
-            }
-            if let Some(w) = e.weight {
-                ent.push(format!("weight {w}"));
-            }
-            if let Some(c) = e.cpu_cap {
-                ent.push(format!("cap {c}"));
-            }
+            let ent = atoll_config::entitlement_parts(&u.entitlement);
             let pids: Vec<String> = u.pids.iter().map(|p| p.to_string()).collect();
             let _ = writeln!(
                 o,

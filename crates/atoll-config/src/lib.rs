@@ -33,7 +33,7 @@ use atoll_core::topology::Topology;
 pub use error::{ConfigError, Diagnostic};
 pub use resolve::{DEFAULT_RT_PERIOD_US, DEFAULT_RT_PRIORITY, DEFAULT_RT_RUNTIME_US};
 pub use size::{format_size, parse_size, SizeError};
-pub use summary::summary;
+pub use summary::{entitlement_parts, summary};
 
 use error::{Pos, Problem};
 use resolve::Outcome;

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use atoll_core::spec::{AdoptRule, PlatformSpec, RtClass, SchedPolicy, UnitSpec};
+use atoll_core::spec::{AdoptRule, Entitlement, PlatformSpec, UnitSpec};
 
 use crate::size::format_size;
 
@@ -43,7 +43,7 @@ pub fn summary(spec: &PlatformSpec) -> String {
             i.cpus,
             cpu_count(i.cpus.len()),
             i.mems,
-            policy(&i.policy),
+            i.policy,
         );
     }
     let _ = writeln!(out, "units: {}", spec.units.len());
@@ -65,28 +65,10 @@ fn cpu_count(n: usize) -> String {
     }
 }
 
-fn policy(p: &SchedPolicy) -> String {
-    match p {
-        SchedPolicy::Fair => "fair".into(),
-        SchedPolicy::Batch => "batch".into(),
-        SchedPolicy::Idle => "idle".into(),
-        SchedPolicy::Realtime(rt) => format!(
-            "realtime {}, priority {}-{}, rt budget {}/{} us",
-            match rt.class {
-                RtClass::Fifo => "fifo",
-                RtClass::Rr => "rr",
-            },
-            rt.priority_min,
-            rt.priority_max,
-            rt.runtime_us,
-            rt.period_us
-        ),
-    }
-}
-
-fn unit(u: &UnitSpec) -> String {
-    let e = &u.entitlement;
-    let mut parts = vec![format!("island {}", u.island)];
+/// An entitlement as short phrases (`cpus 1.5`, `cap 2`, `memory max 2G`,
+/// ...), for summaries and status.
+pub fn entitlement_parts(e: &Entitlement) -> Vec<String> {
+    let mut parts = Vec::new();
     if let Some(c) = e.cpus {
         parts.push(format!("cpus {c}"));
     }
@@ -127,6 +109,12 @@ fn unit(u: &UnitSpec) -> String {
         }
         parts.push(s);
     }
+    parts
+}
+
+fn unit(u: &UnitSpec) -> String {
+    let mut parts = vec![format!("island {}", u.island)];
+    parts.extend(entitlement_parts(&u.entitlement));
     if let Some(p) = u.rt_priority {
         parts.push(format!("rt priority {p}"));
     }

@@ -74,6 +74,30 @@ pub enum SchedPolicy {
     Idle,
 }
 
+impl std::fmt::Display for SchedPolicy {
+    /// `fair`, `batch`, `idle`, or `realtime fifo, priority 10-40, rt budget
+    /// 300000/1000000 us`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Fair => f.write_str("fair"),
+            Self::Batch => f.write_str("batch"),
+            Self::Idle => f.write_str("idle"),
+            Self::Realtime(rt) => write!(
+                f,
+                "realtime {}, priority {}-{}, rt budget {}/{} us",
+                match rt.class {
+                    RtClass::Fifo => "fifo",
+                    RtClass::Rr => "rr",
+                },
+                rt.priority_min,
+                rt.priority_max,
+                rt.runtime_us,
+                rt.period_us
+            ),
+        }
+    }
+}
+
 /// Parameters of a realtime island.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RealtimePolicy {

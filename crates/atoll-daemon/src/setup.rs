@@ -28,43 +28,39 @@ use atoll_topology::TopologyError;
 use crate::clock::MonotonicClock;
 use crate::controller::{Controller, Env, Options};
 
-/// `--backend`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// `--backend`: a cgroup backend (`auto`, `cgroup2`, `cgroup1`) or `sim`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BackendRequest {
-    /// cgroup2 if usable, else cgroup1.
-    #[default]
-    Auto,
-    /// The unified hierarchy.
-    Cgroup2,
-    /// The v1 hierarchies.
-    Cgroup1,
+    /// A real cgroup hierarchy.
+    Cgroup(Requested),
     /// A simulated machine.
     Sim,
+}
+
+impl Default for BackendRequest {
+    fn default() -> Self {
+        Self::Cgroup(Requested::Auto)
+    }
 }
 
 impl FromStr for BackendRequest {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
-            "auto" => Ok(Self::Auto),
-            "cgroup2" => Ok(Self::Cgroup2),
-            "cgroup1" => Ok(Self::Cgroup1),
             "sim" => Ok(Self::Sim),
-            _ => Err(format!(
-                "unknown backend {s:?} (expected auto, cgroup2, cgroup1 or sim)"
-            )),
+            _ => s.parse().map(Self::Cgroup).map_err(|_| {
+                format!("unknown backend {s:?} (expected auto, cgroup2, cgroup1 or sim)")
+            }),
         }
     }
 }
 
 impl fmt::Display for BackendRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Auto => "auto",
-            Self::Cgroup2 => "cgroup2",
-            Self::Cgroup1 => "cgroup1",
-            Self::Sim => "sim",
-        })
+        match self {
+            Self::Cgroup(r) => r.fmt(f),
+            Self::Sim => f.write_str("sim"),
+        }
     }
 }
 
@@ -102,7 +98,7 @@ pub enum SetupError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     /// No cgroup backend can be used.
-    #[error("no usable cgroup backend (run atoll as root on a machine with cgroups, or use `--backend sim` for a simulated platform)")]
+    #[error("no usable cgroup backend")]
     Cgroup {
         /// What failed.
         #[from]
@@ -130,12 +126,7 @@ pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
     let self_origin = procfs.cgroups(self_pid)?;
     let (env, what) = match o.backend {
         BackendRequest::Sim => sim_env(topo, root.as_str()),
-        req => {
-            let requested = match req {
-                BackendRequest::Cgroup2 => Requested::Cgroup2,
-                BackendRequest::Cgroup1 => Requested::Cgroup1,
-                _ => Requested::Auto,
-            };
+        BackendRequest::Cgroup(requested) => {
             let mounts = atoll_cgroup::detect(&o.proc_root.join("self/mountinfo"))?;
             let choice =
                 atoll_cgroup::choose(requested, &mounts, &RealFs, &atoll_cgroup::can_write)?;
