@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds vm/build/initramfs.cpio.gz for the test VM.
+# Builds vm/build/initramfs-$VM_KERNEL.cpio.gz for the test VM (the kernel's
+# modules differ, so each kernel has its own).
 #
 #   build-initramfs.sh [--atoll PATH | PATH] [--tests NAME,NAME] [--out FILE]
 #
@@ -14,7 +15,7 @@ set -euo pipefail
 
 atoll=""
 tests=""
-out="${VM_BUILD}/initramfs.cpio.gz"
+out="${VM_BUILD}/initramfs-${VM_KERNEL}.cpio.gz"
 while [ $# -gt 0 ]; do
     case "$1" in
         --atoll) atoll="$2"; shift 2 ;;

@@ -1,18 +1,28 @@
 #!/usr/bin/env bash
 # Prepares the host for the VM rig. Idempotent: a second run downloads nothing.
 #
-#  1. installs qemu-system-x86 and busybox-static (apt-get update only if needed);
-#  2. fetches Debian's current kernel image package (the one linux-image-amd64
-#     depends on) into vm/build/debs/ WITHOUT installing it, unpacks it with
-#     dpkg -x and keeps vmlinuz, its config and any module the guest needs;
+#  1. installs qemu-system-x86, busybox-static and debian-archive-keyring
+#     (the machine's `apt-get update` runs only if an install fails);
+#  2. resolves the image package Debian's linux-image-amd64 depends on, in the
+#     suite VM_KERNEL selects (backports: bookworm-backports, 6.12 today;
+#     stable: bookworm + bookworm-updates + bookworm-security, 6.1), through a
+#     private apt configuration under vm/build/apt/$VM_KERNEL/ (the machine's
+#     apt sources are neither used nor changed); `apt-get download`s it into
+#     vm/build/kernels/$VM_KERNEL/debs/ WITHOUT installing it, unpacks it with
+#     dpkg -x and keeps vmlinuz, its config and any module the guest needs in
+#     vm/build/kernels/$VM_KERNEL/boot/;
 #  3. checks the kernel config for what atoll's tests need; an option that is
 #     built as a module gets its .ko (and dependencies) listed for the initramfs.
 #
 # Environment:
+#   VM_KERNEL          backports (default) or stable
 #   VM_KERNEL_PKG      use this image package instead of resolving linux-image-amd64
 #   VM_EXTRA_MODULES   extra module names to load in the guest (space separated)
+#   VM_APT_UPDATE=1    refresh the private package lists (picks up a newer kernel)
+#   VM_DEBIAN_MIRROR, VM_DEBIAN_SECURITY_MIRROR   other Debian mirrors
 #
-# Writes vm/build/kernel.env (VM_KERNEL, VM_KVER, VM_KERNEL_CONFIG, VM_MODULES_DIR).
+# Writes vm/build/kernels/$VM_KERNEL/kernel.env (VM_KERNEL_PKG, VM_KVER,
+# VM_KERNEL_IMAGE, VM_KERNEL_CONFIG, VM_MODULES_DIR).
 set -euo pipefail
 # shellcheck source=scripts/vm/common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -31,53 +41,76 @@ REQUIRED_TRISTATE=(
     UNIX:unix
 )
 
-vm_apt_install qemu-system-x86 busybox-static
+vm_apt_install qemu-system-x86 busybox-static debian-archive-keyring
+
+# The old single-kernel layout (vm/build/kernel, vm/build/debs) is superseded
+# by vm/build/kernels/<kernel>/.
+if [ -d "${VM_BUILD}/kernel" ] || [ -d "${VM_BUILD}/debs" ] || [ -f "${VM_BUILD}/kernel.env" ]; then
+    vm_log "removing the old single-kernel cache (vm/build/kernel, vm/build/debs)"
+    rm -rf "${VM_BUILD}/kernel" "${VM_BUILD}/debs" "${VM_BUILD}/kernel.env" \
+        "${VM_BUILD}/initramfs.cpio.gz" "${VM_BUILD}/serial.log"
+fi
 
 # --- resolve the versioned kernel image package --------------------------------
+vm_kernel_apt_config
+if [ "${VM_APT_UPDATE:-0}" = 1 ]; then vm_kapt_update; fi
+
+# The image package the candidate linux-image-amd64 depends on (empty if
+# the lists are missing or do not have it).
 resolve_kernel_pkg() {
-    apt-cache depends linux-image-amd64 2>/dev/null |
-        sed -n 's/^ *Depends: \(linux-image-[^ <>]*\)$/\1/p' | head -n 1
+    local info
+    info="$(vm_kapt_cache show --no-all-versions linux-image-amd64 2>/dev/null)" || return 0
+    sed -n 's/^Depends:.*\(linux-image-[0-9][^ ,]*\).*$/\1/p' <<<"${info}" | head -n 1
 }
 
 pkg="${VM_KERNEL_PKG:-}"
 if [ -z "${pkg}" ]; then
     pkg="$(resolve_kernel_pkg)"
     if [ -z "${pkg}" ]; then
-        vm_apt_update
+        vm_kapt_update
         pkg="$(resolve_kernel_pkg)"
     fi
 fi
-[ -n "${pkg}" ] || vm_die "could not resolve the image package of linux-image-amd64"
+[ -n "${pkg}" ] || vm_die "could not resolve the image package of linux-image-amd64 (${VM_KERNEL})"
 
-kdir="${VM_BUILD}/kernel"
-debs="${VM_BUILD}/debs"
+kdir="${VM_KDIR}/boot"
+debs="${VM_KDIR}/debs"
 modules_wanted="${VM_EXTRA_MODULES:-}"
-stamp="pkg=${pkg} tristate=${REQUIRED_TRISTATE[*]} extra=${modules_wanted}"
+make_stamp() { stamp="pkg=${pkg} tristate=${REQUIRED_TRISTATE[*]} extra=${modules_wanted}"; }
+make_stamp
 
 if [ -f "${kdir}/.stamp" ] && [ "$(cat "${kdir}/.stamp")" = "${stamp}" ] &&
-    [ -f "${kdir}/vmlinuz" ] && [ -f "${VM_BUILD}/kernel.env" ]; then
-    vm_log "kernel ${pkg} already prepared in ${kdir}"
+    [ -f "${kdir}/vmlinuz" ] && [ -f "${VM_KDIR}/kernel.env" ]; then
+    vm_log "kernel ${pkg} (${VM_KERNEL}) already prepared in ${kdir}"
     exit 0
 fi
 
 # --- download (cached) -------------------------------------------------------
 mkdir -p "${debs}"
-deb="$(find "${debs}" -maxdepth 1 -name "${pkg}_*.deb" | sort | tail -n 1)"
+find_deb() { find "${debs}" -maxdepth 1 -name "${pkg}_*.deb" | sort | tail -n 1; }
+download() { (cd "${debs}" && vm_kapt_get download "${pkg}" >/dev/null); }
+deb="$(find_deb)"
 if [ -z "${deb}" ]; then
-    vm_log "downloading ${pkg}"
-    # apt-get download warns that the _apt user cannot write here; harmless.
-    if ! (cd "${debs}" && apt-get download -q "${pkg}" 2>&1 | { grep -v '^W: Download is performed unsandboxed' >&2 || true; }); then
-        vm_apt_update
-        (cd "${debs}" && apt-get download -q "${pkg}" 2>&1 | { grep -v '^W: Download is performed unsandboxed' >&2 || true; }) || true
+    vm_log "downloading ${pkg} (${VM_KERNEL})"
+    if ! download; then
+        # Stale lists (the mirror dropped that version): refresh, resolve again.
+        vm_kapt_update
+        if [ -z "${VM_KERNEL_PKG:-}" ]; then
+            pkg="$(resolve_kernel_pkg)"
+            [ -n "${pkg}" ] || vm_die "could not resolve the image package of linux-image-amd64 (${VM_KERNEL})"
+            make_stamp
+        fi
+        download || true
     fi
-    deb="$(find "${debs}" -maxdepth 1 -name "${pkg}_*.deb" | sort | tail -n 1)"
+    deb="$(find_deb)"
     [ -n "${deb}" ] || vm_die "apt-get download ${pkg} produced no .deb"
 fi
 # Drop older kernels' debs so the cache does not grow with every update.
 find "${debs}" -maxdepth 1 -name 'linux-image-*.deb' ! -path "${deb}" -delete
 
 # --- unpack ----------------------------------------------------------------
-tmp="$(mktemp -d "${VM_BUILD}/unpack.XXXXXX")"
+mkdir -p "${VM_KDIR}"
+tmp="$(mktemp -d "${VM_KDIR}/unpack.XXXXXX")"
 trap 'rm -rf "${tmp}"' EXIT
 vm_log "unpacking $(basename "${deb}")"
 dpkg -x "${deb}" "${tmp}/root"
@@ -154,12 +187,12 @@ printf '%s\n' "${stamp}" >"${tmp}/out/.stamp"
 rm -rf "${kdir}"
 mv "${tmp}/out" "${kdir}"
 
-cat >"${VM_BUILD}/kernel.env" <<EOF
-# Written by scripts/vm/setup.sh
+cat >"${VM_KDIR}/kernel.env" <<EOF
+# Written by scripts/vm/setup.sh (VM_KERNEL=${VM_KERNEL})
 VM_KERNEL_PKG=${pkg}
 VM_KVER=${kver}
-VM_KERNEL=${kdir}/vmlinuz
+VM_KERNEL_IMAGE=${kdir}/vmlinuz
 VM_KERNEL_CONFIG=${kdir}/config
 VM_MODULES_DIR=${kdir}/modules
 EOF
-vm_log "kernel ${kver} ready: ${kdir}/vmlinuz"
+vm_log "kernel ${kver} (${VM_KERNEL}) ready: ${kdir}/vmlinuz"

@@ -118,6 +118,11 @@ pub trait ProcessTable: Send {
     fn info(&self, pid: u32) -> Result<ProcessInfo, ProcessError>;
     /// The thread ids of a process.
     fn threads(&self, pid: u32) -> Result<Vec<u32>, ProcessError>;
+    /// Just the `comm` of a process: a cheap check for an `exec`. Backends
+    /// with a cheaper path than [`info`](Self::info) override it.
+    fn comm(&self, pid: u32) -> Result<String, ProcessError> {
+        self.info(pid).map(|i| i.comm)
+    }
 }
 
 /// Sets threads' scheduling policies.

@@ -11,7 +11,8 @@
 //!
 //! The scan lists `/proc` every epoch but reads details only of pids it has
 //! not settled yet, so its cost follows the rate of new processes, not their
-//! number. Without rules and without `adopt_all` it only prunes exited
+//! number. A young process is looked at again after 1, 2, 4, ... epochs,
+//! with one small read (`comm`), and matched again only if it `exec`ed. Without rules and without `adopt_all` it only prunes exited
 //! processes, once a second.
 
 use atoll_core::decision::{Action, Reason};
@@ -77,17 +78,38 @@ impl Controller {
             return;
         }
         let now = self.now();
+        let epoch = self.epoch_len();
         for pid in pids {
-            let seen = *self.seen.entry(pid).or_insert(Seen {
+            let seen = self.seen.entry(pid).or_insert(Seen {
                 first: now,
                 settled: false,
+                comm: None,
+                next: now,
             });
-            if seen.settled {
+            if seen.settled || now < seen.next {
                 continue;
             }
-            let settled = self.consider(pid) || now.saturating_sub(seen.first) >= YOUNG_FOR;
+            seen.next =
+                (now + now.saturating_sub(seen.first).max(epoch)).min(seen.first + YOUNG_FOR);
+            let old = now.saturating_sub(seen.first) >= YOUNG_FOR;
+            let last_comm = seen.comm.clone();
+            // A young process seen before is matched again only if it
+            // exec'd since: one small read instead of four.
+            let comm = match self.env.procs.comm(pid) {
+                Ok(c) => c,
+                Err(_) => {
+                    self.seen.remove(&pid);
+                    continue;
+                }
+            };
+            let settled = if last_comm.as_ref() == Some(&comm) {
+                old
+            } else {
+                self.consider(pid) || old
+            };
             if let Some(s) = self.seen.get_mut(&pid) {
                 s.settled = settled;
+                s.comm = Some(comm);
             }
         }
     }

@@ -91,10 +91,16 @@ pub enum Flow {
 }
 
 /// A process first seen at some time, still being matched.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Seen {
     pub(crate) first: Duration,
     pub(crate) settled: bool,
+    /// `comm` when last matched; a young process is matched again only
+    /// when it changes (it `exec`ed).
+    pub(crate) comm: Option<String>,
+    /// When to look at it next: checks back off exponentially while it is
+    /// young (after 1, 2, 4, ... epochs).
+    pub(crate) next: Duration,
 }
 
 /// The control loop's state.

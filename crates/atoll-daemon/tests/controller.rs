@@ -214,6 +214,21 @@ fn rules_adopt_matching_processes_and_apply_the_island_policy() {
     let late = rig.sim.spawn("sh", 0, None);
     rig.epochs(&mut c, 2);
     assert_eq!(rig.group_of(late).as_deref(), Some("/user.slice"));
+    // Forked, then exec'd into nginx a few epochs later: still adopted.
+    let forked = rig.sim.spawn("bash", 0, None);
+    rig.epochs(&mut c, 3);
+    assert_eq!(rig.group_of(forked).as_deref(), Some("/user.slice"));
+    rig.sim
+        .exec(forked, "nginx", Some("/usr/sbin/nginx"))
+        .unwrap();
+    rig.epochs(&mut c, 8);
+    assert_eq!(rig.group_of(forked).as_deref(), Some("/atoll-t/web/api"));
+    // After a second, a process is settled: a late exec is not followed.
+    let settled = rig.sim.spawn("bash", 0, None);
+    rig.epochs(&mut c, 40);
+    rig.sim.exec(settled, "nginx", None).unwrap();
+    rig.epochs(&mut c, 40);
+    assert_eq!(rig.group_of(settled).as_deref(), Some("/user.slice"));
     let ctl = rig.sim.spawn("ctl", 0, None);
     rig.epochs(&mut c, 1);
     assert_eq!(rig.group_of(ctl).as_deref(), Some("/atoll-t/rt/ctl"));

@@ -116,6 +116,10 @@ impl ProcessTable for ProcFs {
         let path = self.file(pid, "task");
         numeric_entries(&path).map_err(|source| io_error(pid, path, source))
     }
+
+    fn comm(&self, pid: u32) -> Result<String, ProcessError> {
+        self.stat(pid).map(|s| s.comm)
+    }
 }
 
 /// Sorted numeric names in `dir`.

@@ -72,6 +72,11 @@ impl SimPlatform {
         self.lock().spawn(comm, uid, exe.map(PathBuf::from))
     }
 
+    /// `execve` in `pid`: a new `comm` (cut to 15 bytes) and `exe`.
+    pub fn exec(&self, pid: u32, comm: &str, exe: Option<&str>) -> Result<(), ProcessError> {
+        self.lock().exec(pid, comm, exe.map(PathBuf::from))
+    }
+
     /// Forks `parent` (same comm, uid, exe, cgroup and main-thread policy).
     pub fn spawn_child(&self, parent: u32) -> Result<u32, ProcessError> {
         self.lock().spawn_child(parent)

@@ -90,6 +90,15 @@ impl SimState {
         Ok(pid)
     }
 
+    /// `execve` in process `pid`: a new `comm` and `exe`, same pid, group
+    /// and start time.
+    pub fn exec(&mut self, pid: u32, comm: &str, exe: Option<PathBuf>) -> Result<(), ProcessError> {
+        let p = self.procs.get_mut(&pid).ok_or(ProcessError::Gone(pid))?;
+        p.comm = truncate_comm(comm).to_string();
+        p.exe = exe;
+        Ok(())
+    }
+
     /// Adds a thread to process `pid`, with the main thread's policy.
     pub fn spawn_thread(&mut self, pid: u32) -> Result<u32, ProcessError> {
         self.sync();
