@@ -174,12 +174,7 @@ impl Controller {
             None => Some(info.cgroups.clone()),
         };
         let mut original_policy = previous.as_ref().and_then(|m| m.original_policy);
-        let policy = self
-            .reg
-            .plan()
-            .get(group)
-            .and_then(|g| g.task_policy)
-            .unwrap_or(TaskPolicy::Other);
+        let policy = self.group_policy(group);
         let current_policy = self.env.tasks.policy(info.pid).ok();
         if current_policy != Some(policy) {
             if original_policy.is_none() {
@@ -209,6 +204,18 @@ impl Controller {
         );
         self.dirty = true;
         Ok(())
+    }
+
+    /// The scheduling policy of tasks in `group` (the host partition and
+    /// unknown groups: SCHED_OTHER).
+    pub(crate) fn group_policy(&self, group: &GroupPath) -> TaskPolicy {
+        self.reg
+            .unit_at(group)
+            .and_then(|u| {
+                let island = self.reg.spec().island(&u.island)?;
+                Some(atoll_core::plan::task_policy(island, Some(u)))
+            })
+            .unwrap_or(TaskPolicy::Other)
     }
 
     /// Sets `policy` on every thread of `pid`.

@@ -40,12 +40,7 @@ impl Controller {
     /// moved.
     pub(crate) fn release_group(&mut self, group: &GroupPath, why: Reason) -> usize {
         let pids = self.env.backend.processes(group).unwrap_or_default();
-        let group_policy = self
-            .reg
-            .plan()
-            .get(group)
-            .and_then(|g| g.task_policy)
-            .unwrap_or(TaskPolicy::Other);
+        let group_policy = self.group_policy(group);
         let mut moved = 0;
         for pid in pids {
             let origin = self.origin_of(pid);
