@@ -190,10 +190,11 @@ start_markers() {
 }
 marker_pid() { cat "$VMT_STATE/marker.pid"; }
 
-# start_daemon: starts `atoll daemon` in the background and waits until it
-# answers `status`; fails the test if it exits first.
+# start_daemon [CONFIG]: starts `atoll daemon` (with CONFIG, default
+# config_file) in the background and waits until it answers `status`; fails
+# the test if it exits first.
 start_daemon() {
-    _cfg=$(config_file)
+    _cfg=${1:-$(config_file)}
     echo "--- daemon start $(cut -d' ' -f1 /proc/uptime)s" >>"$DAEMON_LOG"
     NO_COLOR=1 "$ATOLL" daemon --config "$_cfg" --backend cgroup2 --cgroup-root "$ROOT" \
         --socket "$SOCK" --state-dir "$STATE_DIR" >>"$DAEMON_LOG" 2>&1 &

@@ -11,7 +11,7 @@
 VMT_DIR=${VMT_DIR:-/tests/vm}
 VMT_STATE=${VMT_STATE:-/run/vmtest}
 # The order "all" runs in; later tests reuse the daemon the earlier ones started.
-ORDER="smoke islands run adopt_all restart teardown"
+ORDER="smoke islands run adopt_all restart resize teardown"
 TEST_TIMEOUT=${TEST_TIMEOUT:-240}
 
 spec=${1:-all}

@@ -21,6 +21,10 @@ alive "$m" || fail "marker sleep (pid $m) died in teardown"
 assert_eq "$(cg_of "$p")" "$(original_of 1)" "cgroup of 'sleep 7777' after teardown"
 assert_eq "$(cg_of "$m")" "$(original_of "$m")" "cgroup of the marker sleep after teardown"
 assert_eq "$(cg_of 1)" "$(original_of 1)" "cgroup of init after teardown"
+# The partitions' CPUs are back with everyone (and in the processes' masks).
+assert_file_eq "$CG/cpuset.cpus.effective" 0-7
+assert_eq "$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$p/status")" 0-7 \
+    "CPUs 'sleep 7777' (pid $p) may run on after teardown"
 
 kill "$p" "$m"
 rm -f "$VMT_STATE/api_sleep.pid" "$VMT_STATE/marker.pid"

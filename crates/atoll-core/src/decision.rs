@@ -100,6 +100,20 @@ pub enum Reason {
         /// What was found.
         detail: String,
     },
+    /// A realtime unit's RT budget, enforced by atoll where the kernel has no
+    /// RT group scheduling: exhausted (demote) or renewed (restore).
+    RtBudget {
+        /// The unit.
+        unit: String,
+        /// CPU time used in this period, µs.
+        used_us: u64,
+        /// The budget per period, µs.
+        runtime_us: u64,
+        /// The period, µs.
+        period_us: u64,
+        /// `true`: the budget ran out; `false`: a new period began.
+        exhausted: bool,
+    },
     /// The kernel would not take the value.
     KernelRefused {
         /// The error.
@@ -173,6 +187,25 @@ impl fmt::Display for Reason {
             Self::Api { uid, request } => write!(f, "uid {uid} asked: {request}"),
             Self::Teardown => f.write_str("atoll is shutting down"),
             Self::Recover { detail } => write!(f, "recovered after restart: {detail}"),
+            Self::RtBudget {
+                unit,
+                used_us,
+                runtime_us,
+                period_us,
+                exhausted: true,
+            } => write!(
+                f,
+                "unit {unit} used {used_us} us of its RT budget of {runtime_us} us per {period_us} us"
+            ),
+            Self::RtBudget {
+                unit,
+                runtime_us,
+                period_us,
+                ..
+            } => write!(
+                f,
+                "a new RT period began for unit {unit} (budget {runtime_us} us per {period_us} us)"
+            ),
             Self::KernelRefused { error } => write!(f, "the kernel refused: {error}"),
         }
     }

@@ -118,6 +118,8 @@ pub struct Controller {
     pub(crate) started_at: Duration,
     pub(crate) last_reconcile: Duration,
     pub(crate) dirty: bool,
+    /// RT windows of realtime units (see [`crate::rt_guard`]).
+    pub(crate) rt_windows: BTreeMap<GroupPath, crate::rt_guard::RtWindow>,
 }
 
 impl Controller {
@@ -136,6 +138,7 @@ impl Controller {
             started_at: now,
             last_reconcile: now,
             dirty: false,
+            rt_windows: BTreeMap::new(),
         }
     }
 
@@ -190,6 +193,7 @@ impl Controller {
         let now = self.now();
         let periodic = now.saturating_sub(self.last_reconcile) >= RECONCILE_EVERY;
         self.scan(periodic);
+        self.guard_rt_budgets();
         if periodic {
             self.last_reconcile = now;
             if let Err(e) = self.reconcile(Reason::Config) {

@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod reconcile;
 pub mod recover;
 pub mod registry;
+pub mod rt_guard;
 pub mod run;
 pub mod setup;
 pub mod state;

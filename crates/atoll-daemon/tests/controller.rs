@@ -475,3 +475,52 @@ fn a_daemon_restarted_from_inside_atoll_never_returns_processes_into_it() {
     assert!(!rig.sim.exists(&GroupPath::root()));
     assert_eq!(rig.group_of(forked).as_deref(), Some("/"));
 }
+
+#[test]
+fn without_rt_group_scheduling_atoll_enforces_the_rt_budget_itself() {
+    let rig = Rig::new();
+    rig.sim.set_rt_groups(false);
+    let ctl = rig.sim.spawn("ctl", 0, None);
+    let mut c = rig.controller(spec(false));
+    c.start().unwrap();
+    assert!(
+        c.fallbacks().any(|f| f.knob == "cpu.rt_runtime_us"),
+        "the kernel's missing RT budget must show as a fallback"
+    );
+    assert_eq!(rig.sim.policy(ctl).unwrap(), TaskPolicy::Fifo(20));
+    rig.sim.set_busy(ctl, true).unwrap();
+    // The island's 300 ms/s budget goes to its only unit; one busy thread
+    // burns it in about ten 30 ms epochs.
+    let mut demoted_after = None;
+    for i in 1..=30 {
+        rig.epochs(&mut c, 1);
+        if rig.sim.policy(ctl).unwrap() == TaskPolicy::Other {
+            demoted_after = Some(i);
+            break;
+        }
+    }
+    let n = demoted_after.expect("never demoted");
+    assert!((10..=12).contains(&n), "demoted after {n} epochs");
+    // Throttled for the rest of the period, then RT again.
+    rig.epochs(&mut c, 33 - n - 1);
+    assert_eq!(rig.sim.policy(ctl).unwrap(), TaskPolicy::Other);
+    // The window opened at the first epoch, so it ends after epoch 34.
+    rig.epochs(&mut c, 3);
+    assert_eq!(rig.sim.policy(ctl).unwrap(), TaskPolicy::Fifo(20));
+    let all: Vec<String> = c
+        .decisions()
+        .query(None, 1000)
+        .iter()
+        .map(|d| d.to_string())
+        .collect();
+    assert!(
+        all.iter()
+            .any(|d| d.contains("of its RT budget of 300000 us per 1000000 us")),
+        "{all:#?}"
+    );
+    assert!(
+        all.iter()
+            .any(|d| d.contains("a new RT period began for unit ctl")),
+        "{all:#?}"
+    );
+}

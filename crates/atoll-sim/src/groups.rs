@@ -71,6 +71,20 @@ impl SimState {
                 }
             }
         }
+        let mut s = s.clone();
+        let mut fallbacks = Vec::new();
+        if !self.rt_groups {
+            if let Some(b) = s.rt_budget.take() {
+                fallbacks.push(Fallback {
+                    path: path.clone(),
+                    knob: "cpu.rt_runtime_us".into(),
+                    wanted: format!("{}/{}", b.runtime_us, b.period_us),
+                    got: "none".into(),
+                    reason: "the kernel has no RT group scheduling".into(),
+                });
+            }
+        }
+        let s = &s;
         self.validate(path, s, &pcpus, &pmems)?;
         let before: BTreeMap<GroupPath, bool> = self
             .groups
@@ -90,7 +104,6 @@ impl SimState {
         }
         g.settings = s.clone();
         self.recompute();
-        let mut fallbacks = Vec::new();
         for (p, g) in &self.groups {
             let asked = g.settings.partition == Some(Partition::Root);
             let lost = before.get(p) == Some(&true) && !g.partition_valid;
@@ -349,7 +362,8 @@ impl SimState {
     }
 }
 
-/// Whether a group's budget admits RT tasks.
-pub(crate) fn admits_rt(g: &Group) -> bool {
-    rt_ratio(g.settings.rt_budget) > 0.0
+/// Whether a group's budget admits RT tasks (any group does on a kernel
+/// without RT group scheduling).
+pub(crate) fn admits_rt(rt_groups: bool, g: &Group) -> bool {
+    !rt_groups || rt_ratio(g.settings.rt_budget) > 0.0
 }

@@ -72,6 +72,12 @@ impl SimPlatform {
         self.lock().spawn(comm, uid, exe.map(PathBuf::from))
     }
 
+    /// Simulates a kernel with (`true`, the default) or without RT group
+    /// scheduling.
+    pub fn set_rt_groups(&self, on: bool) {
+        self.lock().rt_groups = on;
+    }
+
     /// `execve` in `pid`: a new `comm` (cut to 15 bytes) and `exe`.
     pub fn exec(&self, pid: u32, comm: &str, exe: Option<&str>) -> Result<(), ProcessError> {
         self.lock().exec(pid, comm, exe.map(PathBuf::from))
@@ -178,7 +184,10 @@ impl Actuator for SimPlatform {
     }
 
     fn capabilities(&self) -> Capabilities {
-        SIM_CAPABILITIES
+        Capabilities {
+            rt_groups: self.lock().rt_groups,
+            ..SIM_CAPABILITIES
+        }
     }
 
     fn root_name(&self) -> &str {

@@ -187,7 +187,7 @@ impl SimState {
                 format!("group {to} has child groups; only leaves hold processes"),
             ));
         }
-        if self.has_rt_threads(pid) && !admits_rt(group) {
+        if self.has_rt_threads(pid) && !admits_rt(self.rt_groups, group) {
             return Err(invalid(
                 knob,
                 pid.to_string(),
@@ -302,7 +302,11 @@ impl SimState {
                 return Err(sys(libc::EINVAL));
             }
             if let Some(Location::Group(g)) = self.procs.get(&pid).map(|p| &p.location) {
-                if !self.groups.get(g).is_some_and(admits_rt) {
+                if !self
+                    .groups
+                    .get(g)
+                    .is_some_and(|g| admits_rt(self.rt_groups, g))
+                {
                     return Err(sys(libc::EPERM));
                 }
             }

@@ -133,6 +133,10 @@ pub(crate) struct SimState {
     pub next_pid: u32,
     /// How far the CPU model has run.
     pub modeled_until: Duration,
+    /// Whether the kernel has RT group scheduling (`CONFIG_RT_GROUP_SCHED`).
+    /// Without it (as on Debian's kernels with cgroup v2) RT budgets cannot
+    /// be set on groups and RT tasks may run in any group.
+    pub rt_groups: bool,
 }
 
 impl SimState {
@@ -151,6 +155,7 @@ impl SimState {
             threads: BTreeMap::new(),
             next_pid: FIRST_USER_PID,
             modeled_until,
+            rt_groups: true,
         };
         s.insert_process(
             1,
