@@ -4,8 +4,9 @@
 #   2. cargo test: unit tests on fake sysfs/cgroupfs/proc trees, plus the
 #      real cgroup v1 tests on this machine (they skip themselves, saying why,
 #      when not root or when the v1 hierarchies are not writable)
-#   3. the qemu VM tests: a real cgroup v2 kernel, 8 vCPUs, 2 NUMA nodes
-#      (installs qemu-system-x86, busybox-static and a Debian kernel image)
+#   3. the qemu VM tests: real cgroup v2 kernels (Debian's 6.12 from
+#      backports and its stable 6.1), 8 vCPUs, 2 NUMA nodes (installs
+#      qemu-system-x86, busybox-static and the kernel images)
 # Options: --no-vm skips step 3; --vm-only runs only step 3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,7 +38,11 @@ if [ "$run_unit" = 1 ]; then
   awk '/^test result:/ { p += $4; f += $6; i += $8 } END { printf "cargo: %d passed, %d failed, %d skipped\n", p, f, i }' target/cargo-test.log
 fi
 if [ "$run_vm" = 1 ]; then
-  echo "== VM tests (cgroup v2, 8 vCPUs, 2 NUMA nodes)"
-  bash scripts/vm/test.sh || status=1
+  # Debian's backports kernel (6.12: islands are real partitions) and its
+  # stable one (6.1: the kernel refuses them and atoll must fall back).
+  echo "== VM tests on Linux 6.12 (cgroup v2, 8 vCPUs, 2 NUMA nodes)"
+  VM_KERNEL=backports bash scripts/vm/test.sh || status=1
+  echo "== VM tests on Linux 6.1"
+  VM_KERNEL=stable bash scripts/vm/test.sh || status=1
 fi
 exit "$status"

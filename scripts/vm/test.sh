@@ -4,6 +4,7 @@
 #
 #   test.sh [run.sh options]        (default: --test all)
 #
+# VM_KERNEL=backports|stable picks the guest kernel (default backports, 6.12).
 # ATOLL_BIN=PATH skips the cargo build and uses that binary.
 # VM_TESTS=a,b puts only those guest tests into the initramfs.
 set -euo pipefail

@@ -193,6 +193,7 @@ marker_pid() { cat "$VMT_STATE/marker.pid"; }
 # start_daemon [CONFIG]: starts `atoll daemon` (with CONFIG, default
 # config_file) in the background and waits until it answers `status`; fails
 # the test if it exits first.
+# shellcheck disable=SC2120 # CONFIG is optional (test_resize.sh passes one)
 start_daemon() {
     _cfg=${1:-$(config_file)}
     echo "--- daemon start $(cut -d' ' -f1 /proc/uptime)s" >>"$DAEMON_LOG"
@@ -213,6 +214,7 @@ start_daemon() {
 ensure_daemon() {
     daemon_alive && return 0
     start_markers
+    # shellcheck disable=SC2119 # the default config
     start_daemon
 }
 

@@ -31,7 +31,7 @@ done
 fallback_field() {
     for _i in $(echo "$flat" | sed -n "s/^fallbacks\.\([0-9]*\)\.path=$1\$/\1/p"); do
         if echo "$flat" | grep -qx "fallbacks\.$_i\.knob=cpuset\.cpus\.partition"; then
-            echo "$flat" | sed -n "s/^fallbacks\.$_i\.$2=//p"
+            echo "$flat" | sed -n "s/^fallbacks\.$_i\.$2=//p" | sed 's/\\"/"/g'
             return 0
         fi
     done

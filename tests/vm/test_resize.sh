@@ -56,6 +56,11 @@ restart_with() {
         [ "$i" -le 30 ] || fail "islands not web=$2 batch=$3 30s after restarting with $1: $why"
         sleep 1
     done
+    for island in web batch; do
+        d=$CG/$ROOT/$island
+        note "$island: cpus $(cat "$d/cpuset.cpus"), effective $(cat "$d/cpuset.cpus.effective"), partition $(cat "$d/cpuset.cpus.partition")$(
+            [ "$remote" = yes ] && echo ", exclusive $(cat "$d/cpuset.cpus.exclusive")") after ${i}s"
+    done
     alive "$p" || fail "'sleep 7777' (pid $p) died"
     assert_eq "$(cg_of "$p")" "/$ROOT/web/api" "cgroup of pid $p"
     assert_eq "$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$p/status")" "$2" \

@@ -15,7 +15,22 @@
 //! default, so removing a setting from the spec resets it. A knob the kernel
 //! refuses, or whose controller or file is missing, becomes a [`Fallback`].
 //! A refused partition is remembered and not retried until the group's CPUs
-//! change, the group is removed, or [`Cgroup2Backend::retry_refused`].
+//! or its parent's effective CPUs change, the group is removed, or
+//! [`Cgroup2Backend::retry_refused`].
+//!
+//! Partitions. atoll's root is a member cgroup holding every CPU it manages
+//! (the host's too), so an island under it cannot be a *local* partition
+//! (one whose parent is a partition root). Kernels with
+//! `cpuset.cpus.exclusive` (6.7+) allow *remote* partitions: the island's
+//! CPUs are claimed in the `cpuset.cpus.exclusive` of each atoll group above
+//! it, outermost first, then set as its own, then `root` is written (the
+//! order Linux 6.12 needs; see `docs/backends.md`). Claims are kept equal to
+//! what the children hold: a partition that shrinks, goes back to member or
+//! is removed gives its CPUs back, and a valid partition's exclusive CPUs
+//! follow its `cpuset.cpus`. On older kernels (6.1) the partition reads
+//! `root invalid (Parent is not a partition root)`: `member` is written back
+//! and a [`Fallback`] carries the kernel's words. Claims never go above
+//! atoll's root.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -327,12 +342,18 @@ impl<F: CgroupFs> Cgroup2Backend<F> {
 
     /// Shrinks a member group's `cpuset.cpus.exclusive` to what its
     /// children hold (nothing, for a leaf or a former partition), so CPUs no
-    /// partition uses are not kept from other cgroups. True if it wrote.
+    /// partition uses are not kept from other cgroups; a partition's own is
+    /// left alone. True if it wrote.
     /// Best effort: an exclusive set too wide takes no CPU from anyone inside
     /// atoll, so a refusal is ignored.
     fn trim_exclusive(&self, dir: &Path) -> Result<bool, CgroupError> {
         let have = self.read_ids(&dir.join(EXCLUSIVE))?;
         if have.is_empty() {
+            return Ok(false);
+        }
+        // A partition's exclusive CPUs are its own, not claims.
+        let part = read_opt(&self.fs, &dir.join(PARTITION))?.unwrap_or_default();
+        if part.trim() != "member" {
             return Ok(false);
         }
         let mut held = CpuSet::default();
@@ -430,7 +451,9 @@ impl<F: CgroupFs> Cgroup2Backend<F> {
         let refused = match self.claim(path, cpus)? {
             Some(reason) => Some(reason),
             None => match write(&self.fs, &file, &v, "")? {
-                Outcome::Refused { reason, .. } => Some(reason),
+                Outcome::Refused { reason, .. } => Some(format!(
+                    "{EXCLUSIVE} {v}: {reason} (a sibling may still hold some of these CPUs)"
+                )),
                 _ => None,
             },
         };

@@ -187,6 +187,8 @@ fn invalid_partition_falls_back_to_member_with_the_kernels_reason() {
     assert!(f[0].reason.contains("not exclusive"), "{}", f[0].reason);
     assert_eq!(read(&fake, &b, "web", "cpuset.cpus.partition"), "member");
     assert_eq!(read(&fake, &b, "web", "cpuset.cpus.exclusive"), "");
+    // The CPUs claimed in the root for it are given back.
+    assert_eq!(read(&fake, &b, "", "cpuset.cpus.exclusive"), "");
 
     // Remembered: the next epoch reports it without writing.
     fake.take_writes();
@@ -218,18 +220,205 @@ fn refused_partition_write_names_the_errno() {
     assert_eq!(read(&fake, &b, "web", "cpuset.cpus.partition"), "member");
 }
 
+/// The cpuset writes since the last call, as (path under the mount, value).
+fn cpuset_writes(fake: &FakeCgroupFs, mount: &Path) -> Vec<(String, String)> {
+    fake.take_writes()
+        .into_iter()
+        .filter(|(p, _)| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("cpuset."))
+        })
+        .map(|(p, v)| {
+            let rel = p.strip_prefix(mount).unwrap_or(&p);
+            (rel.display().to_string(), v)
+        })
+        .collect()
+}
+
+fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
+    v.iter()
+        .map(|(p, w)| (p.to_string(), w.to_string()))
+        .collect()
+}
+
+fn host(cpus: &str) -> GroupSettings {
+    GroupSettings {
+        cpus: Some(set(cpus)),
+        mems: Some(set("0")),
+        ..Default::default()
+    }
+}
+
+/// atoll's layout: a member root with every CPU, `host` on CPU 0, islands
+/// `web` (1-2) and `batch` (3) as partitions.
+fn layout(b: &mut Cgroup2Backend<FakeCgroupFs>) -> Vec<Fallback> {
+    let mut f = b.apply(&GroupPath::root(), &root_settings()).unwrap();
+    f.extend(b.apply(&GroupPath::host(), &host("0")).unwrap());
+    f.extend(b.apply(&gp("web"), &island("1-2")).unwrap());
+    f.extend(b.apply(&gp("batch"), &island("3")).unwrap());
+    f
+}
+
+/// The sequence Linux 6.12 accepts (checked in the VM, docs/testing-vm.md):
+/// a partition under atoll's member root is a remote partition, so its CPUs
+/// are claimed in the root's `cpuset.cpus.exclusive` first, then set as its
+/// own exclusive CPUs, then `root` is written. Without the claim 6.12 shows
+/// "root invalid (Invalid cpu list in cpuset.cpus.exclusive)".
 #[test]
-fn remote_partition_claims_exclusive_cpus_along_atolls_ancestors() {
-    let (fake, _, mut b) = backend(ALL);
-    tree(&mut b);
-    b.apply(&gp("db"), &island("1")).unwrap();
+fn remote_partitions_claim_exclusive_cpus_first_as_linux_6_12_needs() {
+    let (fake, mount, mut b) = backend(ALL);
+    let f = layout(&mut b);
+    assert!(f.is_empty(), "{f:#?}");
+    assert_eq!(
+        cpuset_writes(&fake, &mount),
+        pairs(&[
+            ("atoll/cpuset.cpus", "0-3"),
+            ("atoll/cpuset.mems", "0"),
+            ("atoll/host/cpuset.cpus", "0"),
+            ("atoll/host/cpuset.mems", "0"),
+            ("atoll/web/cpuset.cpus", "1-2"),
+            ("atoll/web/cpuset.mems", "0"),
+            ("atoll/cpuset.cpus.exclusive", "1-2"),
+            ("atoll/web/cpuset.cpus.exclusive", "1-2"),
+            ("atoll/web/cpuset.cpus.partition", "root"),
+            ("atoll/batch/cpuset.cpus", "3"),
+            ("atoll/batch/cpuset.mems", "0"),
+            ("atoll/cpuset.cpus.exclusive", "1-3"),
+            ("atoll/batch/cpuset.cpus.exclusive", "3"),
+            ("atoll/batch/cpuset.cpus.partition", "root"),
+        ])
+    );
+    // The root's claim is what its islands hold: re-applying writes nothing.
+    assert!(layout(&mut b).is_empty());
+    assert_eq!(fake.take_writes(), []);
+    assert_eq!(read(&fake, &b, "host", "cpuset.cpus.exclusive"), "");
+}
+
+/// Linux 6.1 has no `cpuset.cpus.exclusive` and only local partitions: the
+/// write of `root` succeeds but the file shows why the partition is invalid.
+/// `member` is written back and the kernel's words are the fallback's reason.
+#[test]
+fn linux_6_1_refuses_a_partition_under_a_member_parent() {
+    let fake = FakeCgroupFs::with_kernel(FakeKernel {
+        v2_cpus_exclusive: false,
+        ..Default::default()
+    });
+    let mount = fake.add_v2_mount("cg", ALL);
+    let mut b = Cgroup2Backend::new(&mount, "atoll", fake.clone()).unwrap();
+    let shown = "root invalid (Parent is not a partition root)";
+    for island in ["web", "batch"] {
+        fake.refuse_write(
+            &format!("{island}/cpuset.cpus.partition"),
+            Some("root"),
+            Refusal::Show(shown.into()),
+        );
+    }
+    let f = layout(&mut b);
+    assert_eq!(f.len(), 2, "{f:#?}");
+    for (fb, island) in f.iter().zip(["web", "batch"]) {
+        assert_eq!(fb.path, gp(island));
+        assert_eq!(fb.knob, "cpuset.cpus.partition");
+        assert_eq!((fb.wanted.as_str(), fb.got.as_str()), ("root", "member"));
+        assert_eq!(fb.reason, format!("the kernel shows {shown:?}"));
+        assert_eq!(read(&fake, &b, island, "cpuset.cpus.partition"), "member");
+    }
+    let w = cpuset_writes(&fake, &mount);
+    assert_eq!(
+        w[4..],
+        pairs(&[
+            ("atoll/web/cpuset.cpus", "1-2"),
+            ("atoll/web/cpuset.mems", "0"),
+            ("atoll/web/cpuset.cpus.partition", "root"),
+            ("atoll/web/cpuset.cpus.partition", "member"),
+            ("atoll/batch/cpuset.cpus", "3"),
+            ("atoll/batch/cpuset.mems", "0"),
+            ("atoll/batch/cpuset.cpus.partition", "root"),
+            ("atoll/batch/cpuset.cpus.partition", "member"),
+        ])
+    );
+    // Not retried while nothing changed; the same fallbacks are reported.
+    assert_eq!(layout(&mut b), f);
+    assert_eq!(fake.take_writes(), []);
+}
+
+#[test]
+fn resizing_a_remote_partition_moves_its_exclusive_cpus() {
+    let (fake, mount, mut b) = backend(ALL);
+    layout(&mut b);
+    fake.take_writes();
+    // Shrinking: once cpuset.cpus.exclusive is set, the kernel takes the
+    // partition's CPUs from it, not from cpuset.cpus.
+    assert!(b.apply(&gp("web"), &island("1")).unwrap().is_empty());
+    assert_eq!(
+        cpuset_writes(&fake, &mount),
+        pairs(&[
+            ("atoll/web/cpuset.cpus", "1"),
+            ("atoll/web/cpuset.cpus.exclusive", "1"),
+            ("atoll/cpuset.cpus.exclusive", "1,3"),
+        ])
+    );
+    // Growing into CPUs a sibling still holds: refused, reported, retried.
+    fake.refuse_write(
+        "web/cpuset.cpus.exclusive",
+        Some("1-3"),
+        Refusal::Errno(libc::EINVAL),
+    );
+    let f = b.apply(&gp("web"), &island("1-3")).unwrap();
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(f[0].knob, "cpuset.cpus.exclusive");
+    assert_eq!((f[0].wanted.as_str(), f[0].got.as_str()), ("1-3", "1"));
+    assert!(f[0].reason.contains("EINVAL"), "{}", f[0].reason);
+    assert_eq!(read(&fake, &b, "web", "cpuset.cpus.exclusive"), "1");
+    assert_eq!(read(&fake, &b, "web", "cpuset.cpus.partition"), "root");
+    // The claim made for it is given back.
+    assert_eq!(read(&fake, &b, "", "cpuset.cpus.exclusive"), "1,3");
+    assert_eq!(b.apply(&gp("web"), &island("1-3")).unwrap(), f);
+    // The sibling gave CPU 3 up: the next apply gets it.
+    fake.clear_refusals();
+    b.apply(&gp("batch"), &GroupSettings::default()).unwrap();
+    assert!(b.apply(&gp("web"), &island("1-3")).unwrap().is_empty());
+    assert_eq!(read(&fake, &b, "web", "cpuset.cpus.exclusive"), "1-3");
     assert_eq!(read(&fake, &b, "", "cpuset.cpus.exclusive"), "1-3");
-    assert_eq!(read(&fake, &b, "web", "cpuset.cpus.exclusive"), "2-3");
-    assert_eq!(read(&fake, &b, "db", "cpuset.cpus.exclusive"), "1");
-    assert_eq!(read(&fake, &b, "db", "cpuset.cpus.partition"), "root");
+}
+
+#[test]
+fn member_and_removed_partitions_give_their_claims_back() {
+    let (fake, _, mut b) = backend(ALL);
+    layout(&mut b);
+    b.apply(&gp("web/api"), &unit()).unwrap();
+    assert_eq!(read(&fake, &b, "", "cpuset.cpus.exclusive"), "1-3");
     // Back to member.
-    b.apply(&gp("db"), &GroupSettings::default()).unwrap();
-    assert_eq!(read(&fake, &b, "db", "cpuset.cpus.partition"), "member");
+    assert!(b
+        .apply(&gp("batch"), &GroupSettings::default())
+        .unwrap()
+        .is_empty());
+    assert_eq!(read(&fake, &b, "batch", "cpuset.cpus.partition"), "member");
+    assert_eq!(read(&fake, &b, "batch", "cpuset.cpus.exclusive"), "");
+    assert_eq!(read(&fake, &b, "", "cpuset.cpus.exclusive"), "1-2");
+    // Removed.
+    b.remove(&gp("web/api")).unwrap();
+    assert_eq!(read(&fake, &b, "", "cpuset.cpus.exclusive"), "1-2");
+    b.remove(&gp("web")).unwrap();
+    assert_eq!(read(&fake, &b, "", "cpuset.cpus.exclusive"), "");
+}
+
+#[test]
+fn claims_stay_inside_atolls_root() {
+    let (fake, mount, _) = backend(ALL);
+    std::fs::create_dir(mount.join("system.slice")).unwrap();
+    fake.set(
+        &mount.join("system.slice/cgroup.controllers"),
+        "cpuset cpu memory",
+    );
+    fake.set(&mount.join("system.slice/cgroup.subtree_control"), "");
+    fake.set(&mount.join("system.slice/cpuset.cpus.exclusive"), "");
+    let mut b = Cgroup2Backend::new(&mount, "system.slice/atoll", fake.clone()).unwrap();
+    assert!(layout(&mut b).is_empty());
+    assert_eq!(read(&fake, &b, "", "cpuset.cpus.exclusive"), "1-3");
+    assert_eq!(
+        fake.get(&mount.join("system.slice/cpuset.cpus.exclusive")),
+        ""
+    );
 }
 
 #[test]
