@@ -225,7 +225,7 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
                     read_opt(&self.fs, &parent.join(knob))?.is_some_and(|v| v.trim() == "1");
                 if reason.is_none() && !parent_excl {
                     reason = Some(format!(
-                        "the parent {} is not cpu_exclusive; atoll makes its own root exclusive only when allowed (exclusive_root), since that keeps cpusets outside atoll off these CPUs",
+                        "the parent {} is not cpu_exclusive; atoll makes its own root exclusive only with `atoll daemon --v1-exclusive`, since that keeps cpusets outside atoll off these CPUs",
                         parent.display()
                     ));
                 }

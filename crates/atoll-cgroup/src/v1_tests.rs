@@ -253,7 +253,7 @@ fn atolls_root_is_made_exclusive_only_when_allowed() {
         (f[0].path.as_str(), f[0].knob.as_str()),
         ("web", "cpuset.cpu_exclusive")
     );
-    assert!(f[0].reason.contains("exclusive_root"), "{}", f[0].reason);
+    assert!(f[0].reason.contains("--v1-exclusive"), "{}", f[0].reason);
     assert_eq!(read(&fake, &p.cpuset, "", "cpuset.cpu_exclusive"), "0");
     assert_eq!(read(&fake, &p.cpuset, "web", "cpuset.cpu_exclusive"), "0");
     // Inside atoll's tree the parent is made exclusive regardless.

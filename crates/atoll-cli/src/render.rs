@@ -59,7 +59,10 @@ pub fn status(r: &StatusReport) -> String {
             usage(&i.stats)
         );
         for u in r.units.iter().filter(|u| u.island == i.name) {
-            let ent = atoll_config::entitlement_parts(&u.entitlement);
+            let mut ent = atoll_config::entitlement_parts(&u.entitlement);
+            if ent.is_empty() {
+                ent.push("default entitlement".into());
+            }
             let pids: Vec<String> = u.pids.iter().map(|p| p.to_string()).collect();
             let _ = writeln!(
                 o,

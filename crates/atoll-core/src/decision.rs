@@ -167,8 +167,8 @@ impl fmt::Display for Action {
             }
             Self::Fallback(fb) => write!(
                 f,
-                "fallback on {} {}: wanted {}, in force {} ({})",
-                fb.path, fb.knob, fb.wanted, fb.got, fb.reason
+                "fallback on {} {}: wanted {}, in force {}",
+                fb.path, fb.knob, fb.wanted, fb.got
             ),
             Self::CreateUnit { unit, island } => write!(f, "create unit {unit} in island {island}"),
             Self::RemoveUnit { unit } => write!(f, "remove unit {unit}"),
