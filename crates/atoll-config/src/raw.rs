@@ -20,11 +20,26 @@ use crate::size::Size;
 pub(crate) const TOP_KEYS: &[&str] = &[
     "epoch_ms",
     "default_island",
+    "isolation",
     "host",
     "auto",
     "island",
     "unit",
 ];
+
+/// `[isolation]`: the machine-wide isolation model.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "an [isolation] table")]
+pub(crate) struct RawIsolation {
+    /// `smp`, `quota` or `isolate`.
+    pub mode: Option<atoll_core::spec::IsolationMode>,
+    /// Share of memory never lent, 0..1 (default 0.08).
+    pub memory_reserve: Option<f64>,
+    /// Disk fairness threshold: bytes above the average decayed count.
+    pub io_threshold: Option<Size>,
+    /// Half-life of the decayed disk count, ms.
+    pub io_decay_ms: Option<u64>,
+}
 
 /// `[host]`.
 #[derive(Debug, Default, Deserialize)]
@@ -229,6 +244,10 @@ pub(crate) struct RawUnit {
     #[serde(default)]
     pub io_limits: Vec<RawIoLimit>,
     pub rt_priority: Option<u8>,
+    /// `none` or `lend` (default), per resource.
+    pub share_cpu: Option<atoll_core::spec::SharePolicy>,
+    pub share_memory: Option<atoll_core::spec::SharePolicy>,
+    pub share_io: Option<atoll_core::spec::SharePolicy>,
     #[serde(default)]
     pub adopt: Vec<RawAdopt>,
 }

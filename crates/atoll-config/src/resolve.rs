@@ -16,8 +16,9 @@ use std::time::Duration;
 
 use atoll_core::layout::{self, AutoLayout, LayoutError};
 use atoll_core::spec::{
-    AdoptRule, Entitlement, HostSpec, IoEntitlement, IoLimit, IslandSpec, MemoryEntitlement,
-    PlatformSpec, RealtimePolicy, RtClass, SchedPolicy, UnitSpec, DEFAULT_EPOCH,
+    AdoptRule, Entitlement, HostSpec, IoEntitlement, IoLimit, IslandSpec, IsolationSpec,
+    MemoryEntitlement, PlatformSpec, RealtimePolicy, RtClass, SchedPolicy, Sharing, UnitSpec,
+    DEFAULT_EPOCH,
 };
 use atoll_core::topology::Topology;
 use atoll_core::{CpuSet, Name, NodeSet};
@@ -26,8 +27,8 @@ use toml_edit::{Item, TableLike, Value};
 
 use crate::error::{Pos, Problem};
 use crate::raw::{
-    HostCpus, PolicyFields, PolicyKind, RawAdopt, RawAuto, RawHost, RawIsland, RawLayout, RawUnit,
-    TOP_KEYS,
+    HostCpus, PolicyFields, PolicyKind, RawAdopt, RawAuto, RawHost, RawIsland, RawIsolation,
+    RawLayout, RawUnit, TOP_KEYS,
 };
 use crate::spans::join;
 
@@ -65,6 +66,7 @@ pub(crate) fn resolve(root: &dyn TableLike, topo: &Topology) -> Outcome {
         problems: Vec::new(),
     };
     let mut epoch = DEFAULT_EPOCH;
+    let mut isolation = IsolationSpec::default();
     let mut default_island = None;
     let mut host = None;
     let mut host_failed = false;
@@ -81,6 +83,11 @@ pub(crate) fn resolve(root: &dyn TableLike, topo: &Topology) -> Outcome {
                 }
             }
             "default_island" => default_island = r.de::<Name>(item, key),
+            "isolation" => {
+                if let Some(raw) = r.de::<RawIsolation>(item, key) {
+                    isolation = r.isolation(raw);
+                }
+            }
             "host" => match r.de::<RawHost>(item, key) {
                 Some(h) => host = Some(h),
                 None => host_failed = true,
@@ -163,12 +170,40 @@ pub(crate) fn resolve(root: &dyn TableLike, topo: &Topology) -> Outcome {
             units: spec_units,
             default_island,
             epoch,
+            isolation,
         },
         problems: r.problems,
         generated,
         failed_islands,
         auto_failed: auto_failed || island_table_failed,
         host_failed,
+    }
+}
+
+impl Resolver<'_> {
+    /// `[isolation]` with defaults for what it leaves out.
+    fn isolation(&mut self, raw: RawIsolation) -> IsolationSpec {
+        let d = IsolationSpec::default();
+        let reserve = raw.memory_reserve.unwrap_or(d.memory_reserve);
+        if !(0.0..1.0).contains(&reserve) {
+            self.problems.push(Problem::at_key(
+                "isolation.memory_reserve",
+                format!("{reserve} is outside [0, 1)"),
+            ));
+        }
+        let decay = raw.io_decay_ms.unwrap_or(d.io_decay.as_millis() as u64);
+        if !(10..=60_000).contains(&decay) {
+            self.problems.push(Problem::at_key(
+                "isolation.io_decay_ms",
+                format!("{decay} is outside 10..=60000"),
+            ));
+        }
+        IsolationSpec {
+            mode: raw.mode.unwrap_or(d.mode),
+            memory_reserve: reserve,
+            io_threshold_bytes: raw.io_threshold.map_or(d.io_threshold_bytes, |s| s.0),
+            io_decay: Duration::from_millis(decay),
+        }
     }
 }
 
@@ -393,6 +428,11 @@ impl Resolver<'_> {
                 low: size(raw.memory_low),
                 high: size(raw.memory_high),
                 max: size(raw.memory_max),
+            },
+            sharing: Sharing {
+                cpu: raw.share_cpu.unwrap_or_default(),
+                memory: raw.share_memory.unwrap_or_default(),
+                io: raw.share_io.unwrap_or_default(),
             },
             io: IoEntitlement {
                 weight: raw.io_weight,

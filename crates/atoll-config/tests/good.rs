@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use atoll_config::{embedded_default, load, parse, summary, DEFAULT_CONFIG};
 use atoll_core::spec::{
-    AdoptRule, DeviceId, Entitlement, HostSpec, IoEntitlement, IoLimit, IslandSpec,
-    MemoryEntitlement, PlatformSpec, RealtimePolicy, RtClass, SchedPolicy, UnitSpec, DEFAULT_EPOCH,
+    AdoptRule, DeviceId, Entitlement, HostSpec, IoEntitlement, IoLimit, IslandSpec, IsolationMode,
+    IsolationSpec, MemoryEntitlement, PlatformSpec, RealtimePolicy, RtClass, SchedPolicy,
+    SharePolicy, Sharing, UnitSpec, DEFAULT_EPOCH,
 };
 use common::*;
 
@@ -20,6 +21,12 @@ default_island = "web"
 cpus = "0"
 mems = "0"
 adopt_all = false
+
+[isolation]
+mode = "isolate"
+memory_reserve = 0.1
+io_threshold = "8M"
+io_decay_ms = 250
 
 [island.web]
 cpus = "1-3"
@@ -45,6 +52,8 @@ memory_high = "2G"
 memory_max = 3221225472
 io_weight = 100
 io_limits = [{ device = "8:0", rbps = "100M", wbps = "50M", riops = 1000, wiops = 500 }]
+share_cpu = "lend"
+share_memory = "none"
 adopt = [{ comm = "nginx" }, { exe = "/usr/sbin/nginx" }, { uid = 33 }, { cgroup = "/system.slice/nginx.service" }, { pid = 1234 }]
 
 [unit.ctl]
@@ -103,6 +112,11 @@ fn full_spec() -> PlatformSpec {
                             wiops: Some(500),
                         }],
                     },
+                    sharing: Sharing {
+                        cpu: SharePolicy::Lend,
+                        memory: SharePolicy::None,
+                        io: SharePolicy::Lend,
+                    },
                 },
                 adopt: vec![
                     AdoptRule::Comm("nginx".into()),
@@ -123,6 +137,12 @@ fn full_spec() -> PlatformSpec {
         ],
         default_island: Some(n("web")),
         epoch: Duration::from_millis(20),
+        isolation: IsolationSpec {
+            mode: IsolationMode::Isolate,
+            memory_reserve: 0.1,
+            io_threshold_bytes: 8 << 20,
+            io_decay: Duration::from_millis(250),
+        },
     }
 }
 

@@ -33,6 +33,72 @@ pub struct PlatformSpec {
     pub default_island: Option<Name>,
     /// Control-loop period.
     pub epoch: Duration,
+    /// How units share what they do not use.
+    pub isolation: IsolationSpec,
+}
+
+/// The machine-wide isolation model (seed 004), so users can compare:
+/// plain Linux sharing, fixed quotas, or isolation with lending.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IsolationMode {
+    /// No isolation between units: weights only, no per-unit CPU sets or
+    /// limits beyond what a unit's entitlement caps explicitly.
+    #[default]
+    Smp,
+    /// Fixed quotas: each unit keeps its share, nothing is lent.
+    Quota,
+    /// Performance isolation: each unit keeps its share and lends what it
+    /// leaves idle, taking it back when it needs it.
+    Isolate,
+}
+
+/// Parameters of the isolation model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IsolationSpec {
+    /// The model.
+    pub mode: IsolationMode,
+    /// Share of memory kept free, never lent (the paper's reserve
+    /// threshold; 0.08 by default).
+    pub memory_reserve: f64,
+    /// How far above the average a unit's decayed disk traffic may go before
+    /// it is held back, bytes (0 = round robin).
+    pub io_threshold_bytes: u64,
+    /// Half-life of the decayed disk traffic count.
+    pub io_decay: Duration,
+}
+
+impl Default for IsolationSpec {
+    fn default() -> Self {
+        Self {
+            mode: IsolationMode::default(),
+            memory_reserve: 0.08,
+            io_threshold_bytes: 4 << 20,
+            io_decay: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Whether a unit lends a resource it leaves idle.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SharePolicy {
+    /// Fixed quota: never lent.
+    None,
+    /// Idle capacity may be used by others and is taken back when needed.
+    #[default]
+    Lend,
+}
+
+/// A unit's sharing policy per resource.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sharing {
+    /// CPUs.
+    pub cpu: SharePolicy,
+    /// Memory.
+    pub memory: SharePolicy,
+    /// Disk bandwidth.
+    pub io: SharePolicy,
 }
 
 /// The host partition.
@@ -152,6 +218,8 @@ pub struct Entitlement {
     pub memory: MemoryEntitlement,
     /// IO weight and limits.
     pub io: IoEntitlement,
+    /// What the unit lends when idle (used in `isolate` mode).
+    pub sharing: Sharing,
 }
 
 /// Memory protection and limits, bytes.
@@ -592,6 +660,7 @@ pub(crate) mod tests {
             }],
             default_island: None,
             epoch: DEFAULT_EPOCH,
+            isolation: IsolationSpec::default(),
         }
     }
 

@@ -49,6 +49,7 @@ fn spec() -> PlatformSpec {
         }],
         default_island: None,
         epoch: DEFAULT_EPOCH,
+        isolation: Default::default(),
     }
 }
 

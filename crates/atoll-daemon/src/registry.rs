@@ -169,6 +169,7 @@ mod tests {
             units: vec![],
             default_island: None,
             epoch: atoll_core::spec::DEFAULT_EPOCH,
+            isolation: Default::default(),
         }
     }
 

@@ -96,6 +96,7 @@ fn spec(adopt_all: bool) -> PlatformSpec {
         ],
         default_island: None,
         epoch: DEFAULT_EPOCH,
+        isolation: Default::default(),
     }
 }
 
