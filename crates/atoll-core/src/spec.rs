@@ -34,6 +34,7 @@ pub struct PlatformSpec {
     /// Control-loop period.
     pub epoch: Duration,
     /// How units share what they do not use.
+    #[serde(default)]
     pub isolation: IsolationSpec,
 }
 
@@ -218,7 +219,9 @@ pub struct Entitlement {
     pub memory: MemoryEntitlement,
     /// IO weight and limits.
     pub io: IoEntitlement,
-    /// What the unit lends when idle (used in `isolate` mode).
+    /// What the unit lends when idle (used in `isolate` mode). Absent in
+    /// state files of atoll 0.1.0: defaults to lending everything.
+    #[serde(default)]
     pub sharing: Sharing,
 }
 
