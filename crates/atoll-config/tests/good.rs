@@ -158,6 +158,7 @@ fn same_config_in_other_toml_spellings() {
 epoch_ms = 20
 default_island = "web"
 host = { cpus = "0", mems = "0" }
+isolation = { mode = "isolate", memory_reserve = 0.1, io_threshold = 8388608, io_decay_ms = 250 }
 island.web = { cpus = "1-3", mems = "0" }
 
 [island.rt]
@@ -176,6 +177,7 @@ memory_low = "1024M"
 memory_high = "2GiB"
 memory_max = "3g"
 io_weight = 100
+share_memory = "none"
 
 [[unit.api.io_limits]]
 device = "8:0"
