@@ -35,19 +35,23 @@ pub fn status(r: &StatusReport) -> String {
         r.uptime_ms as f64 / 1000.0,
         r.epochs
     );
-    let _ = writeln!(
-        o,
-        "host       cpus {:<10} mems {:<4} {} processes{}  {}",
-        r.host.cpus.to_string(),
-        r.host.mems.to_string(),
-        r.host.processes,
-        if r.host.adopt_all {
-            " (adopts all)"
-        } else {
-            ""
-        },
-        usage(&r.host.stats)
-    );
+    if r.host.cpus.is_empty() {
+        let _ = writeln!(o, "host       (no host partition)");
+    } else {
+        let _ = writeln!(
+            o,
+            "host       cpus {:<10} mems {:<4} {} processes{}  {}",
+            r.host.cpus.to_string(),
+            r.host.mems.to_string(),
+            r.host.processes,
+            if r.host.adopt_all {
+                " (adopts all)"
+            } else {
+                ""
+            },
+            usage(&r.host.stats)
+        );
+    }
     for i in &r.islands {
         let _ = writeln!(
             o,

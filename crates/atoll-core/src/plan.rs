@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! <root>/                 every CPU and node atoll manages
-//! ├── host/               the host partition (unmanaged tasks, if adopted)
+//! ├── host/               the host partition (unmanaged tasks, if adopted;
+//! │                       absent when the host partition has no CPUs)
 //! ├── <island>/           cpuset partition (v2 root/isolated, v1 cpu_exclusive)
 //! │   ├── <unit>/         a leaf: the unit's processes, weights, caps, limits
 //! │   └── <unit>/
@@ -288,21 +289,21 @@ pub fn plan(spec: &PlatformSpec, runtime_units: &[UnitSpec]) -> GroupPlan {
         .filter_map(island_rt_budget)
         .map(|b| b.runtime_us)
         .sum();
-    let mut groups = vec![
-        PlannedGroup {
-            path: GroupPath::root(),
-            settings: GroupSettings {
-                cpus: Some(all_cpus),
-                mems: Some(all_mems),
-                rt_budget: (rt_total > 0).then_some(RtBudget {
-                    runtime_us: rt_total.min(RT_ROOT_MAX_US),
-                    period_us: RT_PERIOD_US,
-                }),
-                ..Default::default()
-            },
-            task_policy: None,
+    let mut groups = vec![PlannedGroup {
+        path: GroupPath::root(),
+        settings: GroupSettings {
+            cpus: Some(all_cpus),
+            mems: Some(all_mems),
+            rt_budget: (rt_total > 0).then_some(RtBudget {
+                runtime_us: rt_total.min(RT_ROOT_MAX_US),
+                period_us: RT_PERIOD_US,
+            }),
+            ..Default::default()
         },
-        PlannedGroup {
+        task_policy: None,
+    }];
+    if !spec.host.cpus.is_empty() {
+        groups.push(PlannedGroup {
             path: GroupPath::host(),
             settings: GroupSettings {
                 cpus: Some(spec.host.cpus.clone()),
@@ -310,8 +311,8 @@ pub fn plan(spec: &PlatformSpec, runtime_units: &[UnitSpec]) -> GroupPlan {
                 ..Default::default()
             },
             task_policy: Some(TaskPolicy::Other),
-        },
-    ];
+        });
+    }
     let units: Vec<&UnitSpec> = spec.units.iter().chain(runtime_units).collect();
     for island in &spec.islands {
         groups.push(PlannedGroup {
@@ -390,6 +391,16 @@ mod tests {
         assert_eq!(b.task_policy, Some(TaskPolicy::Fifo(20)));
         assert_eq!(b.settings.rt_budget.unwrap().runtime_us, 500_000);
         assert_eq!(plan.groups[2].settings.partition, Some(Partition::Root));
+    }
+
+    #[test]
+    fn an_empty_host_partition_has_no_group() {
+        let mut spec = spec16();
+        spec.host.cpus = CpuSet::new();
+        spec.host.mems = CpuSet::new();
+        let plan = plan(&spec, &[]);
+        assert!(plan.get(&GroupPath::host()).is_none());
+        assert_eq!(plan.groups[0].settings.cpus, Some(set("1-7,9-15")));
     }
 
     #[test]

@@ -105,7 +105,8 @@ pub struct Sharing {
 /// The host partition.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostSpec {
-    /// CPUs of the host partition.
+    /// CPUs of the host partition. Empty is allowed without `adopt_all`:
+    /// then atoll makes no host group and islands may take every CPU.
     pub cpus: CpuSet,
     /// Memory nodes of the host partition.
     pub mems: NodeSet,
@@ -327,10 +328,10 @@ impl PlatformSpec {
         let mut errs = Vec::new();
         let online = topo.online();
         let all_nodes = topo.all_nodes();
-        if self.host.cpus.is_empty() {
+        if self.host.cpus.is_empty() && self.host.adopt_all {
             errs.push(SpecError::new(
                 "host.cpus",
-                "the host partition needs at least one CPU",
+                "with adopt_all the host partition needs at least one CPU",
             ));
         }
         check_set(
@@ -711,6 +712,16 @@ pub(crate) mod tests {
         );
         assert!(errs[0].problem.contains("99"), "{}", errs[0]);
         assert!(errs[1].problem.contains("CPUs 3"), "{}", errs[1]);
+    }
+
+    #[test]
+    fn an_empty_host_partition_is_allowed_only_without_adopt_all() {
+        let mut s = spec16();
+        s.host.cpus = CpuSet::new();
+        s.validate(&topo16()).unwrap();
+        s.host.adopt_all = true;
+        let errs = s.validate(&topo16()).unwrap_err();
+        assert_eq!(errs[0].key, "host.cpus");
     }
 
     #[test]
