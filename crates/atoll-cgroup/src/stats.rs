@@ -10,9 +10,11 @@ use std::io;
 use std::path::Path;
 
 use atoll_core::backend::{Psi, PsiLine};
+use atoll_core::spec::DeviceId;
 
 use crate::error::{BadValue, CgroupError};
 use crate::fs::CgroupFs;
+use crate::knobs::parse_device;
 
 /// Parses a flat keyed file (`KEY VALUE` per line: `cpu.stat`, `memory.stat`).
 pub fn parse_keyed(text: &str) -> Result<BTreeMap<String, u64>, BadValue> {
@@ -80,10 +82,34 @@ pub fn parse_psi(text: &str) -> Result<Psi, BadValue> {
     Ok(Psi { some, full })
 }
 
+/// IO totals of a group and the devices they were done on.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IoTotals {
+    /// Bytes read.
+    pub read: u64,
+    /// Bytes written.
+    pub write: u64,
+    /// Devices with traffic.
+    pub devices: Vec<DeviceId>,
+}
+
 /// Sums `rbytes` and `wbytes` over the devices of a v2 `io.stat`.
 pub fn parse_io_stat(text: &str) -> Result<(u64, u64), BadValue> {
+    parse_io_stat_full(text).map(|t| (t.read, t.write))
+}
+
+/// [`parse_io_stat`] with the devices.
+pub fn parse_io_stat_full(text: &str) -> Result<IoTotals, BadValue> {
     let (mut r, mut w) = (0u64, 0u64);
+    let mut devices = Vec::new();
     for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if let Some(dev) = line
+            .split_whitespace()
+            .next()
+            .and_then(|d| parse_device(d).ok())
+        {
+            devices.push(dev);
+        }
         for tok in line.split_whitespace().skip(1) {
             let Some((k, v)) = tok.split_once('=') else {
                 return Err(BadValue::new(line, format!("{tok:?} is not KEY=VALUE")));
@@ -99,19 +125,36 @@ pub fn parse_io_stat(text: &str) -> Result<(u64, u64), BadValue> {
             *slot = slot.saturating_add(n);
         }
     }
-    Ok((r, w))
+    Ok(IoTotals {
+        read: r,
+        write: w,
+        devices,
+    })
 }
 
 /// Sums the `Read` and `Write` lines over the devices of a v1
 /// `blkio.throttle.io_service_bytes(_recursive)` file (`MAJ:MIN OP BYTES`
 /// lines and a `Total BYTES` line).
 pub fn parse_blkio_bytes(text: &str) -> Result<(u64, u64), BadValue> {
+    parse_blkio_bytes_full(text).map(|t| (t.read, t.write))
+}
+
+/// [`parse_blkio_bytes`] with the devices.
+pub fn parse_blkio_bytes_full(text: &str) -> Result<IoTotals, BadValue> {
     let (mut r, mut w) = (0u64, 0u64);
+    let mut devices: Vec<DeviceId> = Vec::new();
     for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
         let parts: Vec<&str> = line.split_whitespace().collect();
         let (op, n) = match parts.as_slice() {
             ["Total", _] => continue,
-            [_dev, op, n] => (*op, *n),
+            [dev, op, n] => {
+                if let Ok(d) = parse_device(dev) {
+                    if !devices.contains(&d) {
+                        devices.push(d);
+                    }
+                }
+                (*op, *n)
+            }
             _ => return Err(BadValue::new(line, "expected \"MAJ:MIN OP BYTES\"")),
         };
         let slot = match op {
@@ -124,7 +167,11 @@ pub fn parse_blkio_bytes(text: &str) -> Result<(u64, u64), BadValue> {
             .map_err(|_| BadValue::new(line, "byte count is not a number"))?;
         *slot = slot.saturating_add(n);
     }
-    Ok((r, w))
+    Ok(IoTotals {
+        read: r,
+        write: w,
+        devices,
+    })
 }
 
 /// Parses `cgroup.procs`: one pid per line.
@@ -235,5 +282,39 @@ mod tests {
         assert_eq!(parse_pids("12\n345\n").unwrap(), [12, 345]);
         assert_eq!(parse_pids("").unwrap(), Vec::<u32>::new());
         assert_eq!(parse_pids("12\nabc\n").unwrap_err().value, "abc");
+    }
+}
+
+#[cfg(test)]
+mod device_tests {
+    use super::*;
+
+    #[test]
+    fn io_totals_name_the_devices_with_traffic() {
+        let v2 =
+            parse_io_stat_full("8:0 rbytes=10 wbytes=20 rios=1 wios=2\n259:1 rbytes=5 wbytes=0\n")
+                .unwrap();
+        assert_eq!((v2.read, v2.write), (15, 20));
+        assert_eq!(
+            v2.devices,
+            [
+                DeviceId { major: 8, minor: 0 },
+                DeviceId {
+                    major: 259,
+                    minor: 1
+                }
+            ]
+        );
+        let v1 = parse_blkio_bytes_full("8:16 Read 100\n8:16 Write 50\n8:16 Sync 0\nTotal 150\n")
+            .unwrap();
+        assert_eq!((v1.read, v1.write), (100, 50));
+        assert_eq!(
+            v1.devices,
+            [DeviceId {
+                major: 8,
+                minor: 16
+            }]
+        );
+        assert!(parse_io_stat_full("").unwrap().devices.is_empty());
     }
 }

@@ -48,7 +48,9 @@ use crate::error::CgroupError;
 use crate::fs::{CgroupFs, RealFs};
 use crate::knobs::{memory_matches, parse_blkio_device_file, parse_i64, parse_u64, v1_memory};
 use crate::mounts::V1Paths;
-use crate::stats::{parse_blkio_bytes, parse_keyed, parse_pids, parse_psi, read_opt, read_parsed};
+use crate::stats::{
+    parse_blkio_bytes_full, parse_keyed, parse_pids, parse_psi, read_opt, read_parsed,
+};
 
 /// The cgroup1 actuator and monitor.
 #[derive(Debug)]
@@ -582,14 +584,14 @@ impl<F: CgroupFs> Monitor for Cgroup1Backend<F> {
                 let r = read_parsed(
                     fs,
                     &d.join("blkio.throttle.io_service_bytes_recursive"),
-                    parse_blkio_bytes,
+                    parse_blkio_bytes_full,
                 )?;
                 match r {
                     Some(v) => Some(v),
                     None => read_parsed(
                         fs,
                         &d.join("blkio.throttle.io_service_bytes"),
-                        parse_blkio_bytes,
+                        parse_blkio_bytes_full,
                     )?,
                 }
             }
@@ -608,8 +610,9 @@ impl<F: CgroupFs> Monitor for Cgroup1Backend<F> {
             nr_throttled: st.get("nr_throttled").copied(),
             throttled_us: throttled,
             memory_current,
-            io_read_bytes: io.map(|(r, _)| r),
-            io_write_bytes: io.map(|(_, w)| w),
+            io_read_bytes: io.as_ref().map(|t| t.read),
+            io_write_bytes: io.as_ref().map(|t| t.write),
+            io_devices: io.map(|t| t.devices).unwrap_or_default(),
             cpu_pressure: psi(Some(&cpu), "cpu.pressure")?,
             memory_pressure: psi(mem.as_ref(), "memory.pressure")?,
             io_pressure: psi(blk.as_ref(), "io.pressure")?,

@@ -53,7 +53,7 @@ use crate::knobs::{
     parse_cpu_max, parse_i64, parse_io_max, parse_io_weight, parse_memory, parse_u64,
     DEFAULT_PERIOD_US,
 };
-use crate::stats::{parse_io_stat, parse_keyed, parse_pids, parse_psi, read_opt, read_parsed};
+use crate::stats::{parse_io_stat_full, parse_keyed, parse_pids, parse_psi, read_opt, read_parsed};
 
 /// Controllers atoll enables for its groups, in the kernel's order.
 pub const CONTROLLERS: [&str; 4] = ["cpuset", "cpu", "io", "memory"];
@@ -724,15 +724,16 @@ impl<F: CgroupFs> Monitor for Cgroup2Backend<F> {
         }
         let fs: &dyn CgroupFs = &self.fs;
         let cpu = read_parsed(fs, &dir.join("cpu.stat"), parse_keyed)?.unwrap_or_default();
-        let io = read_parsed(fs, &dir.join("io.stat"), parse_io_stat)?;
+        let io = read_parsed(fs, &dir.join("io.stat"), parse_io_stat_full)?;
         Ok(GroupStats {
             cpu_usage_us: cpu.get("usage_usec").copied(),
             nr_periods: cpu.get("nr_periods").copied(),
             nr_throttled: cpu.get("nr_throttled").copied(),
             throttled_us: cpu.get("throttled_usec").copied(),
             memory_current: read_parsed(fs, &dir.join("memory.current"), parse_u64)?,
-            io_read_bytes: io.map(|(r, _)| r),
-            io_write_bytes: io.map(|(_, w)| w),
+            io_read_bytes: io.as_ref().map(|t| t.read),
+            io_write_bytes: io.as_ref().map(|t| t.write),
+            io_devices: io.map(|t| t.devices).unwrap_or_default(),
             cpu_pressure: read_parsed(fs, &dir.join("cpu.pressure"), parse_psi)?,
             memory_pressure: read_parsed(fs, &dir.join("memory.pressure"), parse_psi)?,
             io_pressure: read_parsed(fs, &dir.join("io.pressure"), parse_psi)?,

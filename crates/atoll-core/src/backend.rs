@@ -113,6 +113,9 @@ pub struct GroupStats {
     pub io_read_bytes: Option<u64>,
     /// Bytes written to block devices.
     pub io_write_bytes: Option<u64>,
+    /// Block devices the group has done IO on (to throttle it there).
+    #[serde(default)]
+    pub io_devices: Vec<crate::spec::DeviceId>,
     /// CPU pressure.
     pub cpu_pressure: Option<Psi>,
     /// Memory pressure.

@@ -63,6 +63,7 @@ fn report() -> StatusReport {
                 cpu_pressure: Some(psi(1_000_001, None)),
                 memory_pressure: Some(psi(7, Some(3))),
                 io_pressure: None,
+                io_devices: Vec::new(),
             },
         }],
         units: vec![UnitStatus {
@@ -100,6 +101,7 @@ fn full_report() -> StatusReport {
         cpu_pressure: Some(psi(8, Some(9))),
         memory_pressure: Some(psi(10, Some(11))),
         io_pressure: Some(psi(12, Some(13))),
+        io_devices: Vec::new(),
     };
     let mut r = report();
     r.host.stats = full.clone();
