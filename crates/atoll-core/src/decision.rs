@@ -114,6 +114,11 @@ pub enum Reason {
         /// `true`: the budget ran out; `false`: a new period began.
         exhausted: bool,
     },
+    /// The isolation policy (seed 004) lent or took back a resource.
+    Isolation {
+        /// The policy's event, e.g. `lend CPUs 3 from web to batch`.
+        detail: String,
+    },
     /// The kernel would not take the value.
     KernelRefused {
         /// The error.
@@ -206,6 +211,7 @@ impl fmt::Display for Reason {
                 f,
                 "a new RT period began for unit {unit} (budget {runtime_us} us per {period_us} us)"
             ),
+            Self::Isolation { detail } => write!(f, "isolation: {detail}"),
             Self::KernelRefused { error } => write!(f, "the kernel refused: {error}"),
         }
     }

@@ -15,6 +15,7 @@ pub mod backend;
 pub mod clock;
 pub mod decision;
 pub mod idset;
+pub mod isolation;
 pub mod layout;
 pub mod name;
 pub mod plan;

@@ -83,7 +83,7 @@ fn main() {
         memory_per_node: 1 << 30,
     });
     let clock = ManualClock::new();
-    let sim = SimPlatform::new(topo, "atoll-bench", clock.clone());
+    let sim = SimPlatform::new(topo.clone(), "atoll-bench", clock.clone());
     let env = Env {
         backend: Box::new(sim),
         procs: Box::new(ProcFs::system()),
@@ -94,6 +94,7 @@ fn main() {
         state_dir: None,
         self_origin: CgroupMembership::default(),
         self_pid: std::process::id(),
+        topology: topo.clone(),
     };
     let mut c = Controller::new(env, spec(), opts);
     c.start().expect("start on the simulated backend");

@@ -59,6 +59,9 @@ pub struct Options {
     pub self_origin: CgroupMembership,
     /// The daemon's own pid.
     pub self_pid: u32,
+    /// The machine (home CPU layouts keep SMT siblings together; memory
+    /// totals for the isolation model).
+    pub topology: atoll_core::topology::Topology,
 }
 
 /// Why the controller could not start or finish.
@@ -120,6 +123,8 @@ pub struct Controller {
     pub(crate) dirty: bool,
     /// RT windows of realtime units (see [`crate::rt_guard`]).
     pub(crate) rt_windows: BTreeMap<GroupPath, crate::rt_guard::RtWindow>,
+    /// The isolation model's state (see [`crate::isolation`]).
+    pub(crate) iso: crate::isolation::Isolation,
 }
 
 impl Controller {
@@ -139,6 +144,7 @@ impl Controller {
             last_reconcile: now,
             dirty: false,
             rt_windows: BTreeMap::new(),
+            iso: Default::default(),
         }
     }
 
@@ -194,6 +200,7 @@ impl Controller {
         let periodic = now.saturating_sub(self.last_reconcile) >= RECONCILE_EVERY;
         self.scan(periodic);
         self.guard_rt_budgets();
+        self.isolate();
         if periodic {
             self.last_reconcile = now;
             if let Err(e) = self.reconcile(Reason::Config) {

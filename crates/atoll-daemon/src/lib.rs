@@ -12,6 +12,7 @@ pub mod clock;
 pub mod command;
 pub mod controller;
 pub mod decisions;
+pub mod isolation;
 pub mod metrics;
 pub mod reconcile;
 pub mod recover;

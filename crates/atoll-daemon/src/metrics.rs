@@ -169,10 +169,77 @@ const OTHERS: &[(&str, &str, &str)] = &[
     ("atoll_unit_processes", GAUGE, "Processes in the unit."),
 ];
 
+/// Per-unit isolation figures (seed 004), for units under `quota` or
+/// `isolate`.
+type IsoGet = fn(&atoll_proto::UnitIsolation) -> Option<u64>;
+const ISOLATION: &[(&str, &str, &str, IsoGet)] = &[
+    (
+        "atoll_unit_home_cpus",
+        GAUGE,
+        "Home CPUs of the unit.",
+        |i| Some(i.home_cpus.len() as u64),
+    ),
+    (
+        "atoll_unit_lent_cpus",
+        GAUGE,
+        "Home CPUs the unit lends now.",
+        |i| Some(i.lent_cpus.len() as u64),
+    ),
+    (
+        "atoll_unit_borrowed_cpus",
+        GAUGE,
+        "CPUs the unit borrows now.",
+        |i| Some(i.borrowed_cpus.len() as u64),
+    ),
+    (
+        "atoll_unit_cpu_revocations_total",
+        COUNTER,
+        "Times the unit took back CPUs it had lent.",
+        |i| Some(i.cpu_revocations),
+    ),
+    (
+        "atoll_unit_cpu_lost_total",
+        COUNTER,
+        "Times CPUs the unit borrowed were taken back by their owner.",
+        |i| Some(i.cpu_lost),
+    ),
+    (
+        "atoll_unit_memory_limit_bytes",
+        GAUGE,
+        "The unit's memory limit now.",
+        |i| i.memory_limit,
+    ),
+    (
+        "atoll_unit_memory_lent_bytes",
+        GAUGE,
+        "Memory the unit lends now.",
+        |i| Some(i.memory_lent),
+    ),
+    (
+        "atoll_unit_memory_borrowed_bytes",
+        GAUGE,
+        "Memory the unit borrows now.",
+        |i| Some(i.memory_borrowed),
+    ),
+    (
+        "atoll_unit_memory_revocations_total",
+        COUNTER,
+        "Times memory the unit borrowed was taken back.",
+        |i| Some(i.memory_revocations),
+    ),
+    (
+        "atoll_unit_io_held",
+        GAUGE,
+        "1 while the unit is held back on disk.",
+        |i| Some(u64::from(i.io_held)),
+    ),
+];
+
 /// Every metric family [`render`] can produce, with its type.
 pub fn families() -> Vec<(String, &'static str)> {
     let mut out: Vec<(String, &'static str)> =
         OTHERS.iter().map(|(n, k, _)| (n.to_string(), *k)).collect();
+    out.extend(ISOLATION.iter().map(|(n, k, _, _)| (n.to_string(), *k)));
     for level in ["island", "unit"] {
         for s in STATS {
             out.push((format!("atoll_{level}_{}", s.suffix), s.kind));
@@ -379,6 +446,20 @@ pub fn render(status: &StatusReport) -> String {
         "unit",
         &mut out,
     );
+    for (name, kind, help, get) in ISOLATION {
+        let samples = status
+            .units
+            .iter()
+            .filter_map(|u| {
+                let v = get(u.isolation.as_ref()?)?;
+                Some((
+                    labels(&[("island", &u.island), ("unit", &u.name)]),
+                    v.to_string(),
+                ))
+            })
+            .collect();
+        out.family(name, kind, help, samples);
+    }
     out.text
 }
 

@@ -15,7 +15,21 @@ impl Controller {
     /// Applies the whole plan. The first error stops it (parents must exist
     /// before children); fallbacks are recorded, not errors.
     pub(crate) fn reconcile(&mut self, why: Reason) -> Result<(), BackendError> {
-        let plan = self.reg.plan();
+        let mut plan = self.reg.plan();
+        // The isolation model's settings replace the plan's for unit groups
+        // (with the plan's changes to anything it does not manage).
+        for g in &mut plan.groups {
+            if let Some(o) = self.iso.overlay.get(&g.path) {
+                let mut merged = g.settings.clone();
+                merged.cpus = o.cpus.clone();
+                merged.cpu_idle = o.cpu_idle;
+                merged.cpu_max = o.cpu_max.or(merged.cpu_max);
+                merged.memory.high = o.memory.high;
+                merged.memory.low = o.memory.low;
+                merged.io_max = o.io_max.clone();
+                g.settings = merged;
+            }
+        }
         for g in &plan.groups {
             let fallbacks = match self.env.backend.apply(&g.path, &g.settings) {
                 Ok(f) => f,

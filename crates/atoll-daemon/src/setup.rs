@@ -114,6 +114,7 @@ pub enum SetupError {
 pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
     let root = Name::new(&o.cgroup_root)?;
     let topo = atoll_topology::read_topology(&o.sysfs_root)?;
+    let topo_for_opts = topo.clone();
     let (spec, source) = match &o.config {
         Some(path) => (atoll_config::load(path, &topo)?, path.display().to_string()),
         None => (
@@ -153,6 +154,7 @@ pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
         state_dir: Some(o.state_dir.clone()),
         self_origin,
         self_pid,
+        topology: topo_for_opts,
     };
     Ok((Controller::new(env, spec, opts), description))
 }

@@ -39,6 +39,7 @@ impl Controller {
                         .unwrap_or(TaskPolicy::Other),
                     pids: b.processes(&g).unwrap_or_default(),
                     stats: stats(&g),
+                    isolation: self.iso.accounts.get(u.name.as_str()).cloned(),
                 }
             })
             .collect();
@@ -75,6 +76,7 @@ impl Controller {
                 .collect(),
             units,
             fallbacks: self.fallbacks.values().cloned().collect(),
+            isolation_mode: Some(spec.isolation.mode),
         }
     }
 }

@@ -124,6 +124,7 @@ impl Rig {
             state_dir: Some(self.state.path().to_path_buf()),
             self_origin: CgroupMembership::parse("0::/daemon.slice\n").unwrap(),
             self_pid: 1,
+            topology: topo(),
         };
         Controller::new(env, spec, opts)
     }
@@ -469,6 +470,7 @@ fn a_daemon_restarted_from_inside_atoll_never_returns_processes_into_it() {
         // The new daemon was started from a shell atoll had adopted.
         self_origin: CgroupMembership::parse("0::/atoll-t/host\n").unwrap(),
         self_pid: 1,
+        topology: topo(),
     };
     let mut c = Controller::new(env, spec(true), opts);
     c.start().unwrap();
@@ -524,4 +526,114 @@ fn without_rt_group_scheduling_atoll_enforces_the_rt_budget_itself() {
             .any(|d| d.contains("a new RT period began for unit ctl")),
         "{all:#?}"
     );
+}
+
+fn iso_spec(mode: atoll_core::spec::IsolationMode) -> PlatformSpec {
+    let unit = |name: &str| UnitSpec {
+        name: n(name),
+        island: n("pool"),
+        entitlement: Entitlement {
+            cpus: Some(2.0),
+            ..Default::default()
+        },
+        adopt: vec![AdoptRule::Comm(name.into())],
+        rt_priority: None,
+    };
+    PlatformSpec {
+        host: HostSpec {
+            cpus: CpuSet::new(),
+            mems: set("0"),
+            adopt_all: false,
+        },
+        islands: vec![IslandSpec {
+            name: n("pool"),
+            cpus: set("0-3"),
+            mems: set("0"),
+            policy: SchedPolicy::Fair,
+        }],
+        units: vec![unit("light"), unit("heavy")],
+        default_island: None,
+        epoch: DEFAULT_EPOCH,
+        isolation: atoll_core::spec::IsolationSpec {
+            mode,
+            ..Default::default()
+        },
+    }
+}
+
+#[test]
+fn isolate_lends_idle_cpus_and_takes_them_back_when_the_owner_needs_them() {
+    use atoll_core::spec::IsolationMode;
+    let rig = Rig::new();
+    let light = rig.sim.spawn("light", 0, None);
+    let heavy: Vec<u32> = (0..4).map(|_| rig.sim.spawn("heavy", 0, None)).collect();
+    let mut c = rig.controller(iso_spec(IsolationMode::Isolate));
+    c.start().unwrap();
+    for &h in &heavy {
+        rig.sim.set_busy(h, true).unwrap();
+    }
+    let heavy_g = GroupPath::from_relative("pool/heavy");
+    let light_g = GroupPath::from_relative("pool/light");
+    rig.epochs(&mut c, 10);
+    let hs = rig.sim.settings(&heavy_g).unwrap();
+    let ls = rig.sim.settings(&light_g).unwrap();
+    let (h_cpus, l_cpus) = (hs.cpus.clone().unwrap(), ls.cpus.clone().unwrap());
+    // An idle owner keeps headroom (half a CPU, rounded up) and lends the rest.
+    assert_eq!(
+        h_cpus.len(),
+        3,
+        "heavy should borrow light's idle CPU: {h_cpus}"
+    );
+    assert!(hs.cpu_idle, "borrowed CPUs run at idle priority");
+    assert_eq!(l_cpus.len(), 2, "light keeps its home: {l_cpus}");
+    // The owner wakes up: its CPUs come back at the next epochs.
+    rig.sim.set_busy(light, true).unwrap();
+    let child = rig.sim.spawn_child(light).unwrap();
+    rig.sim.set_busy(child, true).unwrap();
+    rig.epochs(&mut c, 3);
+    let hs = rig.sim.settings(&heavy_g).unwrap();
+    assert_eq!(
+        hs.cpus.clone().unwrap().len(),
+        2,
+        "not revoked: {:?}",
+        hs.cpus
+    );
+    assert!(hs.cpus.unwrap().is_disjoint(&l_cpus));
+    let all: Vec<String> = c
+        .decisions()
+        .query(Some("heavy"), 100)
+        .iter()
+        .map(|d| d.to_string())
+        .collect();
+    assert!(all.iter().any(|d| d.contains("isolation:")), "{all:#?}");
+    let (r, _) = ask(&mut c, ROOT_CALLER, Request::Status {});
+    let Reply::Status(s) = r.into_result().unwrap() else {
+        panic!()
+    };
+    let h = s.units.iter().find(|u| u.name == "heavy").unwrap();
+    let iso = h.isolation.as_ref().expect("isolation figures in status");
+    assert!(iso.cpu_lost >= 1, "{iso:?}");
+    let l = s.units.iter().find(|u| u.name == "light").unwrap();
+    assert!(l.isolation.as_ref().unwrap().cpu_revocations >= 1, "{l:?}");
+    assert_eq!(s.isolation_mode, Some(IsolationMode::Isolate));
+}
+
+#[test]
+fn quota_never_lends() {
+    use atoll_core::spec::IsolationMode;
+    let rig = Rig::new();
+    let _light = rig.sim.spawn("light", 0, None);
+    let heavy: Vec<u32> = (0..4).map(|_| rig.sim.spawn("heavy", 0, None)).collect();
+    let mut c = rig.controller(iso_spec(IsolationMode::Quota));
+    c.start().unwrap();
+    for &h in &heavy {
+        rig.sim.set_busy(h, true).unwrap();
+    }
+    rig.epochs(&mut c, 20);
+    let hs = rig
+        .sim
+        .settings(&GroupPath::from_relative("pool/heavy"))
+        .unwrap();
+    assert_eq!(hs.cpus.unwrap().len(), 2);
+    assert!(!hs.cpu_idle);
 }

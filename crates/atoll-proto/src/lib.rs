@@ -219,6 +219,9 @@ pub struct StatusReport {
     pub units: Vec<UnitStatus>,
     /// Knobs the kernel refused, with what is in force instead.
     pub fallbacks: Vec<atoll_core::backend::Fallback>,
+    /// The isolation mode in force (`smp`, `quota`, `isolate`).
+    #[serde(default)]
+    pub isolation_mode: Option<atoll_core::spec::IsolationMode>,
 }
 
 /// The host partition.
@@ -270,6 +273,37 @@ pub struct UnitStatus {
     pub pids: Vec<u32>,
     /// Usage.
     pub stats: GroupStats,
+    /// What it has, lends and borrows under `quota`/`isolate`.
+    #[serde(default)]
+    pub isolation: Option<UnitIsolation>,
+}
+
+/// A unit's resources under the isolation model.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct UnitIsolation {
+    /// Its home CPUs.
+    pub home_cpus: CpuSet,
+    /// The CPUs it may run on now (home, pool, borrowed).
+    pub allowed_cpus: CpuSet,
+    /// Home CPUs lent to others now.
+    pub lent_cpus: CpuSet,
+    /// Other units' CPUs it borrows now.
+    pub borrowed_cpus: CpuSet,
+    /// Times it took back CPUs it had lent.
+    pub cpu_revocations: u64,
+    /// Times CPUs it borrowed were taken back by their owner.
+    #[serde(default)]
+    pub cpu_lost: u64,
+    /// Its memory limit now (`memory.high`), bytes.
+    pub memory_limit: Option<u64>,
+    /// Memory it lends, bytes.
+    pub memory_lent: u64,
+    /// Memory it borrows, bytes.
+    pub memory_borrowed: u64,
+    /// Times borrowed memory was taken back.
+    pub memory_revocations: u64,
+    /// Held back on disk now.
+    pub io_held: bool,
 }
 
 /// Where a unit came from.

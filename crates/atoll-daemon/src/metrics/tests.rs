@@ -66,6 +66,7 @@ fn report() -> StatusReport {
                 io_devices: Vec::new(),
             },
         }],
+        isolation_mode: None,
         units: vec![UnitStatus {
             name: "api".into(),
             island: "web".into(),
@@ -77,6 +78,7 @@ fn report() -> StatusReport {
                 cpu_usage_us: Some(1_000_000),
                 ..Default::default()
             },
+            isolation: None,
         }],
         fallbacks: vec![Fallback {
             path: GroupPath::from_relative("web"),
@@ -107,6 +109,10 @@ fn full_report() -> StatusReport {
     r.host.stats = full.clone();
     r.islands[0].stats = full.clone();
     r.units[0].stats = full;
+    r.units[0].isolation = Some(atoll_proto::UnitIsolation {
+        memory_limit: Some(1 << 30),
+        ..Default::default()
+    });
     r
 }
 
@@ -191,7 +197,10 @@ fn unknown_values_are_omitted_not_zero() {
     r.units[0].stats = GroupStats::default();
     let text = render(&r);
     for (name, _) in families() {
-        let is_stat = STATS.iter().any(|s| name.ends_with(s.suffix));
+        // Stats the backend does not give, and isolation figures of units
+        // without any (smp mode), must be absent.
+        let is_stat = STATS.iter().any(|s| name.ends_with(s.suffix))
+            || ISOLATION.iter().any(|(n, ..)| *n == name);
         assert_eq!(
             text.contains(&format!("\n{name}")),
             !is_stat,
