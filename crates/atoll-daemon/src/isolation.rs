@@ -40,6 +40,16 @@ use crate::reconcile::knob_diff;
 /// of pages it shares).
 pub const HELD_IO_BPS: u64 = 1 << 20;
 
+/// The lending constants the daemon uses: borrowed CPUs run at idle
+/// priority, so a CPU its owner uses less than half of is lent (the owner
+/// preempts the borrower at wakeup; revocation follows at the next epoch).
+pub fn lend_config() -> CpuLendConfig {
+    CpuLendConfig {
+        headroom: -0.5,
+        ..CpuLendConfig::default()
+    }
+}
+
 /// Last sample of a unit's counters.
 #[derive(Clone, Copy, Debug)]
 struct Last {
@@ -230,7 +240,7 @@ impl Controller {
                         continue;
                     }
                 };
-                match CpuLender::new(layout, &self.opts.topology, mode, CpuLendConfig::default()) {
+                match CpuLender::new(layout, &self.opts.topology, mode, lend_config()) {
                     Ok(l) => {
                         self.iso
                             .lenders

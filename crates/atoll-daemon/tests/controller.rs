@@ -637,3 +637,4 @@ fn quota_never_lends() {
     assert_eq!(hs.cpus.unwrap().len(), 2);
     assert!(!hs.cpu_idle);
 }
+

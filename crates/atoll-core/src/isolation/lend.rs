@@ -59,7 +59,10 @@ use crate::{CpuSet, Name};
 /// Constants of the lending rules.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CpuLendConfig {
-    /// CPUs a lender keeps above its usage (0..=4).
+    /// CPUs a lender keeps above its usage (-1..=4). Negative values lend
+    /// CPUs the owner uses only partly: right when borrowed CPUs run at idle
+    /// priority, so the owner's tasks preempt the borrower at wakeup (the
+    /// daemon uses -0.5: a CPU its owner uses less than half of is lent).
     pub headroom: f64,
     /// Share of what a unit may use beyond which it counts as overloaded
     /// (0.1..=1).
@@ -71,6 +74,22 @@ pub struct CpuLendConfig {
     pub lend_after: Duration,
     /// Longest `lend_after` grows to after repeated revocations.
     pub backoff_max: Duration,
+    /// CPUs a borrower keeps above its usage before it returns borrowed ones
+    /// (0..=4; separate from `headroom`, which may be negative for lenders).
+    #[serde(default = "default_keep")]
+    pub borrow_headroom: f64,
+    /// How long a borrower must use less than it has before it returns
+    /// borrowed CPUs (a grown cpuset needs time before its tasks spread).
+    #[serde(default = "default_return_after")]
+    pub return_after: Duration,
+}
+
+fn default_keep() -> f64 {
+    0.5
+}
+
+fn default_return_after() -> Duration {
+    Duration::from_millis(150)
 }
 
 impl Default for CpuLendConfig {
@@ -81,6 +100,8 @@ impl Default for CpuLendConfig {
             pressure: 10.0,
             lend_after: Duration::from_millis(90),
             backoff_max: Duration::from_secs(2),
+            borrow_headroom: default_keep(),
+            return_after: default_return_after(),
         }
     }
 }
@@ -88,9 +109,16 @@ impl Default for CpuLendConfig {
 impl CpuLendConfig {
     /// Checks every constant against its range.
     pub fn validate(&self) -> Result<(), IsolationError> {
-        check_range("cpu.headroom", self.headroom, 0.0, 4.0, "0..=4 CPUs")?;
+        check_range("cpu.headroom", self.headroom, -1.0, 4.0, "-1..=4 CPUs")?;
         check_range("cpu.overload", self.overload, 0.1, 1.0, "0.1..=1")?;
         check_range("cpu.pressure", self.pressure, 0.0, 100.0, "0..=100 %")?;
+        check_range(
+            "cpu.borrow_headroom",
+            self.borrow_headroom,
+            0.0,
+            4.0,
+            "0..=4 CPUs",
+        )?;
         if self.backoff_max < self.lend_after {
             return Err(IsolationError::BadConfig {
                 field: "cpu.backoff_max",
@@ -362,6 +390,8 @@ pub struct CpuLender {
     /// Borrowed CPU → borrower, as of the last step.
     assigned: BTreeMap<u32, Name>,
     lost: BTreeMap<Name, u64>,
+    /// Since when each borrower has used less than it has.
+    under_since: BTreeMap<Name, Duration>,
     last: Option<Duration>,
 }
 
@@ -394,6 +424,7 @@ impl CpuLender {
             owners,
             assigned: BTreeMap::new(),
             lost: BTreeMap::new(),
+            under_since: BTreeMap::new(),
             last: None,
         })
     }
@@ -535,9 +566,25 @@ impl CpuLender {
                 let limit = s.cap_cpus.map_or(u64::MAX, |c| cpus_for(c - own) as u64);
                 demand = if over {
                     overloaded.insert(unit);
+                    self.under_since.remove(unit);
                     u64::MAX
                 } else {
-                    (cpus_for(s.usage_cpus + cfg.headroom - own) as u64).min(prev as u64)
+                    let wants = (cpus_for(s.usage_cpus + cfg.borrow_headroom - own) as u64)
+                        .min(prev as u64);
+                    if wants < prev as u64 {
+                        // Return borrowed CPUs only after using less for a
+                        // while: right after a cpuset grows, the tasks have
+                        // not spread over it yet.
+                        let since = *self.under_since.entry(unit.clone()).or_insert(now);
+                        if now.saturating_sub(since) < cfg.return_after {
+                            prev as u64
+                        } else {
+                            wants
+                        }
+                    } else {
+                        self.under_since.remove(unit);
+                        wants
+                    }
                 }
                 .min(limit);
             }

@@ -206,6 +206,7 @@ fn idle_cpus_are_water_filled_by_entitlement() {
 fn borrowers_return_what_they_no_longer_use_and_rebalance() {
     let no_wait = CpuLendConfig {
         lend_after: Duration::ZERO,
+        return_after: Duration::ZERO,
         ..cfg()
     };
     let mut l = lender(
@@ -461,4 +462,86 @@ proptest! {
             prop_assert!(lent.is_subset(&borrowed));
         }
     }
+}
+
+#[test]
+fn negative_headroom_lends_a_partly_used_cpu_and_revokes_when_the_owner_needs_it() {
+    // Two 1-CPU units on a 1-core, 2-thread machine: a's home is one CPU.
+    let c = CpuLendConfig {
+        headroom: -0.5,
+        ..cfg()
+    };
+    let mut l = lender(1, &[("a", 1.0), ("b", 1.0)], IsolationMode::Isolate, c);
+    // a uses 20% of its CPU; b is overloaded.
+    for t in [0, 10, 20, 30] {
+        let p = l.step(ms(t), &[s("a", 0.2), busy("b")]).unwrap();
+        if t == 30 {
+            // a's home is CPU 0 (its sibling 1 is b's home).
+            assert_eq!(show(&p), "a:0/ b:/0", "{:?}", kinds(&p));
+        }
+    }
+    // a needs most of its CPU: it comes back at once.
+    let p = l.step(ms(40), &[s("a", 0.8), busy("b")]).unwrap();
+    assert_eq!(show(&p), "");
+    assert!(
+        kinds(&p).iter().any(|k| k.starts_with("revoke")),
+        "{:?}",
+        kinds(&p)
+    );
+    // With the default headroom a partly used CPU is never lent.
+    let mut l = lender(1, &[("a", 1.0), ("b", 1.0)], IsolationMode::Isolate, cfg());
+    for t in [0, 10, 20, 30, 40] {
+        let p = l.step(ms(t), &[s("a", 0.2), busy("b")]).unwrap();
+        assert_eq!(show(&p), "", "t={t}");
+    }
+}
+
+#[test]
+fn without_psi_a_unit_using_all_it_may_counts_as_overloaded() {
+    let c = CpuLendConfig {
+        headroom: -0.5,
+        ..cfg()
+    };
+    // Two single-thread cores, one each: nothing spare.
+    let t = topo(2, 1);
+    let units = vec![(n("a"), Some(1.0)), (n("b"), Some(1.0))];
+    let layout = home_cpus(&t.online(), &t, &units).unwrap();
+    let mut l = CpuLender::new(layout, &t, IsolationMode::Isolate, c).unwrap();
+    let mut last = String::new();
+    for t in [0, 10, 20, 30, 40] {
+        let p = l.step(ms(t), &[s("a", 0.0), s("b", 1.0)]).unwrap();
+        last = show(&p);
+    }
+    assert!(last.contains("b:/"), "b never borrowed: {last:?}");
+}
+
+#[test]
+fn a_borrower_returns_cpus_only_after_using_less_for_return_after() {
+    let c = CpuLendConfig {
+        lend_after: Duration::ZERO,
+        return_after: ms(30),
+        ..cfg()
+    };
+    // a and b have two CPUs each; idle a keeps one (headroom) and lends one.
+    let mut l = lender(2, &[("a", 2.0), ("b", 2.0)], IsolationMode::Isolate, c);
+    let p = l.step(ms(0), &[s("a", 0.0), busy("b")]).unwrap();
+    let lent = p.units[&n("a")].lent.clone();
+    assert_eq!(lent.len(), 1, "{}", show(&p));
+    let keeps = |p: &CpuPlan| p.units[&n("b")].borrowed == lent;
+    // b now uses 1.2 CPUs (its tasks have not spread yet): it keeps the
+    // borrowed CPU ...
+    for t in [10, 20, 30] {
+        let p = l.step(ms(t), &[s("a", 0.0), s("b", 1.2)]).unwrap();
+        assert!(keeps(&p), "t={t}: {}", show(&p));
+    }
+    // ... until it has used less for 30 ms.
+    let p = l.step(ms(40), &[s("a", 0.0), s("b", 1.2)]).unwrap();
+    assert!(p.units[&n("b")].borrowed.is_empty(), "{}", show(&p));
+    // Being overloaded again in between resets the clock.
+    let mut l = lender(2, &[("a", 2.0), ("b", 2.0)], IsolationMode::Isolate, c);
+    l.step(ms(0), &[s("a", 0.0), busy("b")]).unwrap();
+    l.step(ms(10), &[s("a", 0.0), s("b", 1.2)]).unwrap();
+    l.step(ms(20), &[s("a", 0.0), busy("b")]).unwrap();
+    let p = l.step(ms(45), &[s("a", 0.0), s("b", 1.2)]).unwrap();
+    assert!(keeps(&p), "{}", show(&p));
 }
