@@ -79,6 +79,15 @@ pub fn status(r: &StatusReport) -> String {
             );
         }
     }
+    if let Some(a) = &r.accounts {
+        let _ = writeln!(
+            o,
+            "kernel     cpu {:.1}s, mem {:.1}MiB   shared  mem {:.1}MiB",
+            a.kernel_cpu_us as f64 / 1e6,
+            a.kernel_memory_bytes as f64 / (1 << 20) as f64,
+            a.shared_memory_bytes as f64 / (1 << 20) as f64
+        );
+    }
     for f in &r.fallbacks {
         let _ = writeln!(
             o,

@@ -133,6 +133,26 @@ pub trait TaskControl: Send {
     fn policy(&self, tid: u32) -> Result<TaskPolicy, ProcessError>;
 }
 
+/// What belongs to no unit: the paper's `kernel` and `shared` SPUs (seed
+/// 004, section 2.2). Linux charges a shared page to the first group that
+/// touched it, so `shared` is what the kernel keeps for everyone: shared
+/// memory and buffers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SystemAccounts {
+    /// CPU time of kernel threads and interrupt handling, µs.
+    pub kernel_cpu_us: u64,
+    /// Kernel memory: slab, stacks, page tables, vmalloc, bytes.
+    pub kernel_memory_bytes: u64,
+    /// Shared memory (`Shmem`) and block buffers, bytes.
+    pub shared_memory_bytes: u64,
+}
+
+/// Reads the machine-wide accounts.
+pub trait SystemMonitor: Send {
+    /// The `kernel` and `shared` accounts now.
+    fn accounts(&self) -> Result<SystemAccounts, ProcessError>;
+}
+
 /// Whether `rule` matches `p`.
 pub fn rule_matches(rule: &AdoptRule, p: &ProcessInfo) -> bool {
     match rule {

@@ -88,6 +88,7 @@ fn main() {
         backend: Box::new(sim),
         procs: Box::new(ProcFs::system()),
         tasks: Box::new(LinuxTaskControl::new()),
+        system: Box::new(ProcFs::system()),
         clock: Arc::new(clock.clone()),
     };
     let opts = Options {

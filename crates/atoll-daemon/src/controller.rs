@@ -45,6 +45,8 @@ pub struct Env {
     pub procs: Box<dyn ProcessTable>,
     /// Scheduling policies.
     pub tasks: Box<dyn TaskControl>,
+    /// The `kernel` and `shared` accounts.
+    pub system: Box<dyn atoll_core::process::SystemMonitor>,
     /// Time.
     pub clock: Arc<dyn Clock>,
 }

@@ -235,11 +235,35 @@ const ISOLATION: &[(&str, &str, &str, IsoGet)] = &[
     ),
 ];
 
+/// The `kernel` and `shared` accounts (seed 004).
+type AccGet = fn(&atoll_core::process::SystemAccounts) -> Val;
+const ACCOUNTS: &[(&str, &str, &str, AccGet)] = &[
+    (
+        "atoll_kernel_cpu_seconds_total",
+        COUNTER,
+        "CPU time of kernel threads and interrupts (the kernel account).",
+        |a| Val::Micros(a.kernel_cpu_us),
+    ),
+    (
+        "atoll_kernel_memory_bytes",
+        GAUGE,
+        "Kernel memory: slab, stacks, page tables, vmalloc (the kernel account).",
+        |a| Val::Int(a.kernel_memory_bytes),
+    ),
+    (
+        "atoll_shared_memory_bytes",
+        GAUGE,
+        "Shared memory and buffers (the shared account).",
+        |a| Val::Int(a.shared_memory_bytes),
+    ),
+];
+
 /// Every metric family [`render`] can produce, with its type.
 pub fn families() -> Vec<(String, &'static str)> {
     let mut out: Vec<(String, &'static str)> =
         OTHERS.iter().map(|(n, k, _)| (n.to_string(), *k)).collect();
     out.extend(ISOLATION.iter().map(|(n, k, _, _)| (n.to_string(), *k)));
+    out.extend(ACCOUNTS.iter().map(|(n, k, _, _)| (n.to_string(), *k)));
     for level in ["island", "unit"] {
         for s in STATS {
             out.push((format!("atoll_{level}_{}", s.suffix), s.kind));
@@ -459,6 +483,11 @@ pub fn render(status: &StatusReport) -> String {
             })
             .collect();
         out.family(name, kind, help, samples);
+    }
+    if let Some(a) = &status.accounts {
+        for (name, kind, help, get) in ACCOUNTS {
+            out.family(name, kind, help, vec![(String::new(), get(a).render())]);
+        }
     }
     out.text
 }

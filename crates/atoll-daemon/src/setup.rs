@@ -136,8 +136,9 @@ pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
             backend.set_exclusive_root(o.v1_exclusive);
             let env = Env {
                 backend: Box::new(backend),
-                procs: Box::new(procfs),
+                procs: Box::new(procfs.clone()),
                 tasks: Box::new(LinuxTaskControl::new()),
+                system: Box::new(procfs),
                 clock: Arc::new(MonotonicClock::new()),
             };
             (env, what)
@@ -180,6 +181,7 @@ fn sim_env(topo: Topology, root: &str) -> (Env, String) {
     let env = Env {
         backend: Box::new(sim.clone()) as Box<dyn Backend>,
         procs: Box::new(sim.clone()) as Box<dyn ProcessTable>,
+        system: Box::new(sim.clone()),
         tasks: Box::new(sim) as Box<dyn TaskControl>,
         clock: Arc::new(clock),
     };

@@ -77,6 +77,7 @@ impl Controller {
             units,
             fallbacks: self.fallbacks.values().cloned().collect(),
             isolation_mode: Some(spec.isolation.mode),
+            accounts: self.env.system.accounts().ok(),
         }
     }
 }

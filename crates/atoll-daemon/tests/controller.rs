@@ -118,6 +118,7 @@ impl Rig {
             backend: Box::new(self.sim.clone()),
             procs: Box::new(self.sim.clone()),
             tasks: Box::new(self.sim.clone()),
+            system: Box::new(self.sim.clone()),
             clock: Arc::new(self.sim.clock()),
         };
         let opts = Options {
@@ -463,6 +464,7 @@ fn a_daemon_restarted_from_inside_atoll_never_returns_processes_into_it() {
         backend: Box::new(rig.sim.clone()),
         procs: Box::new(rig.sim.clone()),
         tasks: Box::new(rig.sim.clone()),
+        system: Box::new(rig.sim.clone()),
         clock: Arc::new(rig.sim.clock()),
     };
     let opts = Options {

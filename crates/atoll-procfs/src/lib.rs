@@ -16,6 +16,7 @@
 //! was given, and every system call names its thread explicitly (thread id 0,
 //! "the caller", is refused).
 
+pub mod accounts;
 #[cfg(any(test, feature = "testutils"))]
 pub mod fake;
 mod sched;

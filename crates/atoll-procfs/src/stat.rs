@@ -26,6 +26,8 @@ pub struct Stat {
     pub ppid: u32,
     /// Field 9 (`PF_*` flags).
     pub flags: u64,
+    /// Fields 14 + 15: user and system time, clock ticks.
+    pub cpu_ticks: u64,
     /// Field 20.
     pub num_threads: u64,
     /// Field 22: start time in clock ticks after boot.
@@ -82,6 +84,7 @@ pub fn parse_stat(path: &Path, text: &str) -> Result<Stat, ProcessError> {
         state,
         ppid,
         flags: number(9, "flags")?,
+        cpu_ticks: number(14, "utime")?.saturating_add(number(15, "stime")?),
         num_threads: number(20, "num_threads")?,
         start_ticks: number(22, "starttime")?,
     })
@@ -111,6 +114,7 @@ mod tests {
         assert_eq!(s.state, 'S');
         assert_eq!(s.flags, 0x400100);
         assert_eq!(s.num_threads, 3);
+        assert_eq!(s.cpu_ticks, 3); // utime 1 + stime 2
         assert_eq!(s.start_ticks, 4242);
         assert!(!s.is_kernel_thread());
         let s = parse_stat(Path::new("x"), &line(9, "my prog", 1, 0, 1)).unwrap();

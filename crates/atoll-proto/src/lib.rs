@@ -222,6 +222,9 @@ pub struct StatusReport {
     /// The isolation mode in force (`smp`, `quota`, `isolate`).
     #[serde(default)]
     pub isolation_mode: Option<atoll_core::spec::IsolationMode>,
+    /// What belongs to no unit: the `kernel` and `shared` accounts.
+    #[serde(default)]
+    pub accounts: Option<atoll_core::process::SystemAccounts>,
 }
 
 /// The host partition.

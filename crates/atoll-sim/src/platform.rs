@@ -292,6 +292,30 @@ impl ProcessTable for SimPlatform {
     }
 }
 
+impl atoll_core::process::SystemMonitor for SimPlatform {
+    /// The simulated machine has no interrupts and no kernel memory model:
+    /// the `kernel` account is the CPU time of its kernel threads.
+    fn accounts(&self) -> Result<atoll_core::process::SystemAccounts, ProcessError> {
+        let s = self.lock();
+        let kernel: Vec<u32> = s
+            .procs
+            .iter()
+            .filter(|(_, p)| p.kernel_thread)
+            .map(|(pid, _)| *pid)
+            .collect();
+        drop(s);
+        let us: u64 = kernel
+            .iter()
+            .filter_map(|pid| self.cpu_time(*pid))
+            .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+            .sum();
+        Ok(atoll_core::process::SystemAccounts {
+            kernel_cpu_us: us,
+            ..Default::default()
+        })
+    }
+}
+
 impl TaskControl for SimPlatform {
     fn set_policy(&mut self, tid: u32, policy: TaskPolicy) -> Result<(), ProcessError> {
         self.lock().set_policy(tid, policy)

@@ -67,6 +67,7 @@ fn report() -> StatusReport {
             },
         }],
         isolation_mode: None,
+        accounts: None,
         units: vec![UnitStatus {
             name: "api".into(),
             island: "web".into(),
@@ -109,6 +110,11 @@ fn full_report() -> StatusReport {
     r.host.stats = full.clone();
     r.islands[0].stats = full.clone();
     r.units[0].stats = full;
+    r.accounts = Some(atoll_core::process::SystemAccounts {
+        kernel_cpu_us: 1_500_000,
+        kernel_memory_bytes: 2048,
+        shared_memory_bytes: 4096,
+    });
     r.units[0].isolation = Some(atoll_proto::UnitIsolation {
         memory_limit: Some(1 << 30),
         ..Default::default()
@@ -200,7 +206,8 @@ fn unknown_values_are_omitted_not_zero() {
         // Stats the backend does not give, and isolation figures of units
         // without any (smp mode), must be absent.
         let is_stat = STATS.iter().any(|s| name.ends_with(s.suffix))
-            || ISOLATION.iter().any(|(n, ..)| *n == name);
+            || ISOLATION.iter().any(|(n, ..)| *n == name)
+            || ACCOUNTS.iter().any(|(n, ..)| *n == name);
         assert_eq!(
             text.contains(&format!("\n{name}")),
             !is_stat,
