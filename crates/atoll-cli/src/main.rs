@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod cmd_bench;
 mod cmd_client;
 mod cmd_daemon;
 mod cmd_local;
@@ -99,6 +100,15 @@ enum Cmd {
         #[command(flatten)]
         socket: SocketArg,
     },
+    /// Benchmarks that compare atoll's modes side by side (not tests).
+    Bench(cmd_bench::BenchArgs),
+    /// A workload worker of the benchmarks: `atoll __worker KIND ARGS...`.
+    #[command(hide = true, name = "__worker")]
+    Worker {
+        /// The kind and its arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 /// The daemon's socket.
@@ -135,6 +145,8 @@ fn main() -> ExitCode {
             json,
         } => cmd_client::why(&socket.socket, subject.as_deref(), limit, json),
         Cmd::Stop { socket } => cmd_client::stop(&socket.socket),
+        Cmd::Bench(args) => cmd_bench::bench(args),
+        Cmd::Worker { args } => Ok(cmd_bench::worker(&args)),
     };
     match result {
         Ok(code) => code,

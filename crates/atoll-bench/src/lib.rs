@@ -1,0 +1,34 @@
+//! atoll's evidence tools: workload workers and benchmarks that run on the
+//! real kernel and print numbers (they never assert them).
+//!
+//! - [`worker`]: the small programs the benchmarks start as separate
+//!   processes (`atoll __worker KIND ...`): CPU hogs, a fixed CPU job, a
+//!   request/response latency pair, a memory hog, a disk writer and a
+//!   wakeup-latency probe.
+//! - [`revocation`]: `atoll bench revocation`, which compares the kernel
+//!   mechanisms that can lend an idle CPU and take it back (plain sharing,
+//!   `cpu.idle`, `SCHED_IDLE`, extreme weights, a polling cpuset loop) on
+//!   real cgroups through the backend traits.
+//! - [`isolation`]: `atoll bench isolation`, which runs the real daemon once
+//!   per isolation mode (`smp`, `quota`, `isolate`) with a light and a heavy
+//!   unit and reports how much the heavy unit slows the light one and how
+//!   much throughput the heavy one keeps.
+//!
+//! Around them: [`stats`] (nearest-rank percentiles), [`progress`] (a
+//! hand-rolled progress bar), [`procs`] (child processes in their own
+//! process groups, killed on drop), [`cgroups`] (a unique root and a
+//! last-resort sweep of it), [`interrupt`] (Ctrl-C turns into an error that
+//! unwinds through the guards) and [`machine`] (what the numbers depend on).
+
+pub mod cgroups;
+pub mod error;
+pub mod interrupt;
+pub mod isolation;
+pub mod machine;
+pub mod procs;
+pub mod progress;
+pub mod revocation;
+pub mod stats;
+pub mod worker;
+
+pub use error::BenchError;

@@ -1,0 +1,481 @@
+//! Workload workers: small programs the benchmarks run as separate
+//! processes, so that atoll can place them in units like any other process.
+//!
+//! The CLI runs them as `atoll __worker KIND ARGS...` (a re-exec of its own
+//! binary); [`main`] parses the arguments and runs one. Each worker is plain
+//! Rust over `std` and `libc`, prints exactly one JSON object on stdout when
+//! it finishes (or when SIGTERM/SIGINT stops it), and exits 0.
+//!
+//! | kind | does | prints |
+//! |------|------|--------|
+//! | `spin [--threads T] [--seconds S]` | CPU hog until stopped | work chunks done and chunks/s |
+//! | `cpujob --work N` | N units of fixed CPU work | elapsed ms |
+//! | `echo-server --socket P` | echoes 64-byte messages on a Unix socket | connections served |
+//! | `latency-client --socket P --count N --interval-us I [--raw]` | N round trips, I µs apart | round-trip summary, µs |
+//! | `memhog --mib M [--seconds S]` | keeps writing every page of M MiB | MiB touched per second |
+//! | `diskwriter --dir D --mib M [--rounds R]` | writes M MiB, fsyncs, repeats | MB/s |
+//! | `probe --period-us P --samples N [--burst-us B] [--jitter-us J] [--start-delay-ms D] [--raw]` | sleeps P µs N times | wakeup lateness summary, µs |
+
+mod cpu;
+mod disk;
+mod memory;
+mod net;
+mod probe;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+pub use cpu::cpu_work;
+pub use probe::ProbeArgs;
+
+/// One worker and its arguments.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Worker {
+    /// A CPU hog.
+    Spin {
+        /// Threads spinning.
+        threads: usize,
+        /// Stop by itself after this long (default: only when signalled).
+        seconds: Option<f64>,
+    },
+    /// A fixed amount of CPU work.
+    CpuJob {
+        /// Units of work ([`cpu_work`]).
+        work: u64,
+    },
+    /// The server side of the latency pair.
+    EchoServer {
+        /// The Unix socket to listen on (must not exist).
+        socket: PathBuf,
+    },
+    /// The client side of the latency pair.
+    LatencyClient {
+        /// The server's socket.
+        socket: PathBuf,
+        /// Round trips.
+        count: usize,
+        /// Pause between round trips, µs.
+        interval_us: u64,
+        /// Print every sample too.
+        raw: bool,
+    },
+    /// Memory pressure.
+    MemHog {
+        /// MiB to allocate and keep touching.
+        mib: usize,
+        /// Stop by itself after this long.
+        seconds: Option<f64>,
+    },
+    /// Disk write pressure.
+    DiskWriter {
+        /// Directory for the file written.
+        dir: PathBuf,
+        /// MiB per round (one fsync per round).
+        mib: usize,
+        /// Stop by itself after this many rounds.
+        rounds: Option<u64>,
+    },
+    /// The wakeup-latency probe.
+    Probe(ProbeArgs),
+}
+
+/// Why the worker arguments were refused.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ArgError {
+    /// No kind given.
+    #[error("missing worker kind (one of {kinds})", kinds = KINDS.join(", "))]
+    NoKind,
+    /// Unknown kind.
+    #[error("unknown worker kind {0:?} (one of {kinds})", kinds = KINDS.join(", "))]
+    UnknownKind(String),
+    /// An option the kind does not take.
+    #[error("{kind}: unknown option {option:?}")]
+    UnknownOption {
+        /// The worker.
+        kind: String,
+        /// The option.
+        option: String,
+    },
+    /// An option without its value.
+    #[error("{kind}: option {option} needs a value")]
+    MissingValue {
+        /// The worker.
+        kind: String,
+        /// The option.
+        option: String,
+    },
+    /// A required option is absent.
+    #[error("{kind}: option {option} is required")]
+    Required {
+        /// The worker.
+        kind: String,
+        /// The option.
+        option: &'static str,
+    },
+    /// A value that does not parse or is out of range.
+    #[error("{kind}: {option} {value:?}: {reason}")]
+    BadValue {
+        /// The worker.
+        kind: String,
+        /// The option.
+        option: String,
+        /// What was given.
+        value: String,
+        /// What was expected.
+        reason: String,
+    },
+}
+
+/// The worker kinds.
+pub const KINDS: [&str; 7] = [
+    "spin",
+    "cpujob",
+    "echo-server",
+    "latency-client",
+    "memhog",
+    "diskwriter",
+    "probe",
+];
+
+/// Options with values, and flags, of one kind.
+struct Spec {
+    valued: &'static [&'static str],
+    flags: &'static [&'static str],
+}
+
+fn spec(kind: &str) -> Option<Spec> {
+    let (valued, flags): (&'static [&'static str], &'static [&'static str]) = match kind {
+        "spin" => (&["--threads", "--seconds"], &[]),
+        "cpujob" => (&["--work"], &[]),
+        "echo-server" => (&["--socket"], &[]),
+        "latency-client" => (&["--socket", "--count", "--interval-us"], &["--raw"]),
+        "memhog" => (&["--mib", "--seconds"], &[]),
+        "diskwriter" => (&["--dir", "--mib", "--rounds"], &[]),
+        "probe" => (
+            &[
+                "--period-us",
+                "--samples",
+                "--burst-us",
+                "--jitter-us",
+                "--start-delay-ms",
+            ],
+            &["--raw"],
+        ),
+        _ => return None,
+    };
+    Some(Spec { valued, flags })
+}
+
+/// The parsed options of one kind, with typed getters.
+struct Opts {
+    kind: String,
+    values: BTreeMap<String, String>,
+    flags: Vec<String>,
+}
+
+impl Opts {
+    fn bad(&self, option: &str, value: &str, reason: &str) -> ArgError {
+        ArgError::BadValue {
+            kind: self.kind.clone(),
+            option: option.into(),
+            value: value.into(),
+            reason: reason.into(),
+        }
+    }
+
+    fn num<T: std::str::FromStr>(&self, option: &str) -> Result<Option<T>, ArgError> {
+        match self.values.get(option) {
+            None => Ok(None),
+            Some(v) => v
+                .parse::<T>()
+                .map(Some)
+                .map_err(|_| self.bad(option, v, "not a number of the expected kind")),
+        }
+    }
+
+    fn positive<T: std::str::FromStr + PartialOrd + Default>(
+        &self,
+        option: &'static str,
+    ) -> Result<Option<T>, ArgError> {
+        let v = self.num::<T>(option)?;
+        if let Some(x) = &v {
+            if *x <= T::default() {
+                return Err(self.bad(option, &self.values[option], "must be positive"));
+            }
+        }
+        Ok(v)
+    }
+
+    fn required<T>(&self, option: &'static str, v: Option<T>) -> Result<T, ArgError> {
+        v.ok_or(ArgError::Required {
+            kind: self.kind.clone(),
+            option,
+        })
+    }
+
+    fn path(&self, option: &'static str) -> Result<PathBuf, ArgError> {
+        self.required(option, self.values.get(option).map(PathBuf::from))
+    }
+
+    fn flag(&self, option: &str) -> bool {
+        self.flags.iter().any(|f| f == option)
+    }
+}
+
+impl Worker {
+    /// Parses `KIND ARGS...` (without the program name or `__worker`).
+    pub fn parse(args: &[String]) -> Result<Self, ArgError> {
+        let (kind, rest) = args.split_first().ok_or(ArgError::NoKind)?;
+        let spec = spec(kind).ok_or_else(|| ArgError::UnknownKind(kind.clone()))?;
+        let mut o = Opts {
+            kind: kind.clone(),
+            values: BTreeMap::new(),
+            flags: Vec::new(),
+        };
+        let mut it = rest.iter();
+        while let Some(arg) = it.next() {
+            let (name, inline) = match arg.split_once('=') {
+                Some((n, v)) if n.starts_with("--") => (n, Some(v.to_string())),
+                _ => (arg.as_str(), None),
+            };
+            if spec.flags.contains(&name) && inline.is_none() {
+                o.flags.push(name.to_string());
+            } else if spec.valued.contains(&name) {
+                let value = match inline {
+                    Some(v) => v,
+                    None => it.next().cloned().ok_or_else(|| ArgError::MissingValue {
+                        kind: kind.clone(),
+                        option: name.to_string(),
+                    })?,
+                };
+                o.values.insert(name.to_string(), value);
+            } else {
+                return Err(ArgError::UnknownOption {
+                    kind: kind.clone(),
+                    option: arg.clone(),
+                });
+            }
+        }
+        Ok(match kind.as_str() {
+            "spin" => Self::Spin {
+                threads: o.positive("--threads")?.unwrap_or(1),
+                seconds: o.positive("--seconds")?,
+            },
+            "cpujob" => Self::CpuJob {
+                work: o.required("--work", o.positive("--work")?)?,
+            },
+            "echo-server" => Self::EchoServer {
+                socket: o.path("--socket")?,
+            },
+            "latency-client" => Self::LatencyClient {
+                socket: o.path("--socket")?,
+                count: o.required("--count", o.positive("--count")?)?,
+                interval_us: o.num("--interval-us")?.unwrap_or(1000),
+                raw: o.flag("--raw"),
+            },
+            "memhog" => Self::MemHog {
+                mib: o.required("--mib", o.positive("--mib")?)?,
+                seconds: o.positive("--seconds")?,
+            },
+            "diskwriter" => Self::DiskWriter {
+                dir: o.path("--dir")?,
+                mib: o.required("--mib", o.positive("--mib")?)?,
+                rounds: o.positive("--rounds")?,
+            },
+            "probe" => Self::Probe(ProbeArgs {
+                period_us: o.required("--period-us", o.positive("--period-us")?)?,
+                samples: o.required("--samples", o.positive("--samples")?)?,
+                burst_us: o.num("--burst-us")?.unwrap_or(0),
+                jitter_us: o.num("--jitter-us")?.unwrap_or(0),
+                start_delay_ms: o.num("--start-delay-ms")?.unwrap_or(0),
+                raw: o.flag("--raw"),
+            }),
+            _ => unreachable!("spec() knows only the kinds matched here"),
+        })
+    }
+
+    /// Runs the worker; returns its JSON report.
+    pub fn run(&self) -> std::io::Result<serde_json::Value> {
+        match self {
+            Self::Spin { threads, seconds } => Ok(cpu::spin(*threads, secs(*seconds))),
+            Self::CpuJob { work } => Ok(cpu::cpujob(*work)),
+            Self::EchoServer { socket } => net::echo_server(socket),
+            Self::LatencyClient {
+                socket,
+                count,
+                interval_us,
+                raw,
+            } => net::latency_client(socket, *count, *interval_us, *raw),
+            Self::MemHog { mib, seconds } => memory::memhog(*mib, secs(*seconds)),
+            Self::DiskWriter { dir, mib, rounds } => disk::diskwriter(dir, *mib, *rounds),
+            Self::Probe(a) => Ok(probe::probe(a)),
+        }
+    }
+}
+
+fn secs(s: Option<f64>) -> Option<Duration> {
+    s.map(Duration::from_secs_f64)
+}
+
+/// Entry point of `atoll __worker KIND ARGS...`: parses, runs, prints the
+/// report as one JSON line. Returns the exit code (2 for bad arguments, 1
+/// for a failure).
+pub fn main(args: &[String]) -> i32 {
+    let w = match Worker::parse(args) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("atoll __worker: {e}");
+            return 2;
+        }
+    };
+    install_stop_handler();
+    match w.run() {
+        Ok(report) => {
+            println!("{report}");
+            0
+        }
+        Err(e) => {
+            eprintln!("atoll __worker {}: {e}", args[0]);
+            1
+        }
+    }
+}
+
+/// Set by SIGTERM or SIGINT: workers finish their current step, report and
+/// exit.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+fn install_stop_handler() {
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        // SAFETY: `on_stop` is an extern "C" fn that only stores to an atomic,
+        // which is async-signal-safe.
+        unsafe {
+            libc::signal(sig, on_stop as *const () as libc::sighandler_t);
+        }
+    }
+}
+
+/// Whether the worker was asked to stop.
+pub(crate) fn stopping() -> bool {
+    STOP.load(Ordering::Relaxed)
+}
+
+/// Sets the calling thread's timer slack to 1 ns so that sleeps end when
+/// asked (the default 50 µs slack would count as lateness).
+pub(crate) fn tight_timer_slack() {
+    // SAFETY: PR_SET_TIMERSLACK takes an unsigned long and affects only the
+    // calling thread.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Result<Worker, ArgError> {
+        Worker::parse(&s.split_whitespace().map(String::from).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn parses_every_kind() {
+        assert_eq!(
+            p("spin").unwrap(),
+            Worker::Spin {
+                threads: 1,
+                seconds: None
+            }
+        );
+        assert_eq!(
+            p("spin --threads 8 --seconds=0.5").unwrap(),
+            Worker::Spin {
+                threads: 8,
+                seconds: Some(0.5)
+            }
+        );
+        assert_eq!(p("cpujob --work 3").unwrap(), Worker::CpuJob { work: 3 });
+        assert_eq!(
+            p("echo-server --socket /tmp/s").unwrap(),
+            Worker::EchoServer {
+                socket: "/tmp/s".into()
+            }
+        );
+        assert_eq!(
+            p("latency-client --socket /tmp/s --count 10 --interval-us 50 --raw").unwrap(),
+            Worker::LatencyClient {
+                socket: "/tmp/s".into(),
+                count: 10,
+                interval_us: 50,
+                raw: true
+            }
+        );
+        assert_eq!(
+            p("memhog --mib 64").unwrap(),
+            Worker::MemHog {
+                mib: 64,
+                seconds: None
+            }
+        );
+        assert_eq!(
+            p("diskwriter --dir /d --mib 4 --rounds 2").unwrap(),
+            Worker::DiskWriter {
+                dir: "/d".into(),
+                mib: 4,
+                rounds: Some(2)
+            }
+        );
+        assert_eq!(
+            p("probe --period-us 1000 --samples 20 --burst-us 500 --start-delay-ms 5").unwrap(),
+            Worker::Probe(ProbeArgs {
+                period_us: 1000,
+                samples: 20,
+                burst_us: 500,
+                jitter_us: 0,
+                start_delay_ms: 5,
+                raw: false
+            })
+        );
+    }
+
+    #[test]
+    fn refuses_bad_arguments_with_the_option_and_value() {
+        assert_eq!(p(""), Err(ArgError::NoKind));
+        assert_eq!(p("fly"), Err(ArgError::UnknownKind("fly".into())));
+        assert_eq!(
+            p("spin --work 3"),
+            Err(ArgError::UnknownOption {
+                kind: "spin".into(),
+                option: "--work".into()
+            })
+        );
+        assert_eq!(
+            p("cpujob"),
+            Err(ArgError::Required {
+                kind: "cpujob".into(),
+                option: "--work"
+            })
+        );
+        assert_eq!(
+            p("cpujob --work"),
+            Err(ArgError::MissingValue {
+                kind: "cpujob".into(),
+                option: "--work".into()
+            })
+        );
+        let e = p("probe --period-us ten --samples 3").unwrap_err();
+        assert!(e.to_string().contains("--period-us \"ten\""), "{e}");
+        let e = p("memhog --mib 0").unwrap_err();
+        assert!(e.to_string().contains("must be positive"), "{e}");
+        let e = p("spin --threads -2").unwrap_err();
+        assert!(matches!(e, ArgError::BadValue { .. }), "{e}");
+        // A flag does not take a value.
+        assert!(p("probe --period-us 1 --samples 1 --raw=yes").is_err());
+    }
+}
