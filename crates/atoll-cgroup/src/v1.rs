@@ -48,9 +48,7 @@ use crate::error::CgroupError;
 use crate::fs::{CgroupFs, RealFs};
 use crate::knobs::{memory_matches, parse_blkio_device_file, parse_i64, parse_u64, v1_memory};
 use crate::mounts::V1Paths;
-use crate::stats::{
-    parse_blkio_bytes_full, parse_keyed, parse_pids, parse_psi, read_opt, read_parsed,
-};
+use crate::stats::{parse_blkio_bytes_full, parse_keyed, parse_psi, read_opt, read_parsed};
 
 /// The cgroup1 actuator and monitor.
 #[derive(Debug)]
@@ -539,22 +537,11 @@ impl<F: CgroupFs> Monitor for Cgroup1Backend<F> {
     }
 
     fn children(&self, path: &GroupPath) -> Result<Vec<String>, BackendError> {
-        let dir = self.dir(path);
-        self.fs.child_dirs(&dir).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                BackendError::NoGroup(path.clone())
-            } else {
-                CgroupError::io("list", &dir, None, e).into()
-            }
-        })
+        crate::common::list_children(&self.fs, &self.dir(path), path)
     }
 
     fn processes(&self, path: &GroupPath) -> Result<Vec<u32>, BackendError> {
-        let file = self.dir(path).join("cgroup.procs");
-        match read_parsed(&self.fs, &file, parse_pids)? {
-            Some(p) => Ok(p),
-            None => Err(BackendError::NoGroup(path.clone())),
-        }
+        crate::common::list_processes(&self.fs, &self.dir(path), path)
     }
 
     fn stats(&self, path: &GroupPath) -> Result<GroupStats, BackendError> {

@@ -53,7 +53,7 @@ use crate::knobs::{
     parse_cpu_max, parse_i64, parse_io_max, parse_io_weight, parse_memory, parse_u64,
     DEFAULT_PERIOD_US,
 };
-use crate::stats::{parse_io_stat_full, parse_keyed, parse_pids, parse_psi, read_opt, read_parsed};
+use crate::stats::{parse_io_stat_full, parse_keyed, parse_psi, read_opt, read_parsed};
 
 /// Controllers atoll enables for its groups, in the kernel's order.
 pub const CONTROLLERS: [&str; 4] = ["cpuset", "cpu", "io", "memory"];
@@ -699,22 +699,11 @@ impl<F: CgroupFs> Monitor for Cgroup2Backend<F> {
     }
 
     fn children(&self, path: &GroupPath) -> Result<Vec<String>, BackendError> {
-        let dir = self.dir(path);
-        self.fs.child_dirs(&dir).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                BackendError::NoGroup(path.clone())
-            } else {
-                CgroupError::io("list", &dir, None, e).into()
-            }
-        })
+        crate::common::list_children(&self.fs, &self.dir(path), path)
     }
 
     fn processes(&self, path: &GroupPath) -> Result<Vec<u32>, BackendError> {
-        let file = self.dir(path).join("cgroup.procs");
-        match read_parsed(&self.fs, &file, parse_pids)? {
-            Some(p) => Ok(p),
-            None => Err(BackendError::NoGroup(path.clone())),
-        }
+        crate::common::list_processes(&self.fs, &self.dir(path), path)
     }
 
     fn stats(&self, path: &GroupPath) -> Result<GroupStats, BackendError> {
