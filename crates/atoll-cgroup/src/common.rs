@@ -335,6 +335,33 @@ pub(crate) fn sync_rt(
     Ok(())
 }
 
+/// `Monitor::children` for the group whose directory is `dir`.
+pub(crate) fn list_children(
+    fs: &dyn CgroupFs,
+    dir: &Path,
+    path: &GroupPath,
+) -> Result<Vec<String>, atoll_core::backend::BackendError> {
+    fs.child_dirs(dir).map_err(|e| {
+        if e.kind() == io::ErrorKind::NotFound {
+            atoll_core::backend::BackendError::NoGroup(path.clone())
+        } else {
+            CgroupError::io("list", dir, None, e).into()
+        }
+    })
+}
+
+/// `Monitor::processes` for the group whose directory is `dir`.
+pub(crate) fn list_processes(
+    fs: &dyn CgroupFs,
+    dir: &Path,
+    path: &GroupPath,
+) -> Result<Vec<u32>, atoll_core::backend::BackendError> {
+    match crate::stats::read_parsed(fs, &dir.join("cgroup.procs"), crate::stats::parse_pids)? {
+        Some(p) => Ok(p),
+        None => Err(atoll_core::backend::BackendError::NoGroup(path.clone())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -387,32 +414,5 @@ mod tests {
         assert_eq!(m.get(&p, "k", "0-2"), None);
         m.forget_group(&p);
         assert_eq!(m.get(&p, "k", "0-3"), None);
-    }
-}
-
-/// `Monitor::children` for the group whose directory is `dir`.
-pub(crate) fn list_children(
-    fs: &dyn CgroupFs,
-    dir: &Path,
-    path: &GroupPath,
-) -> Result<Vec<String>, atoll_core::backend::BackendError> {
-    fs.child_dirs(dir).map_err(|e| {
-        if e.kind() == io::ErrorKind::NotFound {
-            atoll_core::backend::BackendError::NoGroup(path.clone())
-        } else {
-            CgroupError::io("list", dir, None, e).into()
-        }
-    })
-}
-
-/// `Monitor::processes` for the group whose directory is `dir`.
-pub(crate) fn list_processes(
-    fs: &dyn CgroupFs,
-    dir: &Path,
-    path: &GroupPath,
-) -> Result<Vec<u32>, atoll_core::backend::BackendError> {
-    match crate::stats::read_parsed(fs, &dir.join("cgroup.procs"), crate::stats::parse_pids)? {
-        Some(p) => Ok(p),
-        None => Err(atoll_core::backend::BackendError::NoGroup(path.clone())),
     }
 }
