@@ -8,6 +8,9 @@
 # binary with every library ldd lists and the dynamic loader, the guest tests
 # from tests/vm/ (all, or only --tests), examples/vm-8cpu.toml if present,
 # any kernel modules setup.sh selected, and /init (scripts/vm/guest-init.sh).
+# A --tests name with no test_NAME.sh takes tests/vm/bench_NAME.sh (a
+# benchmark; never copied otherwise). VM_INITRAMFS_ROOT overrides the
+# staging directory (default vm/build/initramfs-root).
 # The archive is written with `busybox cpio -o -H newc` (no cpio needed).
 set -euo pipefail
 # shellcheck source=scripts/vm/common.sh
@@ -21,7 +24,7 @@ while [ $# -gt 0 ]; do
         --atoll) atoll="$2"; shift 2 ;;
         --tests) tests="$2"; shift 2 ;;
         --out) out="$2"; shift 2 ;;
-        -h | --help) sed -n '2,12p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,15p' "$0"; exit 0 ;;
         -*) vm_die "unknown option $1" ;;
         *) atoll="$1"; shift ;;
     esac
@@ -40,7 +43,7 @@ vm_load_kernel_env
 busybox="$(command -v busybox)" || vm_die "no busybox: run scripts/vm/setup.sh"
 file -L "${busybox}" 2>/dev/null | grep -q 'dynamically linked' && vm_die "${busybox} is not static"
 
-root="${VM_BUILD}/initramfs-root"
+root="${VM_INITRAMFS_ROOT:-${VM_BUILD}/initramfs-root}"
 rm -rf "${root}"
 mkdir -p "${root}"/{bin,sbin,usr/bin,usr/sbin,dev,proc,sys,run,tmp,root,etc/atoll,lib/modules,tests/vm}
 
@@ -69,6 +72,8 @@ cp "${VM_REPO_ROOT}/tests/vm/lib.sh" "${VM_REPO_ROOT}/tests/vm/runner.sh" \
 if [ -n "${tests}" ]; then
     for t in ${tests//,/ }; do
         f="${VM_REPO_ROOT}/tests/vm/test_${t}.sh"
+        [ -f "${f}" ] || [ ! -f "${VM_REPO_ROOT}/tests/vm/bench_${t}.sh" ] ||
+            f="${VM_REPO_ROOT}/tests/vm/bench_${t}.sh"
         [ -f "${f}" ] || vm_die "no guest test ${f}"
         cp "${f}" "${root}/tests/vm/"
     done

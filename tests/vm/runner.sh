@@ -8,11 +8,16 @@
 #   VMTEST DONE passed=N failed=M
 # Each test is test_<name>.sh, run in its own shell with lib.sh loaded and a
 # time limit; a test fails by calling `fail REASON` (or exiting non-zero).
+# A name with no test_<name>.sh runs bench_<name>.sh instead (benchmarks:
+# never part of "all"). `vmtest.timeout=SECONDS` on the kernel command line
+# replaces the per-test limit.
 VMT_DIR=${VMT_DIR:-/tests/vm}
 VMT_STATE=${VMT_STATE:-/run/vmtest}
 # The order "all" runs in; later tests reuse the daemon the earlier ones started.
 ORDER="smoke islands run adopt_all restart resize teardown"
 TEST_TIMEOUT=${TEST_TIMEOUT:-240}
+_t=$(sed -n 's/.*vmtest\.timeout=\([0-9][0-9]*\).*/\1/p' /proc/cmdline 2>/dev/null)
+[ -z "$_t" ] || TEST_TIMEOUT=$_t
 
 spec=${1:-all}
 if [ "$spec" = all ]; then
@@ -30,12 +35,14 @@ failed=0
 for t in $tests; do
     echo "VMTEST BEGIN $t"
     rm -f "$VMT_STATE/reason"
-    if [ ! -r "$VMT_DIR/test_$t.sh" ]; then
+    f=$VMT_DIR/test_$t.sh
+    [ -r "$f" ] || f=$VMT_DIR/bench_$t.sh
+    if [ ! -r "$f" ]; then
         echo "VMTEST FAIL $t: no test named $t in $VMT_DIR"
         failed=$((failed + 1))
         continue
     fi
-    timeout "$TEST_TIMEOUT" sh -c ". '$VMT_DIR/lib.sh' && . '$VMT_DIR/test_$t.sh'"
+    timeout "$TEST_TIMEOUT" sh -c ". '$VMT_DIR/lib.sh' && . '$f'"
     rc=$?
     if [ "$rc" = 0 ]; then
         echo "VMTEST PASS $t"

@@ -142,6 +142,14 @@ pub fn drive(ctrl: &mut Controller, rx: &Receiver<Command>) {
                 // We fell behind (a slow backend): skip, don't burst.
                 next = now + epoch;
             }
+            // Serve what queued up during the epoch before the next one,
+            // even if that one is already due: a slow epoch must not starve
+            // the API.
+            while let Ok(cmd) = rx.try_recv() {
+                if ctrl.handle(cmd) == Flow::Stop {
+                    return;
+                }
+            }
             continue;
         }
         match rx.recv_timeout(next - now) {

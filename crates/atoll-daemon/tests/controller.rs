@@ -639,3 +639,51 @@ fn quota_never_lends() {
     assert_eq!(hs.cpus.unwrap().len(), 2);
     assert!(!hs.cpu_idle);
 }
+
+/// A clock on which every epoch overruns: each reading is two epochs later.
+struct SlowClock(std::sync::atomic::AtomicU64);
+
+impl atoll_core::clock::Clock for SlowClock {
+    fn now(&self) -> Duration {
+        let ms = self.0.fetch_add(60, std::sync::atomic::Ordering::SeqCst);
+        Duration::from_millis(ms)
+    }
+}
+
+#[test]
+fn overrunning_epochs_do_not_starve_the_api() {
+    let rig = Rig::new();
+    let env = Env {
+        backend: Box::new(rig.sim.clone()),
+        procs: Box::new(rig.sim.clone()),
+        tasks: Box::new(rig.sim.clone()),
+        system: Box::new(rig.sim.clone()),
+        clock: Arc::new(SlowClock(Default::default())),
+    };
+    let opts = Options {
+        state_dir: None,
+        self_origin: CgroupMembership::default(),
+        self_pid: 1,
+        topology: topo(),
+    };
+    let mut c = Controller::new(env, spec(false), opts);
+    c.start().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let (rtx, rrx) = mpsc::channel();
+    for request in [Request::Status {}, Request::Stop {}] {
+        tx.send(Command::Api {
+            caller: ROOT_CALLER,
+            id: 1,
+            request,
+            reply: rtx.clone(),
+        })
+        .unwrap();
+    }
+    let done = std::thread::spawn(move || atoll_daemon::run::drive(&mut c, &rx));
+    for _ in 0..2 {
+        rrx.recv_timeout(Duration::from_secs(10))
+            .expect("a request starved behind overdue epochs");
+    }
+    done.join().unwrap();
+    drop(tx);
+}
