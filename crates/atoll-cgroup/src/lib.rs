@@ -28,7 +28,7 @@ pub mod v1;
 pub mod v2;
 
 use atoll_core::backend::{
-    Actuator, BackendError, BackendKind, Capabilities, Fallback, GroupStats, Monitor,
+    Actuator, BackendError, BackendKind, Capabilities, Fallback, GroupStats, Monitor, StatSelect,
 };
 use atoll_core::plan::{GroupPath, GroupSettings};
 use atoll_core::process::CgroupMembership;
@@ -171,8 +171,8 @@ impl<F: CgroupFs> Monitor for CgroupBackend<F> {
     fn processes(&self, path: &GroupPath) -> Result<Vec<u32>, BackendError> {
         both!(self, b => b.processes(path))
     }
-    fn stats(&self, path: &GroupPath) -> Result<GroupStats, BackendError> {
-        both!(self, b => b.stats(path))
+    fn stats_of(&self, path: &GroupPath, select: StatSelect) -> Result<GroupStats, BackendError> {
+        both!(self, b => b.stats_of(path, select))
     }
 }
 

@@ -194,6 +194,20 @@ pub(crate) fn read_opt(fs: &dyn CgroupFs, path: &Path) -> Result<Option<String>,
 }
 
 /// Reads and parses an optional file.
+/// [`read_parsed`] if `on`, else `None` without reading.
+pub(crate) fn read_parsed_if<T>(
+    on: bool,
+    fs: &dyn CgroupFs,
+    path: &Path,
+    parse: impl FnOnce(&str) -> Result<T, BadValue>,
+) -> Result<Option<T>, CgroupError> {
+    if on {
+        read_parsed(fs, path, parse)
+    } else {
+        Ok(None)
+    }
+}
+
 pub(crate) fn read_parsed<T>(
     fs: &dyn CgroupFs,
     path: &Path,

@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use atoll_core::backend::{
-    Actuator, BackendError, BackendKind, Capabilities, Fallback, GroupStats, Monitor,
+    Actuator, BackendError, BackendKind, Capabilities, Fallback, GroupStats, Monitor, StatSelect,
 };
 use atoll_core::plan::{GroupPath, GroupSettings, Partition};
 use atoll_core::process::CgroupMembership;
@@ -544,20 +544,27 @@ impl<F: CgroupFs> Monitor for Cgroup1Backend<F> {
         crate::common::list_processes(&self.fs, &self.dir(path), path)
     }
 
-    fn stats(&self, path: &GroupPath) -> Result<GroupStats, BackendError> {
+    fn stats_of(&self, path: &GroupPath, want: StatSelect) -> Result<GroupStats, BackendError> {
         if !self.fs.exists(&self.dir(path)) {
             return Err(BackendError::NoGroup(path.clone()));
         }
         let fs: &dyn CgroupFs = &self.fs;
         let cpu = self.dir_in(&self.paths.cpu, path);
-        let acct = self.paths.cpuacct.as_ref().map(|m| self.dir_in(m, path));
-        let mem = self.paths.memory.as_ref().map(|m| self.dir_in(m, path));
-        let blk = self.paths.blkio.as_ref().map(|m| self.dir_in(m, path));
+        let in_ctrl = |on: bool, mount: &Option<PathBuf>| {
+            mount.as_ref().filter(|_| on).map(|m| self.dir_in(m, path))
+        };
+        let acct = in_ctrl(want.cpu_usage, &self.paths.cpuacct);
+        let mem = in_ctrl(want.memory, &self.paths.memory);
+        let blk = in_ctrl(want.io, &self.paths.blkio);
         let usage = match &acct {
             Some(d) => read_parsed(fs, &d.join("cpuacct.usage"), parse_u64)?,
             None => None,
         };
-        let st = read_parsed(fs, &cpu.join("cpu.stat"), parse_keyed)?.unwrap_or_default();
+        let st = if want.cpu_throttling {
+            read_parsed(fs, &cpu.join("cpu.stat"), parse_keyed)?.unwrap_or_default()
+        } else {
+            Default::default()
+        };
         let throttled = st
             .get("throttled_usec")
             .copied()
@@ -585,8 +592,8 @@ impl<F: CgroupFs> Monitor for Cgroup1Backend<F> {
             None => None,
         };
         // v1 groups have *.pressure only on kernels that expose PSI for v1.
-        let psi = |dir: Option<&PathBuf>, file: &str| -> Result<_, CgroupError> {
-            match dir {
+        let psi = |on: bool, dir: Option<&PathBuf>, file: &str| -> Result<_, CgroupError> {
+            match dir.filter(|_| on) {
                 Some(d) => read_parsed(fs, &d.join(file), parse_psi),
                 None => Ok(None),
             }
@@ -600,9 +607,9 @@ impl<F: CgroupFs> Monitor for Cgroup1Backend<F> {
             io_read_bytes: io.as_ref().map(|t| t.read),
             io_write_bytes: io.as_ref().map(|t| t.write),
             io_devices: io.map(|t| t.devices).unwrap_or_default(),
-            cpu_pressure: psi(Some(&cpu), "cpu.pressure")?,
-            memory_pressure: psi(mem.as_ref(), "memory.pressure")?,
-            io_pressure: psi(blk.as_ref(), "io.pressure")?,
+            cpu_pressure: psi(want.cpu_pressure(), Some(&cpu), "cpu.pressure")?,
+            memory_pressure: psi(want.memory_pressure(), mem.as_ref(), "memory.pressure")?,
+            io_pressure: psi(want.io_pressure(), blk.as_ref(), "io.pressure")?,
         })
     }
 }

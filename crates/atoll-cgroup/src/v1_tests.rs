@@ -455,6 +455,18 @@ fn stats_convert_units_and_reject_garbage() {
         (s.cpu_pressure, s.memory_pressure, s.io_pressure),
         (None, None, None)
     );
+    // The CPU selection reads cpuacct.usage only: garbage in the memory
+    // file goes unnoticed.
+    let mem = at(p.memory.as_ref().unwrap(), "memory.usage_in_bytes");
+    fake.set(&mem, "garbage\n");
+    let c = b.stats_of(&g, StatSelect::CPU).unwrap();
+    assert_eq!(c.cpu_usage_us, Some(123_456));
+    assert_eq!(
+        (c.nr_periods, c.memory_current, c.io_read_bytes),
+        (None, None, None)
+    );
+    assert!(b.stats(&g).is_err());
+    fake.set(&mem, "4096\n");
 
     fake.remove_file(&at(
         p.blkio.as_ref().unwrap(),

@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use atoll_core::backend::{
-    Actuator, BackendError, BackendKind, Capabilities, Fallback, GroupStats, Monitor,
+    Actuator, BackendError, BackendKind, Capabilities, Fallback, GroupStats, Monitor, StatSelect,
 };
 use atoll_core::plan::{GroupPath, GroupSettings, Partition};
 use atoll_core::process::CgroupMembership;
@@ -53,7 +53,7 @@ use crate::knobs::{
     parse_cpu_max, parse_i64, parse_io_max, parse_io_weight, parse_memory, parse_u64,
     DEFAULT_PERIOD_US,
 };
-use crate::stats::{parse_io_stat_full, parse_keyed, parse_psi, read_opt, read_parsed};
+use crate::stats::{parse_io_stat_full, parse_keyed, parse_psi, read_opt, read_parsed_if};
 
 /// Controllers atoll enables for its groups, in the kernel's order.
 pub const CONTROLLERS: [&str; 4] = ["cpuset", "cpu", "io", "memory"];
@@ -706,26 +706,39 @@ impl<F: CgroupFs> Monitor for Cgroup2Backend<F> {
         crate::common::list_processes(&self.fs, &self.dir(path), path)
     }
 
-    fn stats(&self, path: &GroupPath) -> Result<GroupStats, BackendError> {
+    fn stats_of(&self, path: &GroupPath, want: StatSelect) -> Result<GroupStats, BackendError> {
         let dir = self.dir(path);
         if !self.fs.exists(&dir) {
             return Err(BackendError::NoGroup(path.clone()));
         }
         let fs: &dyn CgroupFs = &self.fs;
-        let cpu = read_parsed(fs, &dir.join("cpu.stat"), parse_keyed)?.unwrap_or_default();
-        let io = read_parsed(fs, &dir.join("io.stat"), parse_io_stat_full)?;
+        let cpu = read_parsed_if(
+            want.cpu_usage || want.cpu_throttling,
+            fs,
+            &dir.join("cpu.stat"),
+            parse_keyed,
+        )?
+        .unwrap_or_default();
+        let throttling = |k: &str| cpu.get(k).copied().filter(|_| want.cpu_throttling);
+        let io = read_parsed_if(want.io, fs, &dir.join("io.stat"), parse_io_stat_full)?;
+        let psi = |on: bool, file: &str| read_parsed_if(on, fs, &dir.join(file), parse_psi);
         Ok(GroupStats {
-            cpu_usage_us: cpu.get("usage_usec").copied(),
-            nr_periods: cpu.get("nr_periods").copied(),
-            nr_throttled: cpu.get("nr_throttled").copied(),
-            throttled_us: cpu.get("throttled_usec").copied(),
-            memory_current: read_parsed(fs, &dir.join("memory.current"), parse_u64)?,
+            cpu_usage_us: cpu.get("usage_usec").copied().filter(|_| want.cpu_usage),
+            nr_periods: throttling("nr_periods"),
+            nr_throttled: throttling("nr_throttled"),
+            throttled_us: throttling("throttled_usec"),
+            memory_current: read_parsed_if(
+                want.memory,
+                fs,
+                &dir.join("memory.current"),
+                parse_u64,
+            )?,
             io_read_bytes: io.as_ref().map(|t| t.read),
             io_write_bytes: io.as_ref().map(|t| t.write),
             io_devices: io.map(|t| t.devices).unwrap_or_default(),
-            cpu_pressure: read_parsed(fs, &dir.join("cpu.pressure"), parse_psi)?,
-            memory_pressure: read_parsed(fs, &dir.join("memory.pressure"), parse_psi)?,
-            io_pressure: read_parsed(fs, &dir.join("io.pressure"), parse_psi)?,
+            cpu_pressure: psi(want.cpu_pressure(), "cpu.pressure")?,
+            memory_pressure: psi(want.memory_pressure(), "memory.pressure")?,
+            io_pressure: psi(want.io_pressure(), "io.pressure")?,
         })
     }
 }

@@ -651,6 +651,21 @@ fn stats_read_every_file() {
     assert_eq!(s.cpu_pressure.unwrap().full.unwrap().total_us, 3);
     assert!(s.memory_pressure.is_some());
 
+    // A selection reads only its files: garbage elsewhere goes unnoticed.
+    fake.set(&d.join("memory.current"), "garbage\n");
+    fake.set(&d.join("io.stat"), "garbage\n");
+    let c = b.stats_of(&gp("web/api"), StatSelect::CPU).unwrap();
+    assert_eq!(c.cpu_usage_us, Some(5000));
+    assert_eq!(c.cpu_pressure.unwrap().some.total_us, 99);
+    assert_eq!((c.nr_periods, c.memory_current), (None, None));
+    assert_eq!((c.io_read_bytes, c.memory_pressure), (None, None));
+    assert!(b.stats(&gp("web/api")).is_err());
+    fake.set(&d.join("memory.current"), "123456\n");
+    fake.set(
+        &d.join("io.stat"),
+        "8:0 rbytes=10 wbytes=20 rios=1 wios=2\n8:16 rbytes=1 wbytes=2\n",
+    );
+
     fake.remove_file(&d.join("io.stat"));
     fake.remove_file(&d.join("memory.pressure"));
     let s = b.stats(&gp("web/api")).unwrap();

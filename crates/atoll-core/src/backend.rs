@@ -124,6 +124,58 @@ pub struct GroupStats {
     pub io_pressure: Option<Psi>,
 }
 
+/// Which parts of [`GroupStats`] to read: each part costs file reads, and
+/// the control loop needs CPU figures every epoch but memory and IO ones
+/// only now and then.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatSelect {
+    /// CPU time used (`cpu_usage_us`).
+    pub cpu_usage: bool,
+    /// Bandwidth periods and throttling.
+    pub cpu_throttling: bool,
+    /// Memory in use.
+    pub memory: bool,
+    /// Bytes moved and the devices.
+    pub io: bool,
+    /// The `*.pressure` files of the parts selected above (CPU pressure
+    /// with either CPU part).
+    pub pressure: bool,
+}
+
+impl StatSelect {
+    /// Everything.
+    pub const ALL: Self = Self {
+        cpu_usage: true,
+        cpu_throttling: true,
+        memory: true,
+        io: true,
+        pressure: true,
+    };
+    /// CPU time used and CPU pressure.
+    pub const CPU: Self = Self {
+        cpu_usage: true,
+        cpu_throttling: false,
+        memory: false,
+        io: false,
+        pressure: true,
+    };
+
+    /// Whether CPU pressure is read.
+    pub fn cpu_pressure(&self) -> bool {
+        self.pressure && (self.cpu_usage || self.cpu_throttling)
+    }
+
+    /// Whether memory pressure is read.
+    pub fn memory_pressure(&self) -> bool {
+        self.pressure && self.memory
+    }
+
+    /// Whether IO pressure is read.
+    pub fn io_pressure(&self) -> bool {
+        self.pressure && self.io
+    }
+}
+
 /// Why a backend call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {
@@ -224,7 +276,12 @@ pub trait Monitor: Send {
     /// Pids of the processes in the group (not its children).
     fn processes(&self, path: &GroupPath) -> Result<Vec<u32>, BackendError>;
     /// Usage, throttling, memory, IO and pressure of the group.
-    fn stats(&self, path: &GroupPath) -> Result<GroupStats, BackendError>;
+    fn stats(&self, path: &GroupPath) -> Result<GroupStats, BackendError> {
+        self.stats_of(path, StatSelect::ALL)
+    }
+    /// Only the parts of the stats in `select` (the others are `None`);
+    /// backends that read everything at once may return more.
+    fn stats_of(&self, path: &GroupPath, select: StatSelect) -> Result<GroupStats, BackendError>;
 }
 
 /// A full backend.

@@ -123,6 +123,13 @@ pub trait ProcessTable: Send {
     fn comm(&self, pid: u32) -> Result<String, ProcessError> {
         self.info(pid).map(|i| i.comm)
     }
+    /// Time thread `tid` has spent runnable but waiting for a CPU since it
+    /// started, ns (Linux: `schedstat`'s second field). `None` where the
+    /// system does not tell.
+    fn run_delay_ns(&self, tid: u32) -> Result<Option<u64>, ProcessError> {
+        let _ = tid;
+        Ok(None)
+    }
 }
 
 /// Sets threads' scheduling policies.

@@ -2,8 +2,10 @@
 //!
 //! Every epoch in `quota` and `isolate` mode:
 //!
-//! 1. each unit's group is sampled: CPU time and IO bytes since the last
-//!    epoch, memory in use, CPU and memory pressure;
+//! 1. each unit's group is sampled: CPU time since the last epoch and CPU
+//!    pressure (see [`crate::cpu_wait`] for cgroup v1); every
+//!    [`SLOW_INTERVAL`] also memory in use, memory pressure and IO bytes
+//!    (see [`slow`]);
 //! 2. the pure policies of `atoll_core::isolation` decide: per island a
 //!    [`CpuLender`] (home CPUs, lending of idle ones, revocation), one
 //!    [`MemoryPolicy`] for the machine, one [`DiskFairness`];
@@ -22,18 +24,20 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use atoll_core::backend::StatSelect;
 use atoll_core::decision::{Action, Reason};
-use atoll_core::isolation::{
-    home_cpus, memory_entitlements, CpuLendConfig, CpuLender, CpuSample, DiskFairness, DiskSample,
-    MemConfig, MemSample, MemoryPolicy,
-};
+use atoll_core::isolation::{home_cpus, CpuLendConfig, CpuLender, CpuSample};
 use atoll_core::plan::{CpuMax, GroupPath, GroupSettings};
-use atoll_core::spec::{IoLimit, IsolationMode};
+use atoll_core::spec::IsolationMode;
 use atoll_core::Name;
 use atoll_proto::UnitIsolation;
 
 use crate::controller::Controller;
+use crate::cpu_wait::WaitTracker;
 use crate::reconcile::knob_diff;
+
+mod slow;
+pub use slow::SLOW_INTERVAL;
 
 /// Bytes per second a unit held back on disk may still move (the paper
 /// denies it the disk; a trickle keeps the kernel from stalling writeback
@@ -55,7 +59,8 @@ pub fn lend_config() -> CpuLendConfig {
 struct Last {
     at: Duration,
     cpu_us: u64,
-    io_bytes: u64,
+    /// `cpu.pressure`'s `some total`, µs, where the kernel has it.
+    cpu_psi_us: Option<u64>,
 }
 
 /// An island's units with their CPU entitlements, and its lender (rebuilt
@@ -66,25 +71,22 @@ type IslandLender = (Vec<(Name, Option<f64>)>, CpuLender);
 #[derive(Default)]
 pub struct Isolation {
     lenders: BTreeMap<Name, IslandLender>,
-    memory: Option<MemoryPolicy>,
-    disk: Option<DiskFairness>,
+    slow: slow::Slow,
     last: BTreeMap<GroupPath, Last>,
+    /// CPU pressure from thread waits, where the kernel has none per group.
+    waits: WaitTracker,
     /// Settings in force per unit group, replacing the plan's.
     pub(crate) overlay: BTreeMap<GroupPath, GroupSettings>,
     /// What each unit has, lends and borrows, for status.
     pub(crate) accounts: BTreeMap<String, UnitIsolation>,
 }
 
-struct UnitSample {
-    name: Name,
-    island: Name,
-    group: GroupPath,
-    usage_cpus: f64,
-    cpu_pressure: Option<f64>,
-    mem_used: u64,
-    mem_pressure: Option<f64>,
-    io_bytes: u64,
-    io_devices: Vec<atoll_core::spec::DeviceId>,
+pub(crate) struct UnitSample {
+    pub(crate) name: Name,
+    pub(crate) island: Name,
+    pub(crate) group: GroupPath,
+    pub(crate) usage_cpus: f64,
+    pub(crate) cpu_pressure: Option<f64>,
 }
 
 impl Controller {
@@ -101,7 +103,7 @@ impl Controller {
             return;
         }
         let now = self.now();
-        let samples = self.sample_units(now);
+        let samples = self.sample_units(now, mode);
         let mut overlay: BTreeMap<GroupPath, GroupSettings> = BTreeMap::new();
         let mut events: Vec<String> = Vec::new();
         let mut accounts: BTreeMap<String, UnitIsolation> = BTreeMap::new();
@@ -120,15 +122,14 @@ impl Controller {
             &mut accounts,
             &mut events,
         );
-        self.isolate_memory(mode, &samples, &mut overlay, &mut accounts, &mut events);
-        self.isolate_disk(
-            now,
-            mode,
-            &samples,
-            &mut overlay,
-            &mut accounts,
-            &mut events,
-        );
+        if self.iso.slow.due(now) {
+            let slow: Vec<_> = samples
+                .iter()
+                .map(|s| (s, self.sample_slow(&s.group)))
+                .collect();
+            self.step_slow(now, mode, &slow, &mut events);
+        }
+        self.apply_slow(&samples, &mut overlay, &mut accounts);
         let why = Reason::Isolation {
             detail: if events.is_empty() {
                 format!("mode {mode:?}").to_lowercase()
@@ -164,7 +165,7 @@ impl Controller {
         self.iso.accounts = accounts;
     }
 
-    fn sample_units(&mut self, now: Duration) -> Vec<UnitSample> {
+    fn sample_units(&mut self, now: Duration, mode: IsolationMode) -> Vec<UnitSample> {
         let units: Vec<(Name, Name)> = self
             .reg
             .units()
@@ -173,36 +174,63 @@ impl Controller {
         let mut out = Vec::new();
         for (name, island) in units {
             let group = GroupPath::unit(&island, &name);
-            let st = self.env.backend.stats(&group).unwrap_or_default();
+            let st = self
+                .env
+                .backend
+                .stats_of(&group, StatSelect::CPU)
+                .unwrap_or_default();
             let cpu_us = st.cpu_usage_us.unwrap_or(0);
-            let io_bytes = st.io_read_bytes.unwrap_or(0) + st.io_write_bytes.unwrap_or(0);
+            let cpu_psi_us = st.cpu_pressure.map(|p| p.some.total_us);
             let last = self.iso.last.insert(
                 group.clone(),
                 Last {
                     at: now,
                     cpu_us,
-                    io_bytes,
+                    cpu_psi_us,
                 },
             );
-            let (usage_cpus, io_delta) = match last {
-                Some(l) if now > l.at => (
-                    cpu_us.saturating_sub(l.cpu_us) as f64 / (now - l.at).as_micros() as f64,
-                    io_bytes.saturating_sub(l.io_bytes),
-                ),
-                _ => (0.0, 0),
+            let window = last.filter(|l| now > l.at);
+            let usage_cpus = window.map_or(0.0, |l| {
+                cpu_us.saturating_sub(l.cpu_us) as f64 / (now - l.at).as_micros() as f64
+            });
+            // CPU pressure over this epoch: the kernel's per-group total
+            // where it has one (avg10 lags by seconds), else thread waits.
+            let cpu_pressure = match (st.cpu_pressure, window) {
+                (Some(p), Some(l)) => Some(match l.cpu_psi_us {
+                    Some(before) => (p.some.total_us.saturating_sub(before) as f64 * 100.0
+                        / (now - l.at).as_micros() as f64)
+                        .min(100.0),
+                    None => p.some.avg10,
+                }),
+                (Some(p), None) => Some(p.some.avg10),
+                (None, _) if mode == IsolationMode::Isolate => {
+                    let allowed = self
+                        .iso
+                        .accounts
+                        .get(name.as_str())
+                        .map_or(0, |a| a.allowed_cpus.len());
+                    self.iso.waits.pressure(
+                        &group,
+                        now,
+                        usage_cpus,
+                        allowed,
+                        &*self.env.backend,
+                        &*self.env.procs,
+                    )
+                }
+                (None, _) => None,
             };
             out.push(UnitSample {
                 name,
                 island,
                 group,
                 usage_cpus,
-                cpu_pressure: st.cpu_pressure.map(|p| p.some.avg10),
-                mem_used: st.memory_current.unwrap_or(0),
-                mem_pressure: st.memory_pressure.map(|p| p.some.avg10),
-                io_bytes: io_delta,
-                io_devices: st.io_devices,
+                cpu_pressure,
             });
         }
+        let sampled: BTreeSet<&GroupPath> = out.iter().map(|s| &s.group).collect();
+        self.iso.last.retain(|g, _| sampled.contains(g));
+        self.iso.waits.retain(|g| sampled.contains(g));
         out
     }
 
@@ -299,149 +327,6 @@ impl Controller {
                     a.borrowed_cpus = grant.borrowed.clone();
                     a.cpu_revocations = grant.revocations;
                     a.cpu_lost = grant.lost;
-                }
-            }
-        }
-    }
-
-    fn isolate_memory(
-        &mut self,
-        mode: IsolationMode,
-        samples: &[UnitSample],
-        overlay: &mut BTreeMap<GroupPath, GroupSettings>,
-        accounts: &mut BTreeMap<String, UnitIsolation>,
-        events: &mut Vec<String>,
-    ) {
-        let spec = self.reg.spec();
-        let total = self
-            .opts
-            .topology
-            .memory_of(&self.opts.topology.all_nodes());
-        if total == 0 || samples.is_empty() {
-            return;
-        }
-        let maxes: Vec<Option<u64>> = samples
-            .iter()
-            .map(|s| {
-                self.reg
-                    .unit(s.name.as_str())
-                    .and_then(|(u, _)| u.entitlement.memory.max)
-            })
-            .collect();
-        let entitled = memory_entitlements(total, &maxes);
-        let mem_samples: Vec<MemSample> = samples
-            .iter()
-            .zip(entitled)
-            .map(|(s, entitled)| MemSample {
-                unit: s.name.clone(),
-                entitled,
-                used: s.mem_used,
-                pressure_some: s.mem_pressure,
-                sharing: self
-                    .reg
-                    .unit(s.name.as_str())
-                    .map(|(u, _)| u.entitlement.sharing.memory)
-                    .unwrap_or_default(),
-            })
-            .collect();
-        let reserve = spec.isolation.memory_reserve;
-        let policy = self.iso.memory.get_or_insert_with(|| {
-            MemoryPolicy::new(MemConfig::default()).expect("default memory config is valid")
-        });
-        let plan = match policy.plan(total, reserve, mode, &mem_samples) {
-            Ok(p) => p,
-            Err(e) => {
-                tracing::warn!("isolation: memory: {e}");
-                return;
-            }
-        };
-        events.extend(plan.events.iter().map(|e| e.to_string()));
-        for s in samples {
-            let Some(grant) = plan.units.get(&s.name) else {
-                continue;
-            };
-            if let Some(settings) = overlay.get_mut(&s.group) {
-                // memory.high throttles and reclaims instead of killing.
-                settings.memory.high = grant.limit.or(settings.memory.high);
-                settings.memory.low = Some(grant.protected)
-                    .filter(|p| *p > 0)
-                    .or(settings.memory.low);
-                if let (Some(low), Some(high)) = (settings.memory.low, settings.memory.high) {
-                    settings.memory.low = Some(low.min(high));
-                }
-            }
-            if let Some(a) = accounts.get_mut(s.name.as_str()) {
-                a.memory_limit = grant.limit;
-                a.memory_lent = grant.lent;
-                a.memory_borrowed = grant.borrowed;
-                a.memory_revocations = grant.revocations;
-            }
-        }
-    }
-
-    fn isolate_disk(
-        &mut self,
-        now: Duration,
-        mode: IsolationMode,
-        samples: &[UnitSample],
-        overlay: &mut BTreeMap<GroupPath, GroupSettings>,
-        accounts: &mut BTreeMap<String, UnitIsolation>,
-        events: &mut Vec<String>,
-    ) {
-        let spec = self.reg.spec().isolation.clone();
-        if self.iso.disk.is_none() {
-            match DiskFairness::new(mode, spec.io_threshold_bytes, spec.io_decay) {
-                Ok(d) => self.iso.disk = Some(d),
-                Err(e) => {
-                    tracing::warn!("isolation: disk: {e}");
-                    return;
-                }
-            }
-        }
-        let disk_samples: Vec<DiskSample> = samples
-            .iter()
-            .map(|s| {
-                let u = self.reg.unit(s.name.as_str()).map(|(u, _)| u);
-                DiskSample {
-                    unit: s.name.clone(),
-                    bytes: s.io_bytes,
-                    weight: u.and_then(|u| u.entitlement.io.weight).unwrap_or(100),
-                    sharing: u.map(|u| u.entitlement.sharing.io).unwrap_or_default(),
-                }
-            })
-            .collect();
-        let Some(disk) = self.iso.disk.as_mut() else {
-            return;
-        };
-        disk.set_mode(mode);
-        match disk.update(now, &disk_samples) {
-            Ok(ev) => events.extend(ev.iter().map(|e| e.to_string())),
-            Err(e) => {
-                tracing::warn!("isolation: disk: {e}");
-                return;
-            }
-        }
-        let held: BTreeSet<Name> = disk.held();
-        for s in samples {
-            let is_held = held.contains(&s.name);
-            if let Some(a) = accounts.get_mut(s.name.as_str()) {
-                a.io_held = is_held;
-            }
-            if !is_held {
-                continue;
-            }
-            if let Some(settings) = overlay.get_mut(&s.group) {
-                for dev in &s.io_devices {
-                    if settings.io_max.iter().any(|l| &l.device == dev) {
-                        continue;
-                    }
-                    settings.io_max.push(IoLimit {
-                        device: *dev,
-                        rbps: Some(HELD_IO_BPS),
-                        wbps: Some(HELD_IO_BPS),
-                        riops: None,
-                        wiops: None,
-                    });
                 }
             }
         }

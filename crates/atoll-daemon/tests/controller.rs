@@ -621,6 +621,70 @@ fn isolate_lends_idle_cpus_and_takes_them_back_when_the_owner_needs_them() {
 }
 
 #[test]
+fn a_unit_using_all_its_cpus_without_waiting_does_not_borrow() {
+    use atoll_core::spec::IsolationMode;
+    let rig = Rig::new();
+    let _light = rig.sim.spawn("light", 0, None);
+    // As many busy threads as heavy has home CPUs: it uses everything it
+    // may, but nothing waits, so borrowing would not help it.
+    let heavy: Vec<u32> = (0..2).map(|_| rig.sim.spawn("heavy", 0, None)).collect();
+    let mut c = rig.controller(iso_spec(IsolationMode::Isolate));
+    c.start().unwrap();
+    for &h in &heavy {
+        rig.sim.set_busy(h, true).unwrap();
+    }
+    let heavy_g = GroupPath::from_relative("pool/heavy");
+    rig.epochs(&mut c, 10);
+    let hs = rig.sim.settings(&heavy_g).unwrap();
+    let lends: Vec<String> = c
+        .decisions()
+        .query(Some("heavy"), 100)
+        .iter()
+        .map(|d| d.to_string())
+        .filter(|d| d.contains("lend CPUs"))
+        .collect();
+    assert!(lends.is_empty(), "{lends:#?}");
+    assert_eq!(hs.cpus.clone().unwrap().len(), 2, "{:?}", hs.cpus);
+    assert!(!hs.cpu_idle);
+    // A third thread waits: now heavy borrows.
+    let third = rig.sim.spawn("heavy", 0, None);
+    rig.epochs(&mut c, 1);
+    rig.sim.set_busy(third, true).unwrap();
+    rig.epochs(&mut c, 10);
+    let hs = rig.sim.settings(&heavy_g).unwrap();
+    assert!(hs.cpus.clone().unwrap().len() > 2, "{:?}", hs.cpus);
+    assert!(hs.cpu_idle);
+}
+
+#[test]
+fn memory_limits_hold_between_slow_steps() {
+    use atoll_core::spec::IsolationMode;
+    let rig = Rig::new();
+    let _light = rig.sim.spawn("light", 0, None);
+    let mut c = rig.controller(iso_spec(IsolationMode::Quota));
+    c.start().unwrap();
+    let g = GroupPath::from_relative("pool/light");
+    // Memory is stepped every SLOW_INTERVAL (10 epochs here); the limit it
+    // set stays in force on the epochs in between.
+    let every = atoll_daemon::isolation::SLOW_INTERVAL.as_millis() / DEFAULT_EPOCH.as_millis();
+    assert!(every > 1);
+    let mut highs = Vec::new();
+    for _ in 0..(3 * every) {
+        rig.epochs(&mut c, 1);
+        highs.push(rig.sim.settings(&g).unwrap().memory.high);
+    }
+    assert!(highs[0].is_some(), "{highs:?}");
+    assert!(highs.iter().all(|h| h == &highs[0]), "{highs:?}");
+    let sets = c
+        .decisions()
+        .query(Some("light"), 100)
+        .iter()
+        .filter(|d| d.to_string().contains("memory.high"))
+        .count();
+    assert_eq!(sets, 1, "memory.high written once");
+}
+
+#[test]
 fn quota_never_lends() {
     use atoll_core::spec::IsolationMode;
     let rig = Rig::new();

@@ -120,6 +120,33 @@ impl ProcessTable for ProcFs {
     fn comm(&self, pid: u32) -> Result<String, ProcessError> {
         self.stat(pid).map(|s| s.comm)
     }
+
+    fn run_delay_ns(&self, tid: u32) -> Result<Option<u64>, ProcessError> {
+        // `/proc/<tid>` resolves for any thread id, not only leaders.
+        let path = self.file(tid, "schedstat");
+        let text = match fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if is_gone(&e) && !self.pid_dir(tid).exists() => {
+                return Err(ProcessError::Gone(tid))
+            }
+            // Kernels without CONFIG_SCHEDSTATS have no such file.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => return Err(io_error(tid, path, source)),
+        };
+        parse_schedstat(&path, &text).map(Some)
+    }
+}
+
+/// The run-queue wait (second field) of a `schedstat` line:
+/// `on-cpu-ns wait-ns timeslices`.
+fn parse_schedstat(path: &Path, text: &str) -> Result<u64, ProcessError> {
+    let mut fields = text.split_whitespace();
+    let wait = fields.nth(1).and_then(|f| f.parse().ok());
+    wait.ok_or_else(|| ProcessError::Parse {
+        path: path.to_path_buf(),
+        value: text.trim_end().to_string(),
+        reason: "expected three numbers: on-cpu ns, wait ns, timeslices".into(),
+    })
 }
 
 /// Sorted numeric names in `dir`.
@@ -179,5 +206,32 @@ mod tests {
         assert!(e.to_string().contains("/p/1/status"), "{e}");
         let e = parse_uid(p, "Uid:\tme\n").unwrap_err();
         assert!(e.to_string().contains("\"me\""), "{e}");
+    }
+
+    #[test]
+    fn run_delay_is_schedstat_second_field_and_missing_file_is_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = dir.path().join("42");
+        fs::create_dir(&t).unwrap();
+        let procs = ProcFs::new(dir.path());
+        // The directory exists but has no schedstat: a kernel without it.
+        assert_eq!(procs.run_delay_ns(42).unwrap(), None);
+        fs::write(t.join("schedstat"), "1200 3400 7\n").unwrap();
+        assert_eq!(procs.run_delay_ns(42).unwrap(), Some(3400));
+        fs::write(t.join("schedstat"), "1200\n").unwrap();
+        let e = procs.run_delay_ns(42).unwrap_err();
+        assert!(e.to_string().contains("42/schedstat"), "{e}");
+        // A thread that is gone.
+        assert!(matches!(
+            procs.run_delay_ns(43),
+            Err(ProcessError::Gone(43))
+        ));
+    }
+
+    #[test]
+    fn run_delay_of_this_thread_is_readable() {
+        // Every kernel atoll supports has schedstat; this machine's too.
+        let me = std::process::id();
+        assert!(ProcFs::system().run_delay_ns(me).unwrap().is_some());
     }
 }

@@ -30,6 +30,10 @@
 //! the cap denied (uncapped demand minus quota, per unit time, i.e. summed
 //! over the CPUs that sat throttled) goes to `throttled_us`. Usage is
 //! hierarchical: a group's `cpu_usage_us` includes its descendants'.
+//!
+//! CPU pressure follows PSI's `some` line: a group stalls while any busy
+//! thread in it or below gets less than a whole CPU; only the `total` is
+//! kept (the averages are left at 0).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -304,6 +308,29 @@ impl SimState {
         for (tid, rate) in &rates.threads {
             if let Some(t) = self.threads.get_mut(tid) {
                 t.cpu_ns += rate * dt_ns;
+            }
+        }
+        // PSI `some`: a group stalls while any busy thread below it waits.
+        let mut stalled: std::collections::BTreeSet<GroupPath> = Default::default();
+        for p in self.procs.values().filter(|p| p.busy) {
+            let Location::Group(g) = &p.location else {
+                continue;
+            };
+            let waits = p
+                .threads
+                .iter()
+                .any(|tid| rates.threads.get(tid).is_some_and(|r| *r < 1.0 - EPS));
+            if waits {
+                let mut at = Some(g.clone());
+                while let Some(g) = at {
+                    at = g.parent();
+                    stalled.insert(g);
+                }
+            }
+        }
+        for g in &stalled {
+            if let Some(g) = self.groups.get_mut(g) {
+                g.cpu.pressure_ns += dt_ns;
             }
         }
         for (path, g) in self.groups.iter_mut() {

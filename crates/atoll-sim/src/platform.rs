@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use atoll_core::backend::{
-    Actuator, BackendError, BackendKind, Capabilities, Fallback, GroupStats, Monitor,
+    Actuator, BackendError, BackendKind, Capabilities, Fallback, GroupStats, Monitor, Psi, PsiLine,
+    StatSelect,
 };
 use atoll_core::clock::{Clock, ManualClock};
 use atoll_core::plan::{GroupPath, GroupSettings, TaskPolicy};
@@ -246,7 +247,8 @@ impl Monitor for SimPlatform {
         Ok(g.procs.iter().copied().collect())
     }
 
-    fn stats(&self, path: &GroupPath) -> Result<GroupStats, BackendError> {
+    /// The simulator has every figure at hand and returns them all.
+    fn stats_of(&self, path: &GroupPath, _: StatSelect) -> Result<GroupStats, BackendError> {
         let mut s = self.lock();
         s.sync();
         let g = s
@@ -271,6 +273,13 @@ impl Monitor for SimPlatform {
             nr_throttled: Some(g.cpu.nr_throttled),
             throttled_us: Some((g.cpu.throttled_ns / 1000.0).floor() as u64),
             memory_current: Some(memory),
+            cpu_pressure: Some(Psi {
+                some: PsiLine {
+                    total_us: (g.cpu.pressure_ns / 1000.0).floor() as u64,
+                    ..Default::default()
+                },
+                full: None,
+            }),
             ..Default::default()
         })
     }

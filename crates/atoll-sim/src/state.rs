@@ -71,6 +71,9 @@ pub(crate) struct CpuCounters {
     pub throttled_ns: f64,
     /// Time since the current enforcement period began, ns.
     pub period_phase_ns: u64,
+    /// Time some busy thread of the group or its descendants got less than
+    /// a whole CPU, ns: `cpu.pressure`'s `some total`.
+    pub pressure_ns: f64,
 }
 
 /// One of atoll's groups.

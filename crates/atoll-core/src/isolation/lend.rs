@@ -30,12 +30,18 @@
 //!    then whole cores from its highest CPU down, so it keeps its own whole
 //!    cores longest and a borrower tends to get both siblings of a core.
 //!    Spare CPUs (nobody's) are offered at once, without hysteresis.
-//! 5. **Borrowers.** A unit that lends nothing is *overloaded* when
-//!    `u >= overload × (h + pool share + borrowed)` or its pressure reaches
-//!    `pressure`; it wants as many CPUs as there are (up to its `cpu_cap`).
-//!    A borrower that is no longer overloaded keeps
-//!    `ceil(u + headroom − h − pool share)` of its borrowed CPUs and returns
-//!    the others. Units with sharing `none` never borrow.
+//! 5. **Borrowers.** A unit that lends nothing is *overloaded* when its
+//!    tasks wait for a CPU: its pressure reaches `pressure`. Only where there
+//!    is no pressure reading does usage decide instead:
+//!    `u >= overload × (h + pool share + borrowed)`. Usage is a poor signal:
+//!    one thread on one home CPU uses all the unit may, yet another CPU
+//!    would not help it. An overloaded unit wants as many CPUs as there are (up to its
+//!    `cpu_cap`). A borrower that is no longer overloaded keeps
+//!    `ceil(u + borrow_headroom − h − pool share)` of its borrowed CPUs and
+//!    returns the others, after `return_after`; if its pressure is known and
+//!    below half the threshold it needs no headroom, and keeps
+//!    `ceil(u − SETTLED_SLACK − h − pool share)`. Units with sharing `none`
+//!    never borrow.
 //! 6. **Water-fill.** Offered CPUs are divided among borrowers in proportion
 //!    to their entitlements, up to each one's demand (weighted max-min
 //!    fairness). A borrower keeps the CPUs it already had where it can, so
@@ -138,8 +144,10 @@ pub struct CpuSample {
     /// CPU time used over the epoch ÷ the epoch's length, in CPUs.
     pub usage_cpus: f64,
     /// CPU pressure, % of time some task waited for a CPU: preferably the
-    /// epoch's delta of `cpu.pressure`'s `total`, else `avg10`; `None`
-    /// where the kernel gives none (cgroup v1).
+    /// epoch's delta of `cpu.pressure`'s `total`, else `avg10`. Where the
+    /// kernel has no per-group pressure (cgroup v1) the daemon estimates it
+    /// from its threads' run-queue wait (`schedstat`): `100 ×` waiting
+    /// threads on average, at most 100. `None`: unknown.
     pub pressure_some: Option<f64>,
     /// The unit's CPU sharing policy.
     pub sharing: SharePolicy,
@@ -561,16 +569,23 @@ impl CpuLender {
             if let Some(s) = s.filter(|s| lends(Some(s)) && idle[unit] == 0) {
                 let prev = had.get(unit).copied().unwrap_or(0);
                 let capacity = own + prev as f64;
-                let over = s.usage_cpus >= cfg.overload * capacity
-                    || s.pressure_some.is_some_and(|p| p >= cfg.pressure);
+                let over = match s.pressure_some {
+                    Some(p) => p >= cfg.pressure,
+                    None => s.usage_cpus >= cfg.overload * capacity,
+                };
                 let limit = s.cap_cpus.map_or(u64::MAX, |c| cpus_for(c - own) as u64);
                 demand = if over {
                     overloaded.insert(unit);
                     self.under_since.remove(unit);
                     u64::MAX
                 } else {
-                    let wants = (cpus_for(s.usage_cpus + cfg.borrow_headroom - own) as u64)
-                        .min(prev as u64);
+                    let settled = s.pressure_some.is_some_and(|p| p < cfg.pressure / 2.0);
+                    let extra = if settled {
+                        -SETTLED_SLACK
+                    } else {
+                        cfg.borrow_headroom
+                    };
+                    let wants = (cpus_for(s.usage_cpus + extra - own) as u64).min(prev as u64);
                     if wants < prev as u64 {
                         // Return borrowed CPUs only after using less for a
                         // while: right after a cpuset grows, the tasks have
@@ -754,6 +769,10 @@ impl CpuLender {
 }
 
 /// Whole CPUs needed for `cpus` of demand (0 for none or less).
+/// CPUs a borrower whose tasks do not wait may use beyond what it keeps:
+/// measurement noise, not demand.
+pub const SETTLED_SLACK: f64 = 0.1;
+
 fn cpus_for(cpus: f64) -> usize {
     (cpus - EPS).ceil().max(0.0) as usize
 }

@@ -545,3 +545,71 @@ fn a_borrower_returns_cpus_only_after_using_less_for_return_after() {
     let p = l.step(ms(45), &[s("a", 0.0), s("b", 1.2)]).unwrap();
     assert!(keeps(&p), "{}", show(&p));
 }
+
+/// `s` with a pressure reading.
+fn sp(unit: &str, usage: f64, pressure: f64) -> CpuSample {
+    CpuSample {
+        pressure_some: Some(pressure),
+        ..s(unit, usage)
+    }
+}
+
+#[test]
+fn a_saturated_unit_whose_tasks_do_not_wait_does_not_borrow() {
+    // Two single-thread cores, one each: a is idle and lends its CPU.
+    let c = CpuLendConfig {
+        headroom: -0.5,
+        ..cfg()
+    };
+    let t = topo(2, 1);
+    let units = vec![(n("a"), Some(1.0)), (n("b"), Some(1.0))];
+    let layout = home_cpus(&t.online(), &t, &units).unwrap();
+    let mut l = CpuLender::new(layout.clone(), &t, IsolationMode::Isolate, c).unwrap();
+    // b runs one thread on its one CPU: it uses all it may, but nothing
+    // waits, so another CPU would not help it.
+    for t in [0, 10, 20, 30, 40] {
+        let p = l.step(ms(t), &[s("a", 0.0), sp("b", 1.0, 0.0)]).unwrap();
+        assert_eq!(show(&p), "", "t={t}: {:?}", kinds(&p));
+    }
+    // A second thread: now its tasks wait, and it borrows a's CPU.
+    let mut last = String::new();
+    for t in [50, 60] {
+        last = show(&l.step(ms(t), &[s("a", 0.0), sp("b", 1.0, 100.0)]).unwrap());
+    }
+    assert_eq!(last, "a:0/ b:/0");
+    // Back to one thread: with nothing waiting b needs no headroom and
+    // returns the CPU after `return_after`, although it still uses one CPU.
+    let mut l2 = CpuLender::new(layout, &t, IsolationMode::Isolate, c).unwrap();
+    for t in [0, 10, 20] {
+        l2.step(ms(t), &[s("a", 0.0), sp("b", 1.0, 100.0)]).unwrap();
+    }
+    let mut at = None;
+    for t in (30..=400).step_by(10) {
+        let p = l2.step(ms(t), &[s("a", 0.0), sp("b", 1.0, 0.0)]).unwrap();
+        if p.units[&n("b")].borrowed.is_empty() {
+            at = Some(t);
+            break;
+        }
+    }
+    let at = at.expect("b never returned the CPU");
+    assert!(
+        at >= 30 + c.return_after.as_millis() as u64,
+        "returned at {at} ms"
+    );
+    // Without a pressure reading the same b keeps it (usage + headroom).
+    let mut l3 = CpuLender::new(
+        home_cpus(&t.online(), &t, &[(n("a"), Some(1.0)), (n("b"), Some(1.0))]).unwrap(),
+        &t,
+        IsolationMode::Isolate,
+        c,
+    )
+    .unwrap();
+    for t in [0, 10, 20] {
+        l3.step(ms(t), &[s("a", 0.0), sp("b", 1.0, 100.0)]).unwrap();
+    }
+    let mut p = None;
+    for t in (30..=400).step_by(10) {
+        p = Some(l3.step(ms(t), &[s("a", 0.0), s("b", 1.0)]).unwrap());
+    }
+    assert_eq!(show(&p.unwrap()), "a:0/ b:/0");
+}

@@ -1,0 +1,265 @@
+//! The slow half of the isolation step: memory and disk.
+//!
+//! CPU lending must follow load within an epoch, but memory and disk move
+//! slower: memory pressure builds over seconds and the disk policy works on
+//! counts that decay with a half-life of seconds. Their figures (memory in
+//! use, IO bytes, memory pressure: three or four file reads per unit) are
+//! therefore read and their policies stepped every [`SLOW_INTERVAL`], not
+//! every epoch. Between steps the last grants stay in force: they are kept
+//! here and laid over each epoch's settings.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use atoll_core::backend::StatSelect;
+use atoll_core::isolation::{
+    memory_entitlements, DiskFairness, DiskSample, MemConfig, MemGrant, MemSample, MemoryPolicy,
+};
+use atoll_core::plan::{GroupPath, GroupSettings};
+use atoll_core::spec::{DeviceId, IoLimit, IsolationMode};
+use atoll_core::Name;
+use atoll_proto::UnitIsolation;
+
+use super::{UnitSample, HELD_IO_BPS};
+use crate::controller::Controller;
+
+/// How often memory and disk are sampled and their policies stepped.
+pub const SLOW_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The slow half's state between steps.
+#[derive(Default)]
+pub(crate) struct Slow {
+    /// When the last slow step ran.
+    at: Option<Duration>,
+    memory: Option<MemoryPolicy>,
+    disk: Option<DiskFairness>,
+    /// IO bytes per unit group at the last slow step.
+    io_last: BTreeMap<GroupPath, u64>,
+    /// The memory grants of the last step, per unit.
+    mem_grants: BTreeMap<Name, MemGrant>,
+    /// Units held back on disk, with the devices to throttle them on.
+    held: BTreeMap<Name, Vec<DeviceId>>,
+}
+
+/// What the slow step reads of one unit.
+pub(crate) struct SlowSample {
+    pub(crate) mem_used: u64,
+    pub(crate) mem_pressure: Option<f64>,
+    pub(crate) io_bytes: u64,
+    pub(crate) io_devices: Vec<DeviceId>,
+}
+
+impl Slow {
+    /// Whether the slow step is due at `now` (and if so, that it ran).
+    pub(crate) fn due(&mut self, now: Duration) -> bool {
+        let due = self
+            .at
+            .is_none_or(|at| now.saturating_sub(at) >= SLOW_INTERVAL);
+        if due {
+            self.at = Some(now);
+        }
+        due
+    }
+}
+
+/// The stats the slow step reads.
+pub(crate) const SLOW_STATS: StatSelect = StatSelect {
+    cpu_usage: false,
+    cpu_throttling: false,
+    memory: true,
+    io: true,
+    pressure: true,
+};
+
+impl Controller {
+    /// Reads memory and IO of `group`; IO bytes are counted since the last
+    /// slow step.
+    pub(crate) fn sample_slow(&mut self, group: &GroupPath) -> SlowSample {
+        let st = self
+            .env
+            .backend
+            .stats_of(group, SLOW_STATS)
+            .unwrap_or_default();
+        let io_bytes = st.io_read_bytes.unwrap_or(0) + st.io_write_bytes.unwrap_or(0);
+        let before = self.iso.slow.io_last.insert(group.clone(), io_bytes);
+        SlowSample {
+            mem_used: st.memory_current.unwrap_or(0),
+            mem_pressure: st.memory_pressure.map(|p| p.some.avg10),
+            io_bytes: before.map_or(0, |b| io_bytes.saturating_sub(b)),
+            io_devices: st.io_devices,
+        }
+    }
+
+    /// Steps the memory and disk policies with `samples` (each with its
+    /// slow part) and keeps their grants.
+    pub(crate) fn step_slow(
+        &mut self,
+        now: Duration,
+        mode: IsolationMode,
+        samples: &[(&UnitSample, SlowSample)],
+        events: &mut Vec<String>,
+    ) {
+        let groups: BTreeSet<&GroupPath> = samples.iter().map(|(s, _)| &s.group).collect();
+        self.iso.slow.io_last.retain(|g, _| groups.contains(g));
+        self.step_memory(mode, samples, events);
+        self.step_disk(now, mode, samples, events);
+    }
+
+    /// Lays the kept memory and disk grants over this epoch's settings.
+    pub(crate) fn apply_slow(
+        &self,
+        samples: &[UnitSample],
+        overlay: &mut BTreeMap<GroupPath, GroupSettings>,
+        accounts: &mut BTreeMap<String, UnitIsolation>,
+    ) {
+        let slow = &self.iso.slow;
+        for s in samples {
+            if let (Some(grant), Some(settings)) =
+                (slow.mem_grants.get(&s.name), overlay.get_mut(&s.group))
+            {
+                // memory.high throttles and reclaims instead of killing.
+                settings.memory.high = grant.limit.or(settings.memory.high);
+                settings.memory.low = Some(grant.protected)
+                    .filter(|p| *p > 0)
+                    .or(settings.memory.low);
+                if let (Some(low), Some(high)) = (settings.memory.low, settings.memory.high) {
+                    settings.memory.low = Some(low.min(high));
+                }
+            }
+            if let (Some(devices), Some(settings)) =
+                (slow.held.get(&s.name), overlay.get_mut(&s.group))
+            {
+                for dev in devices {
+                    if settings.io_max.iter().any(|l| &l.device == dev) {
+                        continue;
+                    }
+                    settings.io_max.push(IoLimit {
+                        device: *dev,
+                        rbps: Some(HELD_IO_BPS),
+                        wbps: Some(HELD_IO_BPS),
+                        riops: None,
+                        wiops: None,
+                    });
+                }
+            }
+            if let Some(a) = accounts.get_mut(s.name.as_str()) {
+                if let Some(grant) = slow.mem_grants.get(&s.name) {
+                    a.memory_limit = grant.limit;
+                    a.memory_lent = grant.lent;
+                    a.memory_borrowed = grant.borrowed;
+                    a.memory_revocations = grant.revocations;
+                }
+                a.io_held = slow.held.contains_key(&s.name);
+            }
+        }
+    }
+
+    fn step_memory(
+        &mut self,
+        mode: IsolationMode,
+        samples: &[(&UnitSample, SlowSample)],
+        events: &mut Vec<String>,
+    ) {
+        let total = self
+            .opts
+            .topology
+            .memory_of(&self.opts.topology.all_nodes());
+        if total == 0 || samples.is_empty() {
+            self.iso.slow.mem_grants.clear();
+            return;
+        }
+        let maxes: Vec<Option<u64>> = samples
+            .iter()
+            .map(|(s, _)| {
+                self.reg
+                    .unit(s.name.as_str())
+                    .and_then(|(u, _)| u.entitlement.memory.max)
+            })
+            .collect();
+        let entitled = memory_entitlements(total, &maxes);
+        let mem_samples: Vec<MemSample> = samples
+            .iter()
+            .zip(entitled)
+            .map(|((s, slow), entitled)| MemSample {
+                unit: s.name.clone(),
+                entitled,
+                used: slow.mem_used,
+                pressure_some: slow.mem_pressure,
+                sharing: self
+                    .reg
+                    .unit(s.name.as_str())
+                    .map(|(u, _)| u.entitlement.sharing.memory)
+                    .unwrap_or_default(),
+            })
+            .collect();
+        let reserve = self.reg.spec().isolation.memory_reserve;
+        let policy = self.iso.slow.memory.get_or_insert_with(|| {
+            MemoryPolicy::new(MemConfig::default()).expect("default memory config is valid")
+        });
+        match policy.plan(total, reserve, mode, &mem_samples) {
+            Ok(plan) => {
+                events.extend(plan.events.iter().map(|e| e.to_string()));
+                self.iso.slow.mem_grants = plan.units;
+            }
+            Err(e) => tracing::warn!("isolation: memory: {e}"),
+        }
+    }
+
+    fn step_disk(
+        &mut self,
+        now: Duration,
+        mode: IsolationMode,
+        samples: &[(&UnitSample, SlowSample)],
+        events: &mut Vec<String>,
+    ) {
+        let spec = self.reg.spec().isolation.clone();
+        if self.iso.slow.disk.is_none() {
+            match DiskFairness::new(mode, spec.io_threshold_bytes, spec.io_decay) {
+                Ok(d) => self.iso.slow.disk = Some(d),
+                Err(e) => {
+                    tracing::warn!("isolation: disk: {e}");
+                    return;
+                }
+            }
+        }
+        let disk_samples: Vec<DiskSample> = samples
+            .iter()
+            .map(|(s, slow)| {
+                let u = self.reg.unit(s.name.as_str()).map(|(u, _)| u);
+                DiskSample {
+                    unit: s.name.clone(),
+                    bytes: slow.io_bytes,
+                    weight: u.and_then(|u| u.entitlement.io.weight).unwrap_or(100),
+                    sharing: u.map(|u| u.entitlement.sharing.io).unwrap_or_default(),
+                }
+            })
+            .collect();
+        let Some(disk) = self.iso.slow.disk.as_mut() else {
+            return;
+        };
+        disk.set_mode(mode);
+        match disk.update(now, &disk_samples) {
+            Ok(ev) => events.extend(ev.iter().map(|e| e.to_string())),
+            Err(e) => {
+                tracing::warn!("isolation: disk: {e}");
+                return;
+            }
+        }
+        let held: BTreeSet<Name> = disk.held();
+        // A held unit stays throttled on every device it used while held.
+        let mut next: BTreeMap<Name, Vec<DeviceId>> = BTreeMap::new();
+        for (s, slow) in samples {
+            if !held.contains(&s.name) {
+                continue;
+            }
+            let mut devices = self.iso.slow.held.remove(&s.name).unwrap_or_default();
+            for d in &slow.io_devices {
+                if !devices.contains(d) {
+                    devices.push(*d);
+                }
+            }
+            next.insert(s.name.clone(), devices);
+        }
+        self.iso.slow.held = next;
+    }
+}
