@@ -39,6 +39,7 @@ REQUIRED_BUILTIN=(
 # Options that may be modules: CONFIG_NAME:module_name.
 REQUIRED_TRISTATE=(
     UNIX:unix
+    BLK_DEV_NULL_BLK:null_blk
 )
 
 vm_apt_install qemu-system-x86 busybox-static debian-archive-keyring

@@ -269,17 +269,24 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
         rep: &mut Report<'_>,
     ) -> Result<(), CgroupError> {
         let fs: &dyn CgroupFs = &self.fs;
-        let shares = weight_to_shares(s.cpu_weight.unwrap_or(100));
-        let o = sync(fs, dir, "cpu.shares", &shares.to_string(), |c| {
-            parse_i64(c).ok() == Some(shares as i64)
-        })?;
-        rep.outcome(
-            "cpu.shares",
-            &shares.to_string(),
-            s.cpu_weight.is_some(),
-            o,
-            dir,
-        );
+        // As on cgroup2, an idle group refuses cpu.shares: leave idle first,
+        // and write no shares while idle.
+        let idle = if s.cpu_idle { "1" } else { "0" };
+        if !s.cpu_idle {
+            let o = sync(fs, dir, "cpu.idle", idle, |c| c.trim() == idle)?;
+            rep.outcome("cpu.idle", idle, false, o, dir);
+            let shares = weight_to_shares(s.cpu_weight.unwrap_or(100));
+            let o = sync(fs, dir, "cpu.shares", &shares.to_string(), |c| {
+                parse_i64(c).ok() == Some(shares as i64)
+            })?;
+            rep.outcome(
+                "cpu.shares",
+                &shares.to_string(),
+                s.cpu_weight.is_some(),
+                o,
+                dir,
+            );
+        }
 
         match s.cpu_max {
             Some(m) => {
@@ -301,9 +308,10 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
                 rep.outcome("cpu.cfs_quota_us", "-1", false, o, dir);
             }
         }
-        let idle = if s.cpu_idle { "1" } else { "0" };
-        let o = sync(fs, dir, "cpu.idle", idle, |c| c.trim() == idle)?;
-        rep.outcome("cpu.idle", idle, s.cpu_idle, o, dir);
+        if s.cpu_idle {
+            let o = sync(fs, dir, "cpu.idle", idle, |c| c.trim() == idle)?;
+            rep.outcome("cpu.idle", idle, true, o, dir);
+        }
         sync_rt(fs, dir, s.rt_budget, rep)
     }
 

@@ -45,7 +45,7 @@ fn unit() -> GroupSettings {
             quota_us: 50_000,
             period_us: 20_000,
         }),
-        cpu_idle: true,
+        cpu_idle: false,
         memory: MemoryEntitlement {
             min: None,
             low: Some(1 << 30),
@@ -115,7 +115,20 @@ fn knobs_translate_to_v1_files() {
     assert_ne!(r(&p.cpu, "cpu.shares"), "2048", "not a linear map");
     assert_eq!(r(&p.cpu, "cpu.cfs_period_us"), "20000");
     assert_eq!(r(&p.cpu, "cpu.cfs_quota_us"), "50000");
+    assert_eq!(r(&p.cpu, "cpu.idle"), "0");
+    // An idle group gets no shares written (the kernel refuses them).
+    fake.take_writes();
+    let idle = GroupSettings {
+        cpu_idle: true,
+        cpu_weight: Some(400),
+        ..unit()
+    };
+    b.apply(&gp("web/api"), &idle).unwrap();
+    let w = fake.take_writes();
+    assert!(!w.iter().any(|(f, _)| f.ends_with("cpu.shares")), "{w:#?}");
     assert_eq!(r(&p.cpu, "cpu.idle"), "1");
+    b.apply(&gp("web/api"), &unit()).unwrap();
+    assert_eq!(r(&p.cpu, "cpu.idle"), "0");
     let mem = p.memory.clone().unwrap();
     assert_eq!(r(&mem, "memory.limit_in_bytes"), (2u64 << 30).to_string());
     assert_eq!(

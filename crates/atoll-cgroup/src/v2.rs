@@ -471,11 +471,18 @@ impl<F: CgroupFs> Cgroup2Backend<F> {
         rep: &mut Report<'_>,
     ) -> Result<(), CgroupError> {
         let fs: &dyn CgroupFs = &self.fs;
-        let w = s.cpu_weight.unwrap_or(100);
-        let o = sync(fs, dir, "cpu.weight", &w.to_string(), |c| {
-            parse_i64(c).ok() == Some(i64::from(w))
-        })?;
-        rep.outcome("cpu.weight", &w.to_string(), s.cpu_weight.is_some(), o, dir);
+        // An idle group has weight 1 and refuses cpu.weight writes (EINVAL):
+        // leave idle first, and write no weight while idle.
+        let idle = if s.cpu_idle { "1" } else { "0" };
+        if !s.cpu_idle {
+            let o = sync(fs, dir, "cpu.idle", idle, |c| c.trim() == idle)?;
+            rep.outcome("cpu.idle", idle, false, o, dir);
+            let w = s.cpu_weight.unwrap_or(100);
+            let o = sync(fs, dir, "cpu.weight", &w.to_string(), |c| {
+                parse_i64(c).ok() == Some(i64::from(w))
+            })?;
+            rep.outcome("cpu.weight", &w.to_string(), s.cpu_weight.is_some(), o, dir);
+        }
 
         let cur_period = read_opt(fs, &dir.join("cpu.max"))?
             .and_then(|c| parse_cpu_max(&c).ok())
@@ -490,9 +497,10 @@ impl<F: CgroupFs> Cgroup2Backend<F> {
         })?;
         rep.outcome("cpu.max", &text, s.cpu_max.is_some(), o, dir);
 
-        let idle = if s.cpu_idle { "1" } else { "0" };
-        let o = sync(fs, dir, "cpu.idle", idle, |c| c.trim() == idle)?;
-        rep.outcome("cpu.idle", idle, s.cpu_idle, o, dir);
+        if s.cpu_idle {
+            let o = sync(fs, dir, "cpu.idle", idle, |c| c.trim() == idle)?;
+            rep.outcome("cpu.idle", idle, true, o, dir);
+        }
         Ok(())
     }
 

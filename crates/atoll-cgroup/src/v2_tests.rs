@@ -47,7 +47,7 @@ fn unit() -> GroupSettings {
             quota_us: 400_000,
             period_us: 100_000,
         }),
-        cpu_idle: true,
+        cpu_idle: false,
         memory: MemoryEntitlement {
             min: Some(1 << 20),
             low: Some(2 << 20),
@@ -123,7 +123,7 @@ fn knobs_translate_to_v2_files() {
     assert_eq!(r("cpuset.cpus"), "");
     assert_eq!(r("cpu.weight"), "200");
     assert_eq!(r("cpu.max"), "400000 100000");
-    assert_eq!(r("cpu.idle"), "1");
+    assert_eq!(r("cpu.idle"), "0");
     assert_eq!(r("memory.min"), "1048576");
     assert_eq!(r("memory.low"), "2097152");
     // Rounded down to a page by the (fake) kernel.
@@ -150,6 +150,36 @@ fn unchanged_knobs_are_not_rewritten() {
         [(b.dir(&gp("web/api")).join("cpu.weight"), "300".to_string())]
     );
     assert!(!mount.join("cpu.weight").exists());
+}
+
+#[test]
+fn idle_groups_get_no_weight_and_leave_idle_before_weighting() {
+    // The kernel refuses cpu.weight on an idle group (EINVAL).
+    let (fake, _, mut b) = backend(ALL);
+    tree(&mut b);
+    let dir = b.dir(&gp("web/api"));
+    fake.take_writes();
+    let idle = GroupSettings {
+        cpu_idle: true,
+        cpu_weight: Some(300),
+        ..unit()
+    };
+    let f = b.apply(&gp("web/api"), &idle).unwrap();
+    assert!(f.is_empty(), "{f:#?}");
+    let w = fake.take_writes();
+    assert!(w.contains(&(dir.join("cpu.idle"), "1".into())), "{w:#?}");
+    assert!(!w.iter().any(|(p, _)| p.ends_with("cpu.weight")), "{w:#?}");
+    // Back to normal with the new weight: idle off first, then the weight.
+    let busy = GroupSettings {
+        cpu_weight: Some(300),
+        ..unit()
+    };
+    b.apply(&gp("web/api"), &busy).unwrap();
+    let w = fake.take_writes();
+    let pos = |f: &str| w.iter().position(|(p, _)| p.ends_with(f));
+    assert!(pos("cpu.weight").is_some(), "{w:#?}");
+    assert!(pos("cpu.idle") < pos("cpu.weight"), "{w:#?}");
+    assert_eq!(fake.get(&dir.join("cpu.weight")).trim(), "300");
 }
 
 #[test]

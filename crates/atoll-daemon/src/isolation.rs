@@ -165,6 +165,35 @@ impl Controller {
         self.iso.accounts = accounts;
     }
 
+    /// Puts every unit group back on its planned settings, for teardown: no
+    /// borrowed CPUs, no idle priority, no disk holds.
+    pub(crate) fn lift_isolation(&mut self) {
+        let overlay = std::mem::take(&mut self.iso.overlay);
+        let plan = self.reg.plan();
+        for (path, settings) in overlay {
+            let Some(g) = plan.get(&path) else {
+                continue;
+            };
+            if g.settings == settings {
+                continue;
+            }
+            match self.env.backend.apply(&path, &g.settings) {
+                Ok(_) => {
+                    let knobs = knob_diff(Some(&settings), &g.settings);
+                    self.decide(
+                        Action::ApplyGroup {
+                            path: path.clone(),
+                            knobs,
+                        },
+                        Reason::Teardown,
+                    );
+                    self.applied.insert(path, g.settings.clone());
+                }
+                Err(e) => tracing::warn!("teardown: lifting isolation of {path}: {e}"),
+            }
+        }
+    }
+
     fn sample_units(&mut self, now: Duration, mode: IsolationMode) -> Vec<UnitSample> {
         let units: Vec<(Name, Name)> = self
             .reg

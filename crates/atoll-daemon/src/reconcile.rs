@@ -26,6 +26,7 @@ impl Controller {
                 merged.cpu_max = o.cpu_max.or(merged.cpu_max);
                 merged.memory.high = o.memory.high;
                 merged.memory.low = o.memory.low;
+                merged.memory.max = o.memory.max;
                 merged.io_max = o.io_max.clone();
                 g.settings = merged;
             }

@@ -2,6 +2,9 @@
 //! removed deepest first, then whatever the backend changed outside the
 //! root, then the state file.
 
+use std::time::Duration;
+
+use atoll_core::backend::BackendError;
 use atoll_core::decision::{Action, Reason};
 use atoll_core::plan::{GroupPath, TaskPolicy};
 use atoll_core::process::CgroupMembership;
@@ -12,6 +15,15 @@ use crate::state;
 /// Rounds of emptying groups before giving up (a process may fork while
 /// its parent is being moved).
 const ROUNDS: usize = 10;
+
+/// How long teardown waits for groups whose tasks are still exiting.
+pub const BUSY_WAIT: Duration = Duration::from_secs(5);
+const BUSY_PAUSE: Duration = Duration::from_millis(100);
+
+/// Whether `e` is the kernel's "group still has tasks" (`EBUSY`).
+fn is_busy(e: &BackendError) -> bool {
+    matches!(e, BackendError::Io { source, .. } if source.raw_os_error() == Some(libc::EBUSY))
+}
 
 impl Controller {
     /// Every group under atoll's root that exists in the kernel, deepest
@@ -118,7 +130,14 @@ impl Controller {
     }
 
     /// Returns every process and removes every group atoll made.
+    ///
+    /// The isolation model's throttles (disk holds, idle CPU priority) are
+    /// lifted first: a task killed while held on disk finishes its queued
+    /// IO before it leaves its group, and at the trickle rate that keeps
+    /// the group busy for seconds. A group that is still busy (a task is
+    /// exiting) is tried again for up to [`BUSY_WAIT`].
     pub fn teardown(&mut self) -> Result<(), ControllerError> {
+        self.lift_isolation();
         for _ in 0..ROUNDS {
             let groups = self.kernel_groups();
             let moved: usize = groups
@@ -130,13 +149,28 @@ impl Controller {
             }
         }
         let mut left = Vec::new();
-        for g in self.kernel_groups() {
-            match self.env.backend.remove(&g) {
-                Ok(()) => {
-                    self.applied.remove(&g);
-                    self.decide(Action::RemoveGroup { path: g }, Reason::Teardown);
+        let tries = (BUSY_WAIT.as_millis() / BUSY_PAUSE.as_millis()).max(1) as usize;
+        for attempt in 1..=tries {
+            left.clear();
+            let mut busy = false;
+            for g in self.kernel_groups() {
+                match self.env.backend.remove(&g) {
+                    Ok(()) => {
+                        self.applied.remove(&g);
+                        self.decide(Action::RemoveGroup { path: g }, Reason::Teardown);
+                    }
+                    Err(e) => {
+                        busy |= is_busy(&e);
+                        left.push(format!("{g} ({e})"));
+                    }
                 }
-                Err(e) => left.push(format!("{g} ({e})")),
+            }
+            if !busy || attempt == tries {
+                break;
+            }
+            std::thread::sleep(BUSY_PAUSE);
+            for g in self.kernel_groups() {
+                self.release_group(&g, Reason::Teardown);
             }
         }
         match self.env.backend.release() {

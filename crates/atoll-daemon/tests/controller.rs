@@ -685,6 +685,64 @@ fn memory_limits_hold_between_slow_steps() {
 }
 
 #[test]
+fn a_lending_unit_has_no_hard_memory_max_in_isolate_mode() {
+    use atoll_core::spec::IsolationMode;
+    for (mode, want) in [
+        (IsolationMode::Quota, Some(256 << 20)),
+        (IsolationMode::Isolate, None),
+    ] {
+        let rig = Rig::new();
+        let _light = rig.sim.spawn("light", 0, None);
+        let mut spec = iso_spec(mode);
+        spec.units[0].entitlement.memory.max = Some(256 << 20);
+        let mut c = rig.controller(spec);
+        c.start().unwrap();
+        // Past a periodic reconcile of the whole plan.
+        let past =
+            atoll_daemon::controller::RECONCILE_EVERY.as_millis() / DEFAULT_EPOCH.as_millis();
+        rig.epochs(&mut c, 2 * past as usize);
+        let m = rig
+            .sim
+            .settings(&GroupPath::from_relative("pool/light"))
+            .unwrap()
+            .memory;
+        assert_eq!(m.max, want, "{mode:?}");
+        assert_eq!(m.high, Some(256 << 20), "{mode:?}: the entitlement");
+    }
+}
+
+#[test]
+fn teardown_lifts_isolation_before_removing_groups() {
+    use atoll_core::spec::IsolationMode;
+    let rig = Rig::new();
+    let _light = rig.sim.spawn("light", 0, None);
+    let heavy: Vec<u32> = (0..4).map(|_| rig.sim.spawn("heavy", 0, None)).collect();
+    let mut c = rig.controller(iso_spec(IsolationMode::Isolate));
+    c.start().unwrap();
+    for &h in &heavy {
+        rig.sim.set_busy(h, true).unwrap();
+    }
+    rig.epochs(&mut c, 10);
+    let g = GroupPath::from_relative("pool/heavy");
+    assert!(rig.sim.settings(&g).unwrap().cpu_idle, "heavy borrows");
+    c.teardown().unwrap();
+    let all: Vec<String> = c
+        .decisions()
+        .query(Some("heavy"), 100)
+        .iter()
+        .map(|d| d.to_string())
+        .collect();
+    let lift = all
+        .iter()
+        .position(|d| d.contains("cpu.idle=0") && d.contains("shutting down"));
+    let remove = all
+        .iter()
+        .position(|d| d.starts_with("remove group pool/heavy"));
+    assert!(lift.is_some() && remove.is_some(), "{all:#?}");
+    assert!(lift < remove, "{all:#?}");
+}
+
+#[test]
 fn quota_never_lends() {
     use atoll_core::spec::IsolationMode;
     let rig = Rig::new();

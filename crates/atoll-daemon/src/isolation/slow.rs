@@ -113,12 +113,24 @@ impl Controller {
         accounts: &mut BTreeMap<String, UnitIsolation>,
     ) {
         let slow = &self.iso.slow;
+        let isolate = self.reg.spec().isolation.mode == IsolationMode::Isolate;
         for s in samples {
+            let lends = isolate
+                && self.reg.unit(s.name.as_str()).is_some_and(|(u, _)| {
+                    u.entitlement.sharing.memory == atoll_core::spec::SharePolicy::Lend
+                });
             if let (Some(grant), Some(settings)) =
                 (slow.mem_grants.get(&s.name), overlay.get_mut(&s.group))
             {
                 // memory.high throttles and reclaims instead of killing.
                 settings.memory.high = grant.limit.or(settings.memory.high);
+                if lends && grant.limit.is_some() {
+                    // A sharing unit's `memory_max` is its entitlement, held
+                    // by memory.high; a hard memory.max at the entitlement
+                    // would make borrowed memory unusable, and lowering it
+                    // on revocation could OOM-kill instead of reclaiming.
+                    settings.memory.max = None;
+                }
                 settings.memory.low = Some(grant.protected)
                     .filter(|p| *p > 0)
                     .or(settings.memory.low);
