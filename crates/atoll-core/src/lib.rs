@@ -13,6 +13,7 @@
 
 pub mod backend;
 pub mod clock;
+pub mod coord;
 pub mod decision;
 pub mod idset;
 pub mod isolation;
