@@ -3,7 +3,8 @@
 #   1. gates: cargo fmt --check, cargo clippy -D warnings
 #   2. cargo test: unit tests on fake sysfs/cgroupfs/proc trees, plus the
 #      real cgroup v1 tests on this machine (they skip themselves, saying why,
-#      when not root or when the v1 hierarchies are not writable)
+#      when not root or when the v1 hierarchies are not writable); then the
+#      C and Python client libraries against a fake daemon (clients/test.sh)
 #   3. the qemu VM tests: real cgroup v2 kernels (Debian's 6.12 from
 #      backports and its stable 6.1), 8 vCPUs, 2 NUMA nodes (installs
 #      qemu-system-x86, busybox-static and the kernel images)
@@ -36,6 +37,18 @@ if [ "$run_unit" = 1 ]; then
   cargo test --workspace --locked 2>&1 | tee target/cargo-test.log || status=1
   # One closing line for the whole cargo run, from cargo's own per-binary lines.
   awk '/^test result:/ { p += $4; f += $6; i += $8 } END { printf "cargo: %d passed, %d failed, %d skipped\n", p, f, i }' target/cargo-test.log
+  # The C and Python client libraries need a C compiler, nm and python3.
+  missing=""
+  command -v cc >/dev/null 2>&1 || missing="$missing gcc"
+  command -v nm >/dev/null 2>&1 || missing="$missing binutils"
+  command -v python3 >/dev/null 2>&1 || missing="$missing python3"
+  if [ -n "$missing" ]; then
+    echo "== installing${missing}"
+    # shellcheck disable=SC2086 # a list of package names
+    { apt-get update -q && apt-get install -y -q $missing; } >/dev/null
+  fi
+  echo "== client libraries (C and Python)"
+  bash clients/test.sh || status=1
 fi
 if [ "$run_vm" = 1 ]; then
   # Debian's backports kernel (6.12: islands are real partitions) and its

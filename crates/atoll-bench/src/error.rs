@@ -70,6 +70,14 @@ pub enum BenchError {
     /// SIGINT/SIGTERM: stopped early after cleaning up.
     #[error("interrupted")]
     Interrupted,
+    /// A benchmark's fixture could not be set up, or misbehaved.
+    #[error("{what}: {reason}")]
+    Setup {
+        /// What was being set up.
+        what: String,
+        /// Why it failed.
+        reason: String,
+    },
 }
 
 impl BenchError {

@@ -13,6 +13,8 @@
 //!   per isolation mode (`smp`, `quota`, `isolate`) with a light and a heavy
 //!   unit and reports how much the heavy unit slows the light one and how
 //!   much throughput the heavy one keeps.
+//! - [`coordination`]: `atoll bench coordination`, the cost of coordination
+//!   messages (and, with a daemon, of an API call to the applied change).
 //!
 //! Around them: [`stats`] (nearest-rank percentiles), [`progress`] (a
 //! hand-rolled progress bar), [`procs`] (child processes in their own
@@ -21,6 +23,7 @@
 //! unwinds through the guards) and [`machine`] (what the numbers depend on).
 
 pub mod cgroups;
+pub mod coordination;
 pub mod error;
 pub mod interrupt;
 pub mod isolation;

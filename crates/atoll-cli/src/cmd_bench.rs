@@ -8,6 +8,7 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
+use atoll_bench::coordination::{self, CoordinationOptions};
 use atoll_bench::isolation::{self, config::parse_mode, IsolationOptions};
 use atoll_bench::progress::Progress;
 use atoll_bench::revocation::{self, Mechanism, RevocationOptions, Settings};
@@ -61,6 +62,16 @@ enum Which {
         /// one the daemon uses).
         #[arg(long, default_value = "cpu_idle", value_parser = parse_mechanism)]
         mechanism: Mechanism,
+    },
+    /// What coordination costs: one message through the platform manager
+    /// (null, tune, trigger, borrow across 2 and 6 islands), in ns.
+    Coordination {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Fewer calls (a smoke test; the numbers are noisier).
+        #[arg(long)]
+        quick: bool,
     },
 }
 
@@ -121,6 +132,18 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
                 println!("{}", isolation::render_table(&report));
+            }
+        }
+        Which::Coordination { json, quick } => {
+            let opts = CoordinationOptions {
+                quick,
+                command: command_line(),
+            };
+            let report = coordination::run(&opts)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                println!("{}", coordination::render_table(&report));
             }
         }
     }

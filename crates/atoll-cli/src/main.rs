@@ -2,7 +2,10 @@
 //!
 //! Local commands (`topology`, `check-config`) read the machine and config
 //! directly; `daemon` runs the control loop in this process; the others talk
-//! to a running daemon over its Unix socket.
+//! to a running daemon over its Unix socket. The coordination commands
+//! (`overlay`, `tune`, `trigger`, `borrow`, `release`, `report`) exit with 3
+//! when the daemon refuses (a nack), so scripts can tell a refusal from an
+//! error (1) and bad arguments (2).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,10 +14,12 @@ use clap::{Parser, Subcommand};
 
 mod cmd_bench;
 mod cmd_client;
+mod cmd_coord;
 mod cmd_daemon;
 mod cmd_local;
 mod cmd_run;
 mod render;
+mod render_coord;
 
 /// atoll: a runtime resource manager for multicore Linux.
 #[derive(Debug, Parser)]
@@ -100,6 +105,14 @@ enum Cmd {
         #[command(flatten)]
         socket: SocketArg,
     },
+    /// Coordination overlays: `ls` lists them, `show NAME` shows one.
+    #[command(subcommand)]
+    Overlay(cmd_coord::OverlayCmd),
+    #[command(flatten)]
+    Coord(cmd_coord::CoordCmd),
+    /// Report the current value of an overlay's property; the overlay's
+    /// policy may act on it (root only).
+    Report(cmd_coord::ReportArgs),
     /// Benchmarks that compare atoll's modes side by side (not tests).
     Bench(cmd_bench::BenchArgs),
     /// A workload worker of the benchmarks: `atoll __worker KIND ARGS...`.
@@ -118,6 +131,10 @@ struct SocketArg {
     #[arg(long, default_value = atoll_proto::DEFAULT_SOCKET)]
     socket: PathBuf,
 }
+
+#[cfg(test)]
+#[path = "cli_tests.rs"]
+mod cli_tests;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -145,6 +162,9 @@ fn main() -> ExitCode {
             json,
         } => cmd_client::why(&socket.socket, subject.as_deref(), limit, json),
         Cmd::Stop { socket } => cmd_client::stop(&socket.socket),
+        Cmd::Overlay(cmd) => cmd_coord::overlay(&cmd),
+        Cmd::Coord(cmd) => cmd_coord::coordinate(&cmd),
+        Cmd::Report(args) => cmd_coord::report(&args),
         Cmd::Bench(args) => cmd_bench::bench(args),
         Cmd::Worker { args } => Ok(cmd_bench::worker(&args)),
     };

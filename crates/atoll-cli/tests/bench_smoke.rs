@@ -112,3 +112,36 @@ fn bench_is_listed_and_the_worker_is_hidden() {
         "{help}"
     );
 }
+
+#[test]
+fn bench_coordination_quick_reports_the_five_messages() {
+    let out = Command::new(BIN)
+        .args(["bench", "coordination", "--quick", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = v["messages"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "null",
+            "tune",
+            "trigger",
+            "borrow_2_islands",
+            "borrow_6_islands"
+        ]
+    );
+    for m in v["messages"]["messages"].as_array().unwrap() {
+        assert_eq!(m["ns"]["count"], 2000, "{m}");
+    }
+}

@@ -17,6 +17,10 @@
 //! [`ClientError::is_permission_denied`], [`ClientError::is_not_found`],
 //! [`ClientError::api_code`]) and a message written for the person at the
 //! terminal.
+//!
+//! Coordination (overlays, tune, trigger, borrow, release, register,
+//! deregister, report) is in [`coord`]; there a refusal by a coordinator is
+//! an answer ([`coord::Coordinated`]), not an error.
 
 use std::fmt;
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -31,6 +35,8 @@ use atoll_proto::{
 };
 
 pub use atoll_proto;
+
+pub mod coord;
 
 /// How long a call waits to write its request or read its reply, unless
 /// changed with [`Client::set_timeout`]. Longer than the daemon's own wait
@@ -186,7 +192,7 @@ impl Client {
             .and_then(|v| v.get("kind").and_then(|k| k.as_str()).map(str::to_string))
             .unwrap_or_else(|| "?".into());
         self.err(Repr::Protocol(format!(
-            "expected a {want} reply, got {kind}"
+            "expected reply kind {want}, got {kind}"
         )))
     }
 
@@ -272,6 +278,8 @@ enum Repr {
     Api(atoll_proto::ApiError),
     /// The daemon's answer made no sense.
     Protocol(String),
+    /// An argument was refused before anything was sent.
+    Argument(String),
 }
 
 impl ClientError {
@@ -307,6 +315,11 @@ impl ClientError {
     /// The daemon knows no such unit, island or process.
     pub fn is_not_found(&self) -> bool {
         self.api_code() == Some(ErrorCode::NotFound)
+    }
+
+    /// An argument (a name, a value) was invalid; nothing was sent.
+    pub fn is_invalid_argument(&self) -> bool {
+        matches!(self.repr, Repr::Argument(_))
     }
 
     /// No answer within the timeout.
@@ -375,6 +388,7 @@ impl fmt::Display for ClientError {
                 }
             }
             Repr::Protocol(m) => write!(f, "bad reply from the atoll daemon at {path}: {m}"),
+            Repr::Argument(m) => write!(f, "invalid {m}"),
         }
     }
 }

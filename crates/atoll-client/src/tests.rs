@@ -9,6 +9,9 @@ use atoll_proto::{decode_request, ApiError};
 
 use super::*;
 
+#[path = "coord_tests.rs"]
+mod coord;
+
 /// A reply that makes the fake close the connection.
 const HANG_UP: &str = "hang up";
 
@@ -107,6 +110,9 @@ fn typed_calls_send_sequential_ids_and_decode_replies() {
             },
             Request::Stop {} => Reply::Stopping,
             Request::Status {} => return vec![err(req.id, ErrorCode::Backend, "boom")],
+            Request::Overlays {} | Request::Coordinate { .. } | Request::Report { .. } => {
+                unreachable!("not sent by this test")
+            }
         };
         vec![ok(req.id, reply)]
     });
@@ -217,7 +223,7 @@ fn protocol_violations_and_closed_connections_are_errors() {
     let e = c.status().unwrap_err();
     assert!(
         e.to_string()
-            .contains("expected a status reply, got stopping"),
+            .contains("expected reply kind status, got stopping"),
         "{e}"
     );
     let e = c.stop().unwrap_err();

@@ -1,11 +1,17 @@
 //! Keeps `docs/api.md` honest: every JSON example decodes with
 //! `atoll_proto`, and every request op, reply kind and error code the
-//! protocol defines is documented.
+//! protocol defines is documented. Coordination examples also re-encode to
+//! exactly what they say, every message kind has one, and every nack reason
+//! is in the table.
 
 use std::collections::BTreeSet;
 
+use atoll_core::coord::Message;
 use atoll_proto::{decode_request, decode_response, ErrorCode, Reply, Request, PROTOCOL_VERSION};
 use serde_json::Value;
+
+#[path = "doc/coord.rs"]
+mod coord;
 
 fn doc() -> String {
     std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/api.md"))
@@ -46,11 +52,25 @@ fn every_request() -> Vec<Request> {
             limit: None,
         },
         Request::Stop {},
+        Request::Overlays {},
+        Request::Coordinate {
+            from: None,
+            message: Message::Null,
+        },
+        Request::Report {
+            overlay: "o".into(),
+            value: 1.0,
+        },
     ];
     for r in &all {
         match r {
-            Request::Status {} | Request::Adopt { .. } | Request::Why { .. } | Request::Stop {} => {
-            }
+            Request::Status {}
+            | Request::Adopt { .. }
+            | Request::Why { .. }
+            | Request::Stop {}
+            | Request::Overlays {}
+            | Request::Coordinate { .. }
+            | Request::Report { .. } => {}
         }
     }
     all
@@ -63,13 +83,24 @@ fn every_reply_kind() -> Vec<&'static str> {
         Reply::Adopted { .. } => "adopted",
         Reply::Decisions { .. } => "decisions",
         Reply::Stopping => "stopping",
+        Reply::Overlays { .. } => "overlays",
+        Reply::Coordinated { .. } => "coordinated",
+        Reply::Reported { .. } => "reported",
     };
     let stopping = Reply::Stopping;
     assert_eq!(
         serde_json::to_value(&stopping).unwrap()["kind"],
         kind(&stopping)
     );
-    vec!["status", "adopted", "decisions", "stopping"]
+    vec![
+        "status",
+        "adopted",
+        "decisions",
+        "stopping",
+        "overlays",
+        "coordinated",
+        "reported",
+    ]
 }
 
 fn every_error_code() -> Vec<ErrorCode> {
@@ -106,6 +137,10 @@ struct Examples {
     ops: BTreeSet<String>,
     kinds: BTreeSet<String>,
     codes: BTreeSet<String>,
+    /// `msg` of every documented `coordinate` request.
+    messages: BTreeSet<String>,
+    /// Every documented request and reply, as JSON.
+    values: Vec<Value>,
 }
 
 fn examples() -> Examples {
@@ -113,6 +148,8 @@ fn examples() -> Examples {
         ops: BTreeSet::new(),
         kinds: BTreeSet::new(),
         codes: BTreeSet::new(),
+        messages: BTreeSet::new(),
+        values: Vec::new(),
     };
     let blocks = json_blocks(&doc());
     assert!(blocks.len() >= 8, "found only {} json blocks", blocks.len());
@@ -126,9 +163,20 @@ fn examples() -> Examples {
                     .unwrap_or_else(|e| panic!("documented request does not decode: {e}"));
                 assert_eq!(r.v, PROTOCOL_VERSION, "{line}");
                 ex.ops.insert(name_of(&r.request, "op"));
+                if let Request::Coordinate { message, .. } = &r.request {
+                    ex.messages.insert(name_of(message, "msg"));
+                }
+                if coord::is_coordination(&value) {
+                    let again = serde_json::to_value(&r).unwrap();
+                    assert_eq!(again, value, "documented request re-encodes differently");
+                }
             } else if value.get("ok").is_some() || value.get("err").is_some() {
                 let r = decode_response(&line)
                     .unwrap_or_else(|e| panic!("documented reply does not decode: {e}"));
+                if coord::is_coordination(&value) {
+                    let again = serde_json::to_value(&r).unwrap();
+                    assert_eq!(again, value, "documented reply re-encodes differently");
+                }
                 match (r.ok, r.err) {
                     (Some(ok), None) => {
                         ex.kinds.insert(name_of(&ok, "kind"));
@@ -141,6 +189,7 @@ fn examples() -> Examples {
             } else {
                 panic!("a json block in docs/api.md is neither a request nor a reply: {line}");
             }
+            ex.values.push(value);
         }
     }
     ex
@@ -193,5 +242,65 @@ fn every_op_mentioned_anywhere_exists() {
             doc.contains(&format!("### `{op}`")),
             "op {op} has no section"
         );
+    }
+}
+
+#[test]
+fn every_message_kind_has_an_example_and_every_nack_reason_is_listed() {
+    let ex = examples();
+    let kinds: BTreeSet<String> = coord::every_message()
+        .iter()
+        .map(|m| name_of(m, "msg"))
+        .collect();
+    assert_eq!(
+        ex.messages, kinds,
+        "message kinds with an example vs. the protocol's"
+    );
+    let doc = doc();
+    let section = doc
+        .split("\n## ")
+        .find(|s| s.starts_with("Coordination"))
+        .expect("a `## Coordination` section");
+    for reason in coord::every_nack_reason() {
+        let name = name_of(&reason, "nack");
+        assert!(
+            section.contains(&format!("| `{name}`")),
+            "nack reason {name} is not in the table"
+        );
+    }
+    for m in coord::every_message() {
+        let name = name_of(&m, "msg");
+        assert!(
+            section.contains(&format!("| `{name}`")),
+            "message {name} is not in the table"
+        );
+    }
+    assert!(matches!(coord::every_message()[0], Message::Null));
+}
+
+#[test]
+fn the_coordination_examples_are_what_the_types_serialize_to() {
+    let ex = examples();
+    for (section, lines) in coord::examples() {
+        for line in lines {
+            let value: Value = serde_json::from_str(&line).unwrap();
+            assert!(
+                ex.values.contains(&value),
+                "docs/api.md lacks this {section} example (refresh with the ignored \
+                 print_coordination_examples test):\n{line}"
+            );
+        }
+    }
+}
+
+/// Prints the coordination examples for pasting into docs/api.md.
+#[test]
+#[ignore = "prints the doc's coordination examples"]
+fn print_coordination_examples() {
+    for (section, lines) in coord::examples() {
+        println!("--- {section}");
+        for line in lines {
+            print!("{line}");
+        }
     }
 }

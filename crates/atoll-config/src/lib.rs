@@ -10,7 +10,8 @@
 //!    structs of `raw` (unknown keys refused at every level), so a bad
 //!    section does not hide problems in the others;
 //! 3. resolution against the machine (`resolve`): `"auto"` host CPUs,
-//!    default memory nodes, policies, `[auto]` layouts;
+//!    default memory nodes, policies, `[auto]` layouts, overlays
+//!    (`overlay`);
 //! 4. [`PlatformSpec::validate`], whose dotted key paths are mapped back to
 //!    the place in the file where that key is written (or its table).
 //!
@@ -19,6 +20,7 @@
 //! described in `docs/config.md`.
 
 mod error;
+mod overlay;
 mod raw;
 mod resolve;
 mod size;
@@ -31,6 +33,7 @@ use atoll_core::spec::{PlatformSpec, SpecError};
 use atoll_core::topology::Topology;
 
 pub use error::{ConfigError, Diagnostic};
+pub use overlay::DEFAULT_PERCENTILE;
 pub use resolve::{DEFAULT_RT_PERIOD_US, DEFAULT_RT_PRIORITY, DEFAULT_RT_RUNTIME_US};
 pub use size::{format_size, parse_size, SizeError};
 pub use summary::{entitlement_parts, summary};
@@ -116,6 +119,19 @@ pub fn embedded_default(topo: &Topology) -> Result<PlatformSpec, ConfigError> {
 /// reference to an island whose table was broken, or to any island when
 /// `[auto]` made none.
 fn is_consequence(e: &SpecError, out: &Outcome) -> bool {
+    if let Some(rest) = e.key.strip_prefix("overlay.") {
+        // An overlay naming a unit whose table was broken.
+        let unit = rest.split_once(".units[").and_then(|(o, i)| {
+            let i: usize = i.strip_suffix(']')?.parse().ok()?;
+            out.spec
+                .overlays
+                .iter()
+                .find(|x| x.name.as_str() == o)?
+                .units
+                .get(i)
+        });
+        return unit.is_some_and(|u| out.failed_units.contains(u));
+    }
     if out.failed_islands.is_empty() && !out.auto_failed {
         return false;
     }

@@ -9,6 +9,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use atoll_core::coord::ArbitrationPolicy;
 use atoll_core::spec::{DeviceId, RtClass};
 use atoll_core::{CpuSet, Name, NodeSet};
 use serde::de::{self, Deserializer, MapAccess, Visitor};
@@ -25,6 +26,7 @@ pub(crate) const TOP_KEYS: &[&str] = &[
     "auto",
     "island",
     "unit",
+    "overlay",
 ];
 
 /// `[isolation]`: the machine-wide isolation model.
@@ -130,6 +132,8 @@ pub(crate) struct RawAuto {
     pub priority: Option<[u8; 2]>,
     pub rt_runtime_us: Option<u64>,
     pub rt_period_us: Option<u64>,
+    /// How each generated island arbitrates coordination requests.
+    pub arbitration: Option<ArbitrationPolicy>,
 }
 
 impl RawAuto {
@@ -212,6 +216,8 @@ pub(crate) struct RawIsland {
     pub priority: Option<[u8; 2]>,
     pub rt_runtime_us: Option<u64>,
     pub rt_period_us: Option<u64>,
+    /// How it arbitrates coordination requests (default round robin).
+    pub arbitration: Option<ArbitrationPolicy>,
 }
 
 impl RawIsland {
@@ -250,6 +256,33 @@ pub(crate) struct RawUnit {
     pub share_io: Option<atoll_core::spec::SharePolicy>,
     #[serde(default)]
     pub adopt: Vec<RawAdopt>,
+}
+
+/// `[overlay.NAME]`: a management overlay. Exactly one property key
+/// (`latency_us`, `throughput_floor`, `cpu_cap`) is checked in
+/// [`crate::resolve`], where the key of a second one can be named.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "an [overlay.NAME] table")]
+pub(crate) struct RawOverlay {
+    /// Arbitration priority, 0..=255 (default 0).
+    pub priority: Option<u8>,
+    /// Unit names; each unit's island is the unit's.
+    #[serde(default)]
+    pub units: Vec<Name>,
+    /// Latency bound, µs (property `latency`).
+    pub latency_us: Option<u64>,
+    /// Percentile of `latency_us` (default 99).
+    pub percentile: Option<f64>,
+    /// Operations per second (property `throughput`).
+    pub throughput_floor: Option<f64>,
+    /// Platform CPU cap, CPUs (property `cpu_cap`).
+    pub cpu_cap: Option<f64>,
+    /// CPU pressure (%) of a unit that tunes it up.
+    pub react_pressure: Option<f64>,
+    /// Island utilization (0..1) above which it borrows a CPU.
+    pub react_utilization: Option<f64>,
+    /// Receive-queue bytes of a unit's sockets that trigger it.
+    pub react_recv_queue: Option<Size>,
 }
 
 /// One entry of `io_limits`.

@@ -1,9 +1,10 @@
 //! From the parsed document to a [`PlatformSpec`].
 //!
 //! The top level is walked by hand so that each section (`[host]`, `[auto]`,
-//! every `[island.NAME]` and `[unit.NAME]`, each top-level scalar) is
-//! deserialized on its own: a bad section is reported and skipped, and the
-//! others are still examined, so one pass reports as much as it can. Then the
+//! every `[island.NAME]`, `[unit.NAME]` and `[overlay.NAME]`, each top-level
+//! scalar) is deserialized on its own: a bad section is reported and
+//! skipped, and the others are still examined, so one pass reports as much
+//! as it can. Then the
 //! sections are resolved against the machine: `"auto"` host CPUs, default
 //! memory nodes, policies, the `[auto]` layout and unit defaults.
 //!
@@ -28,7 +29,7 @@ use toml_edit::{Item, TableLike, Value};
 use crate::error::{Pos, Problem};
 use crate::raw::{
     HostCpus, PolicyFields, PolicyKind, RawAdopt, RawAuto, RawHost, RawIsland, RawIsolation,
-    RawLayout, RawUnit, TOP_KEYS,
+    RawLayout, RawOverlay, RawUnit, TOP_KEYS,
 };
 use crate::spans::join;
 
@@ -57,6 +58,8 @@ pub(crate) struct Outcome {
     pub auto_failed: bool,
     /// `[host]` could not be used: validating would mislead.
     pub host_failed: bool,
+    /// Units named in the file whose table could not be used.
+    pub failed_units: Vec<Name>,
 }
 
 /// Resolves the document `root` against `topo`.
@@ -74,6 +77,7 @@ pub(crate) fn resolve(root: &dyn TableLike, topo: &Topology) -> Outcome {
     let mut auto_failed = false;
     let mut islands = Vec::new();
     let mut units = Vec::new();
+    let mut overlays = Vec::new();
     let mut island_table_failed = false;
     for (key, item) in root.iter() {
         match key {
@@ -101,6 +105,7 @@ pub(crate) fn resolve(root: &dyn TableLike, topo: &Topology) -> Outcome {
                 None => island_table_failed = true,
             },
             "unit" => units = r.sections::<RawUnit>(item, key).unwrap_or_default(),
+            "overlay" => overlays = r.sections::<RawOverlay>(item, key).unwrap_or_default(),
             other => r.problems.push(Problem::at_key(
                 other,
                 format!(
@@ -156,12 +161,20 @@ pub(crate) fn resolve(root: &dyn TableLike, topo: &Topology) -> Outcome {
         .clone()
         .or_else(|| spec_islands.first().map(|i| i.name.clone()))
         .or_else(|| islands.first().map(|(n, _)| n.clone()));
-    let spec_units = units
+    let mut failed_units = Vec::new();
+    let mut spec_units = Vec::new();
+    for (name, raw) in &units {
+        match raw
+            .as_ref()
+            .and_then(|raw| r.unit(name, raw, fallback_island.as_ref(), islands_broken))
+        {
+            Some(u) => spec_units.push(u),
+            None => failed_units.push(name.clone()),
+        }
+    }
+    let spec_overlays = overlays
         .iter()
-        .filter_map(|(name, raw)| {
-            raw.as_ref()
-                .and_then(|raw| r.unit(name, raw, fallback_island.as_ref(), islands_broken))
-        })
+        .filter_map(|(name, raw)| crate::overlay::resolve(name, raw.as_ref()?, &mut r.problems))
         .collect();
     Outcome {
         spec: PlatformSpec {
@@ -171,12 +184,14 @@ pub(crate) fn resolve(root: &dyn TableLike, topo: &Topology) -> Outcome {
             default_island,
             epoch,
             isolation,
+            overlays: spec_overlays,
         },
         problems: r.problems,
         generated,
         failed_islands,
         auto_failed: auto_failed || island_table_failed,
         host_failed,
+        failed_units,
     }
 }
 
@@ -288,6 +303,7 @@ impl Resolver<'_> {
             cpus: raw.cpus.clone(),
             mems,
             policy,
+            arbitration: raw.arbitration.unwrap_or_default(),
         })
     }
 
@@ -381,6 +397,7 @@ impl Resolver<'_> {
                 cpus,
                 mems,
                 policy: policy.clone(),
+                arbitration: raw.arbitration.unwrap_or_default(),
             });
         }
         ok.then_some(out)

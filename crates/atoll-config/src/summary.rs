@@ -2,13 +2,15 @@
 
 use std::fmt::Write as _;
 
-use atoll_core::spec::{AdoptRule, Entitlement, PlatformSpec, UnitSpec};
+use atoll_core::coord::ArbitrationPolicy;
+use atoll_core::spec::{AdoptRule, Entitlement, OverlayConfig, PlatformSpec, UnitSpec};
 
 use crate::size::format_size;
 
 /// Describes `spec`: the host partition, every island with its CPUs, memory
 /// nodes and policy, and every unit with its island, entitlement and adopt
-/// rules. One item per line; the default island is marked.
+/// rules, then every overlay with its priority, property, units and
+/// reactive policy. One item per line; the default island is marked.
 pub fn summary(spec: &PlatformSpec) -> String {
     let mut out = String::new();
     let width = spec
@@ -16,6 +18,7 @@ pub fn summary(spec: &PlatformSpec) -> String {
         .iter()
         .map(|i| i.name.as_str().len())
         .chain(spec.units.iter().map(|u| u.name.as_str().len()))
+        .chain(spec.overlays.iter().map(|o| o.name.as_str().len()))
         .max()
         .unwrap_or(0);
     let h = &spec.host;
@@ -36,9 +39,13 @@ pub fn summary(spec: &PlatformSpec) -> String {
         } else {
             ""
         };
+        let arbitration = match i.arbitration {
+            ArbitrationPolicy::RoundRobin => "",
+            ArbitrationPolicy::Priority => ", arbitration by priority",
+        };
         let _ = writeln!(
             out,
-            "  {:width$}  cpus {} ({}), mems {}, {}{mark}",
+            "  {:width$}  cpus {} ({}), mems {}, {}{arbitration}{mark}",
             i.name.as_str(),
             i.cpus,
             cpu_count(i.cpus.len()),
@@ -54,7 +61,43 @@ pub fn summary(spec: &PlatformSpec) -> String {
             let _ = writeln!(out, "  {:width$}  adopt: {}", "", rules.join(", "));
         }
     }
+    if !spec.overlays.is_empty() {
+        let _ = writeln!(out, "overlays: {}", spec.overlays.len());
+        for o in &spec.overlays {
+            let _ = writeln!(out, "  {:width$}  {}", o.name.as_str(), overlay(o, spec));
+        }
+    }
     out
+}
+
+fn overlay(o: &OverlayConfig, spec: &PlatformSpec) -> String {
+    let mut parts = vec![format!("priority {}", o.priority), o.property.to_string()];
+    if !o.units.is_empty() {
+        let units: Vec<String> = o
+            .units
+            .iter()
+            .map(|u| match spec.units.iter().find(|s| &s.name == u) {
+                Some(s) => format!("{u} ({})", s.island),
+                None => u.to_string(),
+            })
+            .collect();
+        parts.push(format!("units {}", units.join(" ")));
+    }
+    let r = &o.react;
+    let mut react = Vec::new();
+    if let Some(p) = r.pressure {
+        react.push(format!("CPU pressure > {p}%"));
+    }
+    if let Some(u) = r.utilization {
+        react.push(format!("island utilization > {u}"));
+    }
+    if let Some(q) = r.recv_queue {
+        react.push(format!("receive queue > {}", format_size(q)));
+    }
+    if !react.is_empty() {
+        parts.push(format!("reacts to {}", react.join(", ")));
+    }
+    parts.join(", ")
 }
 
 fn cpu_count(n: usize) -> String {

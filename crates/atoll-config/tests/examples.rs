@@ -101,15 +101,20 @@ fn doc_blocks(opening: &str) -> Vec<String> {
     )
     .unwrap();
     let mut blocks = Vec::new();
-    let mut current: Option<String> = None;
+    // The block we are in, and whether it is one of those wanted.
+    let mut current: Option<(String, bool)> = None;
     for line in doc.lines() {
         match &mut current {
-            None if line == opening => current = Some(String::new()),
-            Some(text) if line == "```" => {
-                blocks.push(std::mem::take(text));
+            None if line.starts_with("```") => {
+                current = Some((String::new(), line == opening));
+            }
+            Some((text, wanted)) if line == "```" => {
+                if *wanted {
+                    blocks.push(std::mem::take(text));
+                }
                 current = None;
             }
-            Some(text) => {
+            Some((text, _)) => {
                 text.push_str(line);
                 text.push('\n');
             }

@@ -74,6 +74,7 @@ fn full_spec() -> PlatformSpec {
                 cpus: set("1-3"),
                 mems: set("0"),
                 policy: SchedPolicy::Fair,
+                arbitration: Default::default(),
             },
             IslandSpec {
                 name: n("rt"),
@@ -86,6 +87,7 @@ fn full_spec() -> PlatformSpec {
                     runtime_us: 500_000,
                     period_us: 1_000_000,
                 }),
+                arbitration: Default::default(),
             },
         ],
         units: vec![
@@ -143,6 +145,7 @@ fn full_spec() -> PlatformSpec {
             io_threshold_bytes: 8 << 20,
             io_decay: Duration::from_millis(250),
         },
+        overlays: Vec::new(),
     }
 }
 

@@ -119,6 +119,16 @@ pub enum Reason {
         /// The policy's event, e.g. `lend CPUs 3 from web to batch`.
         detail: String,
     },
+    /// A management overlay's coordination (inTune, seeds 000 and 001): a
+    /// coordination message was acknowledged, a boost ended, or the platform
+    /// CPU cap moved.
+    Coordination {
+        /// The overlay (`platform` for the platform manager's own steps).
+        overlay: String,
+        /// What was done and what led to it, e.g. `tune CPU time up (p99
+        /// 2100 us > 1000 us)`.
+        detail: String,
+    },
     /// The kernel would not take the value.
     KernelRefused {
         /// The error.
@@ -212,6 +222,7 @@ impl fmt::Display for Reason {
                 "a new RT period began for unit {unit} (budget {runtime_us} us per {period_us} us)"
             ),
             Self::Isolation { detail } => write!(f, "isolation: {detail}"),
+            Self::Coordination { overlay, detail } => write!(f, "overlay {overlay}: {detail}"),
             Self::KernelRefused { error } => write!(f, "the kernel refused: {error}"),
         }
     }
@@ -265,5 +276,27 @@ mod tests {
         assert!(json.contains("\"action\":\"move_process\""), "{json}");
         let back: Decision = serde_json::from_str(&json).unwrap();
         assert_eq!(back, d);
+    }
+
+    #[test]
+    fn coordination_reasons_name_the_overlay() {
+        let d = Decision {
+            at: Duration::ZERO,
+            action: Action::ApplyGroup {
+                path: GroupPath::from_relative("web/api"),
+                knobs: vec!["cpu.weight=125".into()],
+            },
+            why: Reason::Coordination {
+                overlay: "shop".into(),
+                detail: "tune CPU time up (p99 2100 us > 1000 us)".into(),
+            },
+        };
+        assert_eq!(
+            d.to_string(),
+            "set web/api: cpu.weight=125, because overlay shop: tune CPU time up (p99 2100 us > 1000 us)"
+        );
+        let json = serde_json::to_string(&d).unwrap();
+        assert!(json.contains("\"reason\":\"coordination\""), "{json}");
+        assert_eq!(serde_json::from_str::<Decision>(&json).unwrap(), d);
     }
 }

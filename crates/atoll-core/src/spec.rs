@@ -11,8 +11,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::coord::ArbitrationPolicy;
 use crate::topology::Topology;
 use crate::{CpuSet, Name, NodeSet};
+
+mod overlay;
+pub use overlay::{OverlayConfig, ReactPolicy};
 
 /// Default control-loop period.
 pub const DEFAULT_EPOCH: Duration = Duration::from_millis(30);
@@ -36,6 +40,9 @@ pub struct PlatformSpec {
     /// How units share what they do not use.
     #[serde(default)]
     pub isolation: IsolationSpec,
+    /// Management overlays (`[overlay.NAME]`), in config order.
+    #[serde(default)]
+    pub overlays: Vec<OverlayConfig>,
 }
 
 /// The machine-wide isolation model (seed 004), so users can compare:
@@ -126,6 +133,9 @@ pub struct IslandSpec {
     pub mems: NodeSet,
     /// Its scheduler policy.
     pub policy: SchedPolicy,
+    /// How its coordinator orders competing coordination requests.
+    #[serde(default)]
+    pub arbitration: ArbitrationPolicy,
 }
 
 /// The scheduler policy of an island, applied to every task atoll places there.
@@ -455,6 +465,7 @@ impl PlatformSpec {
                 }
             }
         }
+        overlay::validate_overlays(self, &mut errs);
         if errs.is_empty() {
             Ok(())
         } else {
@@ -637,6 +648,7 @@ pub(crate) mod tests {
                     cpus: set("1-3,9-11"),
                     mems: set("0"),
                     policy: SchedPolicy::Fair,
+                    arbitration: ArbitrationPolicy::default(),
                 },
                 IslandSpec {
                     name: n("rt"),
@@ -649,6 +661,7 @@ pub(crate) mod tests {
                         runtime_us: 500_000,
                         period_us: 1_000_000,
                     }),
+                    arbitration: ArbitrationPolicy::default(),
                 },
             ],
             units: vec![UnitSpec {
@@ -665,6 +678,7 @@ pub(crate) mod tests {
             default_island: None,
             epoch: DEFAULT_EPOCH,
             isolation: IsolationSpec::default(),
+            overlays: Vec::new(),
         }
     }
 

@@ -38,6 +38,7 @@ fn spec() -> PlatformSpec {
             cpus: set("1"),
             mems: set("0"),
             policy: SchedPolicy::Fair,
+            arbitration: Default::default(),
         }],
         units: vec![UnitSpec {
             name: n("none"),
@@ -50,6 +51,7 @@ fn spec() -> PlatformSpec {
         default_island: None,
         epoch: DEFAULT_EPOCH,
         isolation: Default::default(),
+        overlays: Vec::new(),
     }
 }
 

@@ -127,12 +127,15 @@ pub struct Controller {
     pub(crate) rt_windows: BTreeMap<GroupPath, crate::rt_guard::RtWindow>,
     /// The isolation model's state (see [`crate::isolation`]).
     pub(crate) iso: crate::isolation::Isolation,
+    /// Coordination between islands (see [`crate::coord`]).
+    pub(crate) coord: crate::coord::Coordination,
 }
 
 impl Controller {
     /// A controller for `spec`; call [`Controller::start`] next.
     pub fn new(env: Env, spec: PlatformSpec, opts: Options) -> Self {
         let now = env.clock.now();
+        let coord = crate::coord::Coordination::new(&spec, &opts.topology);
         Self {
             env,
             reg: Registry::new(spec),
@@ -147,6 +150,7 @@ impl Controller {
             dirty: false,
             rt_windows: BTreeMap::new(),
             iso: Default::default(),
+            coord,
         }
     }
 
@@ -191,6 +195,7 @@ impl Controller {
         }
         self.save();
         self.scan(true);
+        self.register_config_overlays();
         self.save();
         Ok(())
     }
@@ -202,6 +207,7 @@ impl Controller {
         let periodic = now.saturating_sub(self.last_reconcile) >= RECONCILE_EVERY;
         self.scan(periodic);
         self.guard_rt_budgets();
+        self.coordinate();
         self.isolate();
         if periodic {
             self.last_reconcile = now;
@@ -276,6 +282,15 @@ impl Controller {
                 };
                 (resp, Flow::Continue)
             }
+            Request::Overlays {} => (answer(id, self.api_overlays()), Flow::Continue),
+            Request::Coordinate { from, message } => (
+                answer(id, self.api_coordinate(caller, from.as_deref(), message)),
+                Flow::Continue,
+            ),
+            Request::Report { overlay, value } => (
+                answer(id, self.api_report(caller, &overlay, value)),
+                Flow::Continue,
+            ),
         }
     }
 
@@ -314,5 +329,13 @@ impl Controller {
             tracing::error!("saving state: {e}");
             self.dirty = true;
         }
+    }
+}
+
+/// A reply, or the error it failed with.
+fn answer(id: u64, r: Result<Reply, crate::adopt::ApiFailure>) -> ResponseEnvelope {
+    match r {
+        Ok(reply) => ResponseEnvelope::ok(id, reply),
+        Err((code, msg)) => ResponseEnvelope::err(id, code, msg),
     }
 }

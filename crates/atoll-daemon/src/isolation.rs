@@ -5,10 +5,10 @@
 //! 1. each unit's group is sampled: CPU time since the last epoch and CPU
 //!    pressure (see [`crate::cpu_wait`] for cgroup v1); every
 //!    [`SLOW_INTERVAL`] also memory in use, memory pressure and IO bytes
-//!    (see [`slow`]);
+//!    (see `slow`);
 //! 2. the pure policies of `atoll_core::isolation` decide: per island a
 //!    [`CpuLender`] (home CPUs, lending of idle ones, revocation), one
-//!    [`MemoryPolicy`] for the machine, one [`DiskFairness`];
+//!    `MemoryPolicy` for the machine, one `DiskFairness`;
 //! 3. their grants become an *overlay* on the unit's planned settings:
 //!    `cpuset.cpus` = what the unit may run on; a unit running on borrowed
 //!    CPUs is `cpu.idle` so an owner's task preempts it at wakeup (the
@@ -16,9 +16,12 @@
 //!    next epoch; `cpu.max` for capped pool members; `memory.high` and
 //!    `memory.low` for memory; `io.max` at a trickle on the devices it uses
 //!    while a unit is held back on disk;
-//! 4. changed overlays are applied and every lend, revocation and hold is a
+//! 4. changed overlays are applied (with coordination's knobs over them,
+//!    see [`crate::coord`]) and every lend, revocation and hold is a
 //!    decision with its reason.
 //!
+//! An island's home CPUs are laid out over the CPUs it holds now, so the
+//! lender starts again when coordination moves CPUs between islands.
 //! In `smp` mode there is no overlay: the plan's settings stand.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -29,7 +32,7 @@ use atoll_core::decision::{Action, Reason};
 use atoll_core::isolation::{home_cpus, CpuLendConfig, CpuLender, CpuSample};
 use atoll_core::plan::{CpuMax, GroupPath, GroupSettings};
 use atoll_core::spec::IsolationMode;
-use atoll_core::Name;
+use atoll_core::{CpuSet, Name};
 use atoll_proto::UnitIsolation;
 
 use crate::controller::Controller;
@@ -63,9 +66,9 @@ struct Last {
     cpu_psi_us: Option<u64>,
 }
 
-/// An island's units with their CPU entitlements, and its lender (rebuilt
-/// when the units change).
-type IslandLender = (Vec<(Name, Option<f64>)>, CpuLender);
+/// An island's units with their CPU entitlements, the CPUs it held, and its
+/// lender (rebuilt when the units or the CPUs change).
+type IslandLender = (Vec<(Name, Option<f64>)>, CpuSet, CpuLender);
 
 /// The isolation state the controller keeps between epochs.
 #[derive(Default)]
@@ -75,7 +78,8 @@ pub struct Isolation {
     last: BTreeMap<GroupPath, Last>,
     /// CPU pressure from thread waits, where the kernel has none per group.
     waits: WaitTracker,
-    /// Settings in force per unit group, replacing the plan's.
+    /// Settings in force per unit group, replacing the plan's (without
+    /// coordination's knobs, which every writer merges over them).
     pub(crate) overlay: BTreeMap<GroupPath, GroupSettings>,
     /// What each unit has, lends and borrows, for status.
     pub(crate) accounts: BTreeMap<String, UnitIsolation>,
@@ -138,16 +142,20 @@ impl Controller {
             },
         };
         for (path, settings) in overlay {
-            let before = self
-                .iso
-                .overlay
-                .get(&path)
-                .or_else(|| self.applied.get(&path));
-            if before == Some(&settings) {
+            let full = match self.reg.unit_at(&path) {
+                Some(u) => match self.reg.spec().island(&u.island) {
+                    Some(island) => self.coord.merge_unit(island, &u.name, settings.clone()),
+                    None => settings.clone(),
+                },
+                None => settings.clone(),
+            };
+            let before = self.applied.get(&path);
+            if before == Some(&full) {
+                self.iso.overlay.insert(path, settings);
                 continue;
             }
-            let knobs = knob_diff(before, &settings);
-            match self.env.backend.apply(&path, &settings) {
+            let knobs = knob_diff(before, &full);
+            match self.env.backend.apply(&path, &full) {
                 Ok(_) => {
                     self.decide(
                         Action::ApplyGroup {
@@ -156,7 +164,7 @@ impl Controller {
                         },
                         why.clone(),
                     );
-                    self.applied.insert(path.clone(), settings.clone());
+                    self.applied.insert(path.clone(), full);
                     self.iso.overlay.insert(path, settings);
                 }
                 Err(e) => tracing::warn!("isolation: applying {path}: {e}"),
@@ -284,13 +292,14 @@ impl Controller {
                 self.iso.lenders.remove(&island.name);
                 continue;
             }
+            let cpus = self.island_cpus(&island);
             let stale = self
                 .iso
                 .lenders
                 .get(&island.name)
-                .is_none_or(|(m, l)| m != &members || l.mode() != mode);
+                .is_none_or(|(m, c, l)| m != &members || c != &cpus || l.mode() != mode);
             if stale {
-                let layout = match home_cpus(&island.cpus, &self.opts.topology, &members) {
+                let layout = match home_cpus(&cpus, &self.opts.topology, &members) {
                     Ok(l) => l,
                     Err(e) => {
                         tracing::warn!("isolation: island {}: {e}", island.name);
@@ -301,7 +310,7 @@ impl Controller {
                     Ok(l) => {
                         self.iso
                             .lenders
-                            .insert(island.name.clone(), (members.clone(), l));
+                            .insert(island.name.clone(), (members.clone(), cpus, l));
                     }
                     Err(e) => {
                         tracing::warn!("isolation: island {}: {e}", island.name);
@@ -323,7 +332,7 @@ impl Controller {
                     })
                 })
                 .collect();
-            let Some((_, lender)) = self.iso.lenders.get_mut(&island.name) else {
+            let Some((_, _, lender)) = self.iso.lenders.get_mut(&island.name) else {
                 continue;
             };
             let plan = match lender.step(now, &cpu_samples) {

@@ -11,6 +11,7 @@ pub mod api;
 pub mod clock;
 pub mod command;
 pub mod controller;
+pub mod coord;
 pub mod cpu_wait;
 pub mod decisions;
 pub mod isolation;

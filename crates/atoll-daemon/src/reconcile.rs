@@ -5,7 +5,7 @@
 //! repairs drift (someone editing a knob by hand). A change of settings, a
 //! new group and every new fallback become decisions.
 
-use atoll_core::backend::BackendError;
+use atoll_core::backend::{BackendError, Fallback};
 use atoll_core::decision::{Action, Reason};
 use atoll_core::plan::{GroupPath, GroupSettings, Partition};
 
@@ -17,7 +17,8 @@ impl Controller {
     pub(crate) fn reconcile(&mut self, why: Reason) -> Result<(), BackendError> {
         let mut plan = self.reg.plan();
         // The isolation model's settings replace the plan's for unit groups
-        // (with the plan's changes to anything it does not manage).
+        // (with the plan's changes to anything it does not manage), and
+        // coordination's go over both.
         for g in &mut plan.groups {
             if let Some(o) = self.iso.overlay.get(&g.path) {
                 let mut merged = g.settings.clone();
@@ -29,6 +30,19 @@ impl Controller {
                 merged.memory.max = o.memory.max;
                 merged.io_max = o.io_max.clone();
                 g.settings = merged;
+            }
+            // Coordination's knobs go over both (see `crate::coord`).
+            if let Some(unit) = self.reg.unit_at(&g.path) {
+                if let Some(island) = self.reg.spec().island(&unit.island) {
+                    g.settings = self
+                        .coord
+                        .merge_unit(island, &unit.name, g.settings.clone());
+                }
+            } else if g.path.depth() == 1 && g.path != GroupPath::host() {
+                let island = atoll_core::Name::new(g.path.as_str());
+                if let Ok(island) = island {
+                    g.settings = self.coord.merge_island(&island, g.settings.clone());
+                }
             }
         }
         for g in &plan.groups {
@@ -59,20 +73,26 @@ impl Controller {
                 );
                 self.applied.insert(g.path.clone(), g.settings.clone());
             }
-            let mut now_in_force = Vec::new();
-            for fb in fallbacks {
-                let key = (fb.path.clone(), fb.knob.clone());
-                now_in_force.push(key.clone());
-                if self.fallbacks.get(&key) != Some(&fb) {
-                    self.fallbacks.insert(key, fb.clone());
-                    let error = fb.reason.clone();
-                    self.decide(Action::Fallback(fb), Reason::KernelRefused { error });
-                }
-            }
-            self.fallbacks
-                .retain(|(p, k), _| p != &g.path || now_in_force.iter().any(|(_, nk)| nk == k));
+            self.note_fallbacks(&g.path, fallbacks);
         }
         Ok(())
+    }
+
+    /// Records the fallbacks an apply of `path` reported: each new one is a
+    /// decision, and those of `path` it no longer reports are over.
+    pub(crate) fn note_fallbacks(&mut self, path: &GroupPath, fallbacks: Vec<Fallback>) {
+        let mut now_in_force = Vec::new();
+        for fb in fallbacks {
+            let key = (fb.path.clone(), fb.knob.clone());
+            now_in_force.push(key.clone());
+            if self.fallbacks.get(&key) != Some(&fb) {
+                self.fallbacks.insert(key, fb.clone());
+                let error = fb.reason.clone();
+                self.decide(Action::Fallback(fb), Reason::KernelRefused { error });
+            }
+        }
+        self.fallbacks
+            .retain(|(p, k), _| p != path || now_in_force.iter().any(|(_, nk)| nk == k));
     }
 
     /// Removes groups under atoll's root that the plan no longer has, after

@@ -170,6 +170,7 @@ mod tests {
             default_island: None,
             epoch: atoll_core::spec::DEFAULT_EPOCH,
             isolation: Default::default(),
+            overlays: Vec::new(),
         }
     }
 

@@ -61,11 +61,17 @@ impl Controller {
                 let n = members.len().max(1) as u64;
                 members.into_iter().filter_map(move |u| {
                     let b = budget?;
+                    let group = GroupPath::unit(&island.name, &u.name);
+                    // A coordination tune moves the unit's budget.
+                    let tuned = self
+                        .coord
+                        .merge_unit(island, &u.name, Default::default())
+                        .rt_budget;
                     Some(RtUnit {
                         name: u.name.to_string(),
-                        group: GroupPath::unit(&island.name, &u.name),
+                        group,
                         policy: atoll_core::plan::task_policy(island, Some(u)),
-                        runtime_us: b.runtime_us / n,
+                        runtime_us: tuned.map_or(b.runtime_us / n, |t| t.runtime_us),
                         period_us: b.period_us,
                     })
                 })

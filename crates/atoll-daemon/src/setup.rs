@@ -125,6 +125,7 @@ pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
     let procfs = ProcFs::new(&o.proc_root);
     let self_pid = std::process::id();
     let self_origin = procfs.cgroups(self_pid)?;
+    let real = !matches!(o.backend, BackendRequest::Sim);
     let (env, what) = match o.backend {
         BackendRequest::Sim => sim_env(topo, root.as_str()),
         BackendRequest::Cgroup(requested) => {
@@ -157,7 +158,11 @@ pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
         self_pid,
         topology: topo_for_opts,
     };
-    Ok((Controller::new(env, spec, opts), description))
+    let mut controller = Controller::new(env, spec, opts);
+    if real {
+        controller.set_recv_queues(Box::new(crate::coord::ProcRecvQueues::new(&o.proc_root)));
+    }
+    Ok((controller, description))
 }
 
 /// A simulated machine of the same shape, whose clock follows the wall

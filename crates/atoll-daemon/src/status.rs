@@ -63,7 +63,7 @@ impl Controller {
                 .iter()
                 .map(|i| IslandStatus {
                     name: i.name.to_string(),
-                    cpus: i.cpus.clone(),
+                    cpus: self.island_cpus(i),
                     mems: i.mems.clone(),
                     policy: i.policy.clone(),
                     units: units

@@ -60,6 +60,7 @@ fn spec(adopt_all: bool) -> PlatformSpec {
                 cpus: set("1-3"),
                 mems: set("0"),
                 policy: SchedPolicy::Fair,
+                arbitration: Default::default(),
             },
             IslandSpec {
                 name: n("rt"),
@@ -72,6 +73,7 @@ fn spec(adopt_all: bool) -> PlatformSpec {
                     runtime_us: 300_000,
                     period_us: 1_000_000,
                 }),
+                arbitration: Default::default(),
             },
         ],
         units: vec![
@@ -97,6 +99,7 @@ fn spec(adopt_all: bool) -> PlatformSpec {
         default_island: None,
         epoch: DEFAULT_EPOCH,
         isolation: Default::default(),
+        overlays: Vec::new(),
     }
 }
 
@@ -552,6 +555,7 @@ fn iso_spec(mode: atoll_core::spec::IsolationMode) -> PlatformSpec {
             cpus: set("0-3"),
             mems: set("0"),
             policy: SchedPolicy::Fair,
+            arbitration: Default::default(),
         }],
         units: vec![unit("light"), unit("heavy")],
         default_island: None,
@@ -560,6 +564,7 @@ fn iso_spec(mode: atoll_core::spec::IsolationMode) -> PlatformSpec {
             mode,
             ..Default::default()
         },
+        overlays: Vec::new(),
     }
 }
 

@@ -18,6 +18,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod coord;
+
 use atoll_core::backend::GroupStats;
 use atoll_core::decision::Decision;
 use atoll_core::plan::TaskPolicy;
@@ -74,6 +76,28 @@ pub enum Request {
     },
     /// Tear down and exit (root only).
     Stop {},
+    /// The overlays: units, property, last value, loans, nacks.
+    Overlays {},
+    /// One coordination message (see [`coord`]), sent by the coordinator of
+    /// island `from`. Default sender: the island of the message's unit for
+    /// `tune` and `trigger`, else the island of the overlay's first unit.
+    Coordinate {
+        /// The sending island.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from: Option<String>,
+        /// The message.
+        message: coord::Message,
+    },
+    /// An application reports the current value of its overlay's property
+    /// (its latency percentile in µs, or its throughput per second): the
+    /// proactive policy. The overlay's policy answers with a coordination
+    /// message when the property does not hold (or holds with room to spare).
+    Report {
+        /// The overlay.
+        overlay: String,
+        /// The value.
+        value: f64,
+    },
 }
 
 impl Request {
@@ -87,6 +111,19 @@ impl Request {
             },
             Self::Why { subject, .. } => format!("why {}", subject.as_deref().unwrap_or("")),
             Self::Stop {} => "stop".into(),
+            Self::Overlays {} => "overlays".into(),
+            Self::Coordinate { from, message } => {
+                let m = serde_json::to_value(message)
+                    .ok()
+                    .and_then(|v| v.get("msg").and_then(|m| m.as_str()).map(str::to_string))
+                    .unwrap_or_default();
+                let o = message.overlay().map(|o| o.to_string()).unwrap_or_default();
+                match from {
+                    Some(f) => format!("{m} for overlay {o} from island {f}"),
+                    None => format!("{m} for overlay {o}"),
+                }
+            }
+            Self::Report { overlay, value } => format!("report {value} for overlay {overlay}"),
         }
     }
 }
@@ -166,6 +203,30 @@ pub enum Reply {
     },
     /// Answer to [`Request::Stop`]: teardown has begun.
     Stopping,
+    /// Answer to [`Request::Overlays`].
+    Overlays {
+        /// Every overlay, in name order.
+        overlays: Vec<coord::OverlayStatus>,
+    },
+    /// Answer to [`Request::Coordinate`]: ack (with the effects applied) or
+    /// nack (with the reason). A nack is an answer, not an error.
+    Coordinated {
+        /// The coordinator's answer.
+        reply: coord::CoordReply,
+        /// The same in words: the effects, or why not.
+        text: String,
+    },
+    /// Answer to [`Request::Report`]: the value was recorded; `action` is the
+    /// message the overlay's policy sent because of it, with its answer.
+    Reported {
+        /// The overlay.
+        overlay: String,
+        /// Whether the property holds at this value.
+        holds: bool,
+        /// What the policy did about it, if anything, in words.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        action: Option<String>,
+    },
 }
 
 /// A failed request.

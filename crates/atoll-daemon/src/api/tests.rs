@@ -36,6 +36,10 @@ fn fake_loop(rx: Receiver<Command>, callers: Sender<Caller>) -> JoinHandle<()> {
                     held.push(reply);
                     continue;
                 }
+                Request::Overlays {} => Reply::Overlays {
+                    overlays: Vec::new(),
+                },
+                Request::Coordinate { .. } | Request::Report { .. } => Reply::Stopping,
                 Request::Status {} => {
                     // Answer with a wrong id: the server must fix it.
                     let _ = reply.send(ResponseEnvelope::ok(id + 1000, Reply::Stopping));

@@ -1,0 +1,278 @@
+//! `[overlay.NAME]` and the island `arbitration` key: parsing, defaults,
+//! the one-property rule, validation with positions, and the summary.
+
+mod common;
+
+use atoll_config::summary;
+use atoll_core::coord::{ArbitrationPolicy, Property};
+use common::*;
+
+const BASE: &str = r#"[host]
+cpus = "0"
+[island.web]
+cpus = "1-3"
+arbitration = "priority"
+[island.batch]
+cpus = "4-7"
+[unit.api]
+island = "web"
+[unit.db]
+island = "batch"
+[unit.crunch]
+island = "batch"
+"#;
+
+fn with(extra: &str) -> String {
+    format!("{BASE}{extra}")
+}
+
+#[test]
+fn overlays_parse_with_their_defaults_and_islands_keep_their_arbitration() {
+    let spec = ok(
+        &with(
+            r#"[overlay.shop]
+priority = 5
+units = ["api", "db"]
+latency_us = 1000
+react_pressure = 20
+react_utilization = 0.8
+react_recv_queue = "128K"
+[overlay.batchwork]
+units = ["crunch"]
+throughput_floor = 250
+[overlay.power]
+units = []
+cpu_cap = 4.5
+"#,
+        ),
+        &vm8(),
+    );
+    assert_eq!(spec.islands[0].arbitration, ArbitrationPolicy::Priority);
+    assert_eq!(spec.islands[1].arbitration, ArbitrationPolicy::RoundRobin);
+    assert_eq!(spec.overlays.len(), 3);
+    let shop = &spec.overlays[0];
+    assert_eq!(shop.priority, 5);
+    assert_eq!(shop.units, vec![n("api"), n("db")]);
+    assert_eq!(
+        shop.property,
+        Property::LatencyPercentile {
+            percentile: 99.0,
+            bound_us: 1000
+        }
+    );
+    assert_eq!(shop.react.pressure, Some(20.0));
+    assert_eq!(shop.react.utilization, Some(0.8));
+    assert_eq!(shop.react.recv_queue, Some(128 << 10));
+    let b = &spec.overlays[1];
+    assert_eq!(b.priority, 0);
+    assert_eq!(b.property, Property::ThroughputFloor { per_s: 250.0 });
+    assert!(b.react.is_empty());
+    let p = &spec.overlays[2];
+    assert!(p.units.is_empty());
+    assert_eq!(p.property, Property::PlatformCpuCap { cpus: 4.5 });
+    assert_eq!(
+        shop.to_overlay_spec(&spec).units,
+        vec![(n("web"), n("api")), (n("batch"), n("db"))]
+    );
+}
+
+#[test]
+fn a_percentile_qualifies_the_latency() {
+    let spec = ok(
+        &with("[overlay.shop]\nunits = [\"api\"]\nlatency_us = 500\npercentile = 99.9\n"),
+        &vm8(),
+    );
+    assert_eq!(
+        spec.overlays[0].property,
+        Property::LatencyPercentile {
+            percentile: 99.9,
+            bound_us: 500
+        }
+    );
+}
+
+#[test]
+fn every_overlay_problem_is_reported_at_its_key() {
+    // BASE has 13 lines; the overlays start at line 14.
+    let e = err(
+        &with(
+            r#"[overlay.two]
+units = ["api"]
+latency_us = 1000
+throughput_floor = 5
+[overlay.none]
+units = ["db"]
+[overlay.stray]
+units = ["crunch"]
+percentile = 90
+throughput_floor = 1
+colour = "red"
+[overlay.ghost]
+units = ["api", "nobody"]
+cpu_cap = 99
+react_pressure = 0
+react_utilization = 1.5
+[overlay.shape]
+units = "api"
+priority = 300
+arbitration = "fifo"
+"#,
+        ),
+        &vm8(),
+    );
+    assert_eq!(
+        where_(&e),
+        [
+            "17:1 overlay.two.throughput_floor",
+            "18:1 overlay.none",
+            "24:1 overlay.stray.colour",
+            "26:17 overlay.ghost.units[1]",
+            "27:1 overlay.ghost.cpu_cap",
+            "28:1 overlay.ghost.react_pressure",
+            "29:1 overlay.ghost.react_utilization",
+            "31:9 overlay.shape.units",
+        ],
+        "{e}"
+    );
+    let text = e.to_string();
+    assert!(
+        text.contains("second property next to `latency_us`"),
+        "{text}"
+    );
+    assert!(text.contains("an overlay needs one property"), "{text}");
+    assert!(text.contains("unknown field `colour`"), "{text}");
+    assert!(text.contains("no unit named \"nobody\""), "{text}");
+    assert!(text.contains("the islands have 7 CPUs"), "{text}");
+}
+
+#[test]
+fn a_percentile_without_latency_and_a_shared_unit_are_refused() {
+    let e = err(
+        &with(
+            r#"[overlay.a]
+units = ["api"]
+percentile = 90
+throughput_floor = 1
+[overlay.b]
+units = ["api"]
+latency_us = 10
+[overlay.c]
+cpu_cap = 2
+[overlay.d]
+cpu_cap = 3
+"#,
+        ),
+        &vm8(),
+    );
+    assert_eq!(
+        where_(&e),
+        [
+            "16:1 overlay.a.percentile",
+            "19:10 overlay.b.units[0]",
+            "24:1 overlay.d.cpu_cap",
+        ],
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains("already belongs to overlay a"),
+        "{e}"
+    );
+    assert!(
+        e.to_string()
+            .contains("overlay c sets the platform CPU cap"),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_overlay_on_a_broken_unit_is_not_reported_twice() {
+    let e = err(
+        &with("[unit.web2]\nisland = \"web\"\nspeed = 3\n[overlay.a]\nunits = [\"web2\"]\nlatency_us = 5\n"),
+        &vm8(),
+    );
+    assert_eq!(where_(&e), ["16:1 unit.web2.speed"]);
+}
+
+#[test]
+fn arbitration_values_are_checked() {
+    let e = err(
+        "[host]\ncpus = \"0\"\n[island.a]\ncpus = \"1-3\"\narbitration = \"fifo\"\n[auto]\narbitration = 3\n",
+        &vm8(),
+    );
+    assert_eq!(where_(&e)[0], "5:15 island.a.arbitration");
+    assert!(e.to_string().contains("unknown variant `fifo`"), "{e}");
+    let spec = ok(
+        "[host]\ncpus = \"0\"\n[auto]\nlayout = \"per_node\"\narbitration = \"priority\"\n",
+        &vm8(),
+    );
+    assert!(spec
+        .islands
+        .iter()
+        .all(|i| i.arbitration == ArbitrationPolicy::Priority));
+}
+
+#[test]
+fn the_summary_lists_overlays_and_priority_arbitration() {
+    let spec = ok(
+        &with(
+            r#"[overlay.shop]
+priority = 5
+units = ["api", "db"]
+latency_us = 1000
+react_pressure = 20
+react_recv_queue = "128K"
+[overlay.power]
+cpu_cap = 4.5
+"#,
+        ),
+        &vm8(),
+    );
+    let text = summary(&spec);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines.contains(
+            &"  web     cpus 1-3 (3 CPUs), mems 0, fair, arbitration by priority (default)"
+        ),
+        "{text}"
+    );
+    let at = lines.iter().position(|l| *l == "overlays: 2").expect(&text);
+    assert_eq!(
+        lines[at + 1],
+        "  shop    priority 5, p99 latency within 1000 us, units api (web) db (batch), \
+         reacts to CPU pressure > 20%, receive queue > 128K"
+    );
+    assert_eq!(
+        lines[at + 2],
+        "  power   priority 0, platform CPU cap of 4.5 CPUs"
+    );
+}
+
+/// The `[overlay.NAME]` example of `docs/config.md` parses (over islands and
+/// units of those names), and the documented summary lines are its own.
+#[test]
+fn the_documented_overlays_and_their_summary_are_real() {
+    let doc = std::fs::read_to_string(
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/config.md"),
+    )
+    .unwrap();
+    // The first fenced block opened by `opening` whose first line starts
+    // with `first`.
+    let block = |opening: &str, first: &str| -> String {
+        let mut it = doc.lines().peekable();
+        while let Some(l) = it.next() {
+            if l == opening && it.peek().is_some_and(|n| n.starts_with(first)) {
+                return it
+                    .take_while(|l| *l != "```")
+                    .map(|l| format!("{l}\n"))
+                    .collect();
+            }
+        }
+        panic!("no {opening} block starting with {first}");
+    };
+    let toml = block("```toml", "[overlay.shop]");
+    let spec = ok(&format!("{BASE}{toml}"), &vm8());
+    assert_eq!(spec.overlays.len(), 3);
+    let summary = summary(&spec);
+    let from = summary.find("overlays:").expect("overlays listed");
+    assert_eq!(block("```", "overlays:"), summary[from..]);
+}

@@ -1,0 +1,289 @@
+//! Management overlays in the platform description (inTune, seeds 000 and
+//! 001): a property that spans units of several islands, the priority it
+//! is arbitrated with, and an optional *reactive* policy the daemon runs
+//! every epoch.
+//!
+//! [`OverlayConfig`] names its units only; their islands come from the
+//! units, and [`OverlayConfig::to_overlay_spec`] gives the coordination
+//! core's [`OverlaySpec`]. [`validate_overlays`] is called by
+//! [`PlatformSpec::validate`] and reports every problem with its key path
+//! (`overlay.shop.units[1]`).
+
+use serde::{Deserialize, Serialize};
+
+use super::{PlatformSpec, SpecError};
+use crate::coord::{CoordConfig, OverlaySpec, Property};
+use crate::Name;
+
+/// An overlay declared in the platform description.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OverlayConfig {
+    /// Its name, unique on the platform.
+    pub name: Name,
+    /// Arbitration and escalation priority; higher wins.
+    pub priority: u8,
+    /// Its units (each in one island). Empty only for a platform CPU cap.
+    pub units: Vec<Name>,
+    /// What it maintains.
+    pub property: Property,
+    /// What the daemon watches for it every epoch.
+    #[serde(default)]
+    pub react: ReactPolicy,
+}
+
+/// The reactive policy of an overlay: monitored thresholds that make the
+/// daemon send coordination messages on the overlay's behalf. Every field
+/// is optional; an empty policy watches nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReactPolicy {
+    /// CPU pressure (PSI `some`, %) of one of its units above which that
+    /// unit's CPU time is tuned up (and below half of which it is tuned back
+    /// down toward its configured value).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pressure: Option<f64>,
+    /// Utilization (used ÷ held CPUs, 0..1) of one of its units' islands
+    /// above which the island borrows a CPU for the overlay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub utilization: Option<f64>,
+    /// Bytes waiting in the receive queues of a unit's sockets above which
+    /// the unit is triggered (seed 001's buffer monitoring).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recv_queue: Option<u64>,
+}
+
+impl ReactPolicy {
+    /// Whether it watches anything.
+    pub fn is_empty(&self) -> bool {
+        self.pressure.is_none() && self.utilization.is_none() && self.recv_queue.is_none()
+    }
+}
+
+impl OverlayConfig {
+    /// The coordination core's view: units with their islands (units not in
+    /// `spec` are left out; validation reports them).
+    pub fn to_overlay_spec(&self, spec: &PlatformSpec) -> OverlaySpec {
+        OverlaySpec {
+            name: self.name.clone(),
+            priority: self.priority,
+            units: self
+                .units
+                .iter()
+                .filter_map(|u| {
+                    let unit = spec.units.iter().find(|s| &s.name == u)?;
+                    Some((unit.island.clone(), unit.name.clone()))
+                })
+                .collect(),
+            property: self.property,
+        }
+    }
+}
+
+/// Checks every overlay of `spec`; appends what is wrong to `errs`.
+pub(super) fn validate_overlays(spec: &PlatformSpec, errs: &mut Vec<SpecError>) {
+    let mut names: Vec<&Name> = Vec::new();
+    let mut owner: Vec<(&Name, &Name)> = Vec::new();
+    let mut cap_overlay: Option<&Name> = None;
+    let island_cpus: usize = spec.islands.iter().map(|i| i.cpus.len()).sum();
+    let cap_min = CoordConfig::default().cap_min;
+    for o in &spec.overlays {
+        let key = format!("overlay.{}", o.name);
+        if names.contains(&&o.name) {
+            errs.push(SpecError::new(&key, "overlay defined twice"));
+        }
+        names.push(&o.name);
+        for (i, u) in o.units.iter().enumerate() {
+            let ukey = format!("{key}.units[{i}]");
+            if !spec.units.iter().any(|s| &s.name == u) {
+                errs.push(SpecError::new(
+                    ukey,
+                    format!("no unit named {:?} in the platform description", u.as_str()),
+                ));
+                continue;
+            }
+            if o.units[..i].contains(u) {
+                errs.push(SpecError::new(ukey, format!("unit {u} is listed twice")));
+                continue;
+            }
+            if let Some((_, other)) = owner.iter().find(|(unit, _)| *unit == u) {
+                errs.push(SpecError::new(
+                    ukey,
+                    format!("unit {u} already belongs to overlay {other}; a unit has at most one overlay"),
+                ));
+                continue;
+            }
+            owner.push((u, &o.name));
+        }
+        match o.property {
+            Property::LatencyPercentile {
+                percentile,
+                bound_us,
+            } => {
+                if !(percentile > 0.0 && percentile <= 100.0) {
+                    errs.push(SpecError::new(
+                        format!("{key}.percentile"),
+                        format!("{percentile} is outside (0, 100]"),
+                    ));
+                }
+                if bound_us == 0 {
+                    errs.push(SpecError::new(
+                        format!("{key}.latency_us"),
+                        "a latency bound must be above 0",
+                    ));
+                }
+            }
+            Property::ThroughputFloor { per_s } => {
+                if !(per_s.is_finite() && per_s > 0.0) {
+                    errs.push(SpecError::new(
+                        format!("{key}.throughput_floor"),
+                        format!("{per_s} is not a number of operations per second above 0"),
+                    ));
+                }
+            }
+            Property::PlatformCpuCap { cpus } => {
+                let least = cap_min * spec.islands.len() as f64;
+                if !(cpus.is_finite() && cpus >= least && cpus <= island_cpus as f64) {
+                    errs.push(SpecError::new(
+                        format!("{key}.cpu_cap"),
+                        format!(
+                            "{cpus} is outside [{least}, {island_cpus}]: the islands have {island_cpus} CPUs, and each of the {} islands keeps at least {cap_min}",
+                            spec.islands.len()
+                        ),
+                    ));
+                }
+                if let Some(other) = cap_overlay {
+                    errs.push(SpecError::new(
+                        format!("{key}.cpu_cap"),
+                        format!("overlay {other} sets the platform CPU cap already; there is one"),
+                    ));
+                }
+                cap_overlay = Some(&o.name);
+            }
+        }
+        let is_cap = matches!(o.property, Property::PlatformCpuCap { .. });
+        if o.units.is_empty() && !is_cap {
+            errs.push(SpecError::new(
+                format!("{key}.units"),
+                "this property needs at least one unit (only a cpu_cap overlay may have none)",
+            ));
+        }
+        let r = &o.react;
+        if o.units.is_empty() && !r.is_empty() {
+            errs.push(SpecError::new(
+                &key,
+                "a reactive policy (react_*) watches the overlay's units, and it has none",
+            ));
+        }
+        if let Some(p) = r.pressure {
+            if !(p > 0.0 && p <= 100.0) {
+                errs.push(SpecError::new(
+                    format!("{key}.react_pressure"),
+                    format!("{p} is outside (0, 100] (percent)"),
+                ));
+            }
+        }
+        if let Some(u) = r.utilization {
+            if !(u > 0.0 && u <= 1.0) {
+                errs.push(SpecError::new(
+                    format!("{key}.react_utilization"),
+                    format!("{u} is outside (0, 1]"),
+                ));
+            }
+        }
+        if r.recv_queue == Some(0) {
+            errs.push(SpecError::new(
+                format!("{key}.react_recv_queue"),
+                "a queue threshold must be above 0 bytes",
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::tests::{n, spec16, topo16};
+    use crate::spec::{Entitlement, UnitSpec};
+
+    fn overlay(name: &str, units: &[&str], property: Property) -> OverlayConfig {
+        OverlayConfig {
+            name: n(name),
+            priority: 0,
+            units: units.iter().map(|u| n(u)).collect(),
+            property,
+            react: ReactPolicy::default(),
+        }
+    }
+
+    fn latency() -> Property {
+        Property::LatencyPercentile {
+            percentile: 99.0,
+            bound_us: 1000,
+        }
+    }
+
+    fn spec() -> PlatformSpec {
+        let mut s = spec16();
+        s.units.push(UnitSpec {
+            name: n("db"),
+            island: n("rt"),
+            entitlement: Entitlement::default(),
+            adopt: vec![],
+            rt_priority: None,
+        });
+        s
+    }
+
+    #[test]
+    fn a_good_overlay_resolves_its_islands() {
+        let mut s = spec();
+        s.overlays.push(overlay("shop", &["api", "db"], latency()));
+        s.overlays
+            .push(overlay("cap", &[], Property::PlatformCpuCap { cpus: 4.0 }));
+        s.validate(&topo16()).unwrap();
+        let o = s.overlays[0].to_overlay_spec(&s);
+        assert_eq!(
+            o.units,
+            vec![(n("web"), n("api")), (n("rt"), n("db"))],
+            "islands come from the units"
+        );
+    }
+
+    #[test]
+    fn every_problem_is_reported_with_its_key() {
+        let mut s = spec();
+        let mut a = overlay("a", &["api", "nope", "api"], latency());
+        a.react.pressure = Some(120.0);
+        s.overlays.push(a);
+        s.overlays.push(overlay(
+            "b",
+            &["api"],
+            Property::ThroughputFloor { per_s: 0.0 },
+        ));
+        s.overlays
+            .push(overlay("c", &[], Property::PlatformCpuCap { cpus: 15.0 }));
+        let mut d = overlay("d", &[], Property::PlatformCpuCap { cpus: 1.0 });
+        d.react.utilization = Some(0.5);
+        s.overlays.push(d);
+        s.overlays.push(overlay("e", &[], latency()));
+        let errs = s.validate(&topo16()).unwrap_err();
+        let keys: Vec<_> = errs.iter().map(|e| e.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "overlay.a.units[1]",
+                "overlay.a.units[2]",
+                "overlay.a.react_pressure",
+                "overlay.b.units[0]",
+                "overlay.b.throughput_floor",
+                "overlay.c.cpu_cap",
+                "overlay.d.cpu_cap",
+                "overlay.d",
+                "overlay.e.units",
+            ],
+            "{errs:#?}"
+        );
+        assert!(errs[3].problem.contains("overlay a"), "{}", errs[3]);
+        assert!(errs[5].problem.contains("14 CPUs"), "{}", errs[5]);
+        assert!(errs[6].problem.contains("overlay c"), "{}", errs[6]);
+    }
+}

@@ -1,0 +1,393 @@
+//! Coordination between islands (inTune, seeds 000 and 001) in the control
+//! loop.
+//!
+//! The pure rules live in `atoll_core::coord`: a coordinator per island, the
+//! [`PlatformManager`] owning them. Here the controller
+//!
+//! - builds the manager from the platform description (islands with their
+//!   arbitration policy, units with their configured knobs) and registers
+//!   the `[overlay.NAME]` overlays when it starts;
+//! - answers the API: `overlays`, `coordinate` (one message; who may send what is in `api`)
+//!   and `report` (an application reports its property's value: the
+//!   *proactive* policy, see [`policy`]);
+//! - every epoch (`Controller::coordinate`): ends expired boosts (`tick`);
+//!   then, if any overlay is registered, samples each island's CPU use from
+//!   its group (`observe`), rebalances the platform CPU cap when there is
+//!   one, and runs the overlays' *reactive* policies (CPU pressure, island
+//!   utilization, socket receive queues), submitted together and arbitrated
+//!   as one round;
+//! - writes every effect to the kernel (`apply`) and records it as a
+//!   decision with `Reason::Coordination`.
+//!
+//! # What coordination keeps, and how it composes
+//!
+//! Effects become a *coordination overlay*: per unit the knobs an overlay
+//! changed away from their configured value (weight, cap, RT budget,
+//! `memory.high`, a boost), per island its CPUs (after borrows and
+//! releases) and its share of the platform CPU cap. Every writer merges it
+//! last: the periodic reconcile (plan, then isolation's overlay, then this),
+//! the isolation step (its settings, then this), and the effects
+//! themselves. So the reconcile never undoes coordination, and where the
+//! isolation model and coordination set the same knob (`cpu.max`,
+//! `memory.high`) **coordination wins** while it holds a value other than the
+//! configured one; a knob tuned back to its configured value (or an overlay
+//! that leaves) hands the knob back to isolation. Isolation's other knobs
+//! (the units' cpusets, `cpu.idle`, `memory.low`/`max`, `io.max`) are
+//! untouched, and its CPU lender lays an island's home CPUs out again when
+//! coordination changes the island's CPUs.
+//!
+//! Coordination state is not saved: after a restart the daemon starts again
+//! from the configured knobs and CPUs, and registers the configured
+//! overlays anew.
+
+mod api;
+mod apply;
+pub mod policy;
+mod react;
+pub mod recv;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use atoll_core::coord::{CoordConfig, Message, NackReason, PlatformManager, UnitKnobs};
+use atoll_core::plan::{CpuMax, GroupSettings, RtBudget, RT_PERIOD_US};
+use atoll_core::spec::{IslandSpec, PlatformSpec, ReactPolicy, SchedPolicy, DEFAULT_CPU_PERIOD_US};
+use atoll_core::topology::Topology;
+use atoll_core::{CpuSet, Name};
+use atoll_proto::coord::OverlayOrigin;
+
+use crate::controller::Controller;
+use crate::cpu_wait::WaitTracker;
+
+pub use recv::{ProcRecvQueues, RecvQueues};
+
+/// An overlay as the daemon tracks it, beside the manager's record.
+#[derive(Clone, Debug)]
+pub(crate) struct OverlayState {
+    pub origin: OverlayOrigin,
+    /// Its reactive policy (config overlays only).
+    pub react: ReactPolicy,
+    /// The last value reported, and whether the property held then.
+    pub value: Option<f64>,
+    pub holds: Option<bool>,
+    pub acked: u64,
+    pub nacked: u64,
+}
+
+impl OverlayState {
+    fn new(origin: OverlayOrigin, react: ReactPolicy) -> Self {
+        Self {
+            origin,
+            react,
+            value: None,
+            holds: None,
+            acked: 0,
+            nacked: 0,
+        }
+    }
+}
+
+/// What coordination changed on one unit, over the plan's settings. `None`
+/// leaves the knob to the plan (and the isolation model).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct UnitCoord {
+    /// Steady `cpu.weight`.
+    pub weight: Option<u32>,
+    /// `cpu.max` in CPUs; `Some(None)` lifts the cap.
+    pub cap: Option<Option<f64>>,
+    /// RT runtime per island period, µs.
+    pub rt_runtime_us: Option<u64>,
+    /// `memory.high`; `Some(None)` lifts it.
+    pub memory_high: Option<Option<u64>>,
+    /// `cpu.weight` while a trigger's boost lasts.
+    pub boost_weight: Option<u32>,
+    /// RT priority of its tasks while a boost lasts.
+    pub boost_rt: Option<u8>,
+}
+
+/// Counters of a group at the last sample.
+#[derive(Clone, Copy, Debug)]
+struct Counters {
+    at: Duration,
+    cpu_us: u64,
+    throttled: Option<u64>,
+    psi_us: Option<u64>,
+}
+
+/// An island's load over the last epoch.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct IslandLoad {
+    /// CPUs used.
+    pub used: f64,
+    /// CPUs it holds.
+    pub cpus: usize,
+    /// CPU pressure (%), where the kernel gives it.
+    pub pressure: Option<f64>,
+    /// Whether it was throttled at its cap.
+    pub throttled: bool,
+}
+
+impl IslandLoad {
+    /// Used ÷ held CPUs.
+    pub fn utilization(&self) -> f64 {
+        self.used / self.cpus.max(1) as f64
+    }
+}
+
+/// The coordination state the controller keeps between epochs.
+pub struct Coordination {
+    /// The platform manager, or why coordination is off.
+    pub(crate) manager: Result<PlatformManager, String>,
+    pub(crate) overlays: BTreeMap<Name, OverlayState>,
+    /// Unit → what coordination changed on it.
+    pub(crate) units: BTreeMap<Name, UnitCoord>,
+    /// Unit → (island, configured knobs): what tunes return to.
+    pub(crate) base: BTreeMap<Name, (Name, UnitKnobs)>,
+    /// Island → the CPUs it holds now, as written.
+    pub(crate) island_cpus: BTreeMap<Name, CpuSet>,
+    /// Island → its share of the platform CPU cap, CPUs.
+    pub(crate) island_caps: BTreeMap<Name, f64>,
+    /// Island → its load over the last epoch.
+    pub(crate) loads: BTreeMap<Name, IslandLoad>,
+    /// Unit → its CPU pressure (%) over the last epoch it was sampled.
+    pub(crate) unit_pressure: BTreeMap<Name, f64>,
+    counters: BTreeMap<atoll_core::plan::GroupPath, Counters>,
+    waits: WaitTracker,
+    recv: Option<Box<dyn RecvQueues>>,
+    /// (overlay, what) → no reactive message before this.
+    pub(crate) next: BTreeMap<(Name, String), Duration>,
+}
+
+impl Coordination {
+    /// The manager for `spec` (every island with its arbitration policy),
+    /// nothing registered yet. A spec the core refuses turns coordination
+    /// off with the reason.
+    pub fn new(spec: &PlatformSpec, topo: &Topology) -> Self {
+        let manager =
+            PlatformManager::from_spec(spec, topo, Default::default(), CoordConfig::default())
+                .and_then(|mut m| {
+                    for i in &spec.islands {
+                        m.set_arbitration(&i.name, i.arbitration)?;
+                    }
+                    Ok(m)
+                })
+                .map_err(|e| e.to_string());
+        if let Err(e) = &manager {
+            tracing::warn!("coordination is off: {e}");
+        }
+        let mut base = BTreeMap::new();
+        if let Ok(m) = &manager {
+            for c in m.islands() {
+                for (u, k) in c.units() {
+                    base.insert(u.clone(), (c.name().clone(), *k));
+                }
+            }
+        }
+        Self {
+            manager,
+            overlays: BTreeMap::new(),
+            units: BTreeMap::new(),
+            base,
+            island_cpus: spec
+                .islands
+                .iter()
+                .map(|i| (i.name.clone(), i.cpus.clone()))
+                .collect(),
+            island_caps: BTreeMap::new(),
+            loads: BTreeMap::new(),
+            unit_pressure: BTreeMap::new(),
+            counters: BTreeMap::new(),
+            waits: WaitTracker::default(),
+            recv: None,
+            next: BTreeMap::new(),
+        }
+    }
+
+    /// The manager, if coordination is on.
+    pub fn manager(&self) -> Option<&PlatformManager> {
+        self.manager.as_ref().ok()
+    }
+
+    /// The CPUs `island` holds now (its configured ones unless coordination
+    /// moved some).
+    pub fn island_cpus(&self, island: &Name) -> Option<&CpuSet> {
+        self.island_cpus.get(island)
+    }
+
+    /// A unit group's settings with coordination's knobs over `s`.
+    pub(crate) fn merge_unit(
+        &self,
+        island: &IslandSpec,
+        unit: &Name,
+        mut s: GroupSettings,
+    ) -> GroupSettings {
+        let Some(c) = self.units.get(unit) else {
+            return s;
+        };
+        if let Some(w) = c.boost_weight.or(c.weight) {
+            s.cpu_weight = Some(w);
+        }
+        if let Some(cap) = c.cap {
+            s.cpu_max = cap.map(cpu_max);
+        }
+        if let (Some(r), SchedPolicy::Realtime(rt)) = (c.rt_runtime_us, &island.policy) {
+            s.rt_budget = Some(RtBudget {
+                runtime_us: r * RT_PERIOD_US / rt.period_us.max(1),
+                period_us: RT_PERIOD_US,
+            });
+        }
+        if let Some(h) = c.memory_high {
+            s.memory.high = h;
+        }
+        s
+    }
+
+    /// An island group's settings with coordination's CPUs and cap over `s`.
+    pub(crate) fn merge_island(&self, island: &Name, mut s: GroupSettings) -> GroupSettings {
+        if let Some(c) = self.island_cpus.get(island) {
+            s.cpus = Some(c.clone());
+        }
+        if let Some(cap) = self.island_caps.get(island) {
+            s.cpu_max = Some(cpu_max(*cap));
+        }
+        s
+    }
+
+    /// The island of a unit the manager knows.
+    pub(crate) fn island_of(&self, unit: &Name) -> Option<&Name> {
+        self.base.get(unit).map(|(i, _)| i)
+    }
+
+    /// Whether `unit`'s steady CPU knobs are above their configured values.
+    pub(crate) fn cpu_above_base(&self, unit: &Name) -> bool {
+        let (Some(m), Some((island, base))) = (self.manager(), self.base.get(unit)) else {
+            return false;
+        };
+        let Some(k) = m.island(island).and_then(|c| c.knobs(unit)) else {
+            return false;
+        };
+        let looser = match (k.cap, base.cap) {
+            (_, None) => false,
+            (None, Some(_)) => true,
+            (Some(c), Some(b)) => c > b + 1e-9,
+        };
+        k.weight > base.weight || looser || k.rt_runtime_us > base.rt_runtime_us
+    }
+
+    /// Counts a reply for `overlay`.
+    pub(crate) fn count(&mut self, overlay: Option<&Name>, acked: bool) {
+        if let Some(o) = overlay.and_then(|o| self.overlays.get_mut(o)) {
+            if acked {
+                o.acked += 1;
+            } else {
+                o.nacked += 1;
+            }
+        }
+    }
+}
+
+/// `cpu.max` for a cap in CPUs (the kernel's least quota is 1 ms).
+pub(crate) fn cpu_max(cpus: f64) -> CpuMax {
+    CpuMax {
+        quota_us: ((cpus * DEFAULT_CPU_PERIOD_US as f64).round() as u64).max(1000),
+        period_us: DEFAULT_CPU_PERIOD_US,
+    }
+}
+
+/// When a refused message may be sent again, if the reason says.
+pub(crate) fn retry_at(reason: &NackReason) -> Option<Duration> {
+    match reason {
+        NackReason::BackingOff { until }
+        | NackReason::CoolingDown { until, .. }
+        | NackReason::AlreadyBoosted { until, .. }
+        | NackReason::BoostSlotsBusy { until, .. }
+        | NackReason::Damped { until, .. } => Some(*until),
+        _ => None,
+    }
+}
+
+impl Controller {
+    /// Sets the reader of socket receive queues (for `react_recv_queue`);
+    /// without one that policy watches nothing.
+    pub fn set_recv_queues(&mut self, reader: Box<dyn RecvQueues>) {
+        self.coord.recv = Some(reader);
+    }
+
+    /// The coordination state.
+    pub fn coordination(&self) -> &Coordination {
+        &self.coord
+    }
+
+    /// The CPUs `island` holds now.
+    pub(crate) fn island_cpus(&self, island: &IslandSpec) -> CpuSet {
+        self.coord
+            .island_cpus(&island.name)
+            .cloned()
+            .unwrap_or_else(|| island.cpus.clone())
+    }
+
+    /// Registers the overlays of the platform description (at start).
+    pub(crate) fn register_config_overlays(&mut self) {
+        let spec = self.reg.spec().clone();
+        for o in &spec.overlays {
+            let msg = Message::Register {
+                overlay: o.to_overlay_spec(&spec),
+            };
+            self.coord.overlays.insert(
+                o.name.clone(),
+                OverlayState::new(OverlayOrigin::Config, o.react),
+            );
+            let from = self.default_sender(&msg);
+            let now = self.now();
+            let Ok(m) = self.coord.manager.as_mut() else {
+                return;
+            };
+            let reply = m.handle(now, &from, &msg);
+            self.coord.count(Some(&o.name), reply.is_ack());
+            match reply.reason() {
+                None => {
+                    let effects = reply.effects().to_vec();
+                    self.apply_coord(&effects, " (from the platform description)");
+                }
+                Some(r) => {
+                    tracing::warn!("overlay {}: registration refused: {r}", o.name);
+                    self.coord.overlays.remove(&o.name);
+                }
+            }
+        }
+    }
+
+    /// One coordination step of the control loop; see the module docs.
+    pub(crate) fn coordinate(&mut self) {
+        let now = self.now();
+        let expired = match self.coord.manager.as_mut() {
+            Ok(m) => m.tick(now),
+            Err(_) => return,
+        };
+        self.apply_coord(&expired, "");
+        if self.coord.overlays.is_empty() {
+            // Nothing to observe for: keep the epoch as cheap as without
+            // coordination.
+            return;
+        }
+        let samples = self.sample_islands(now);
+        let capped = self.coord.manager().is_some_and(|m| m.cpu_cap().is_some());
+        if capped {
+            let usage: Vec<(Name, f64, bool)> = samples
+                .iter()
+                .map(|(n, l)| (n.clone(), l.used, l.throttled))
+                .collect();
+            let moved = match self.coord.manager.as_mut() {
+                Ok(m) => m.rebalance(now, &usage),
+                Err(_) => return,
+            };
+            match moved {
+                Ok(effects) => {
+                    self.apply_coord(&effects, "");
+                }
+                Err(e) => tracing::warn!("coordination: rebalancing the CPU cap: {e}"),
+            }
+        }
+        self.react(now);
+    }
+}

@@ -1,0 +1,237 @@
+//! The overlay policies the daemon runs: pure decisions from figures to the
+//! coordination message to send.
+//!
+//! *Proactive* (the application reports its property's value through the
+//! API, [`report_step`]):
+//! - a latency percentile above its bound asks for more CPU time for the
+//!   overlay's unit on the most pressured island: a tune up, or a trigger
+//!   when the value is more than [`FAR_ABOVE`] times the bound (a tune up
+//!   if the trigger is refused); below [`FAR_BELOW`] times the bound it
+//!   gives one step back (a tune down of a unit above its configured
+//!   knobs);
+//! - a throughput below its floor asks for a tune up (a trigger below half
+//!   the floor); above [`FAR_ABOVE`] times the floor it gives a step back;
+//! - a platform CPU cap is kept by the platform manager itself: a reported
+//!   value (CPUs in use) is only recorded.
+//!
+//! *Reactive* (the daemon watches, every epoch, [`pressure_step`],
+//! [`utilization_step`], [`recv_queue_step`]):
+//! - `react_pressure = P`: a unit whose CPU pressure exceeds `P` % is tuned
+//!   up; below `P ×` [`RELAX_BELOW`] a unit above its configured knobs is
+//!   tuned back down;
+//! - `react_utilization = U`: an island of the overlay using more than `U`
+//!   of the CPUs it holds borrows one (`borrow_any`); it releases a lender's
+//!   CPUs once it would stay below `U ×` [`RELEASE_BELOW`] without them;
+//! - `react_recv_queue = B`: a unit whose sockets hold more than `B` bytes
+//!   not yet read is triggered (seed 001's buffer monitoring).
+//!
+//! One overlay sends at most one reactive message per unit (or island) and
+//! kind every [`REACT_INTERVAL`], and none before the retry time a refusal
+//! named or the backoff the platform manager keeps.
+
+use std::time::Duration;
+
+use atoll_core::coord::{Direction, Property};
+
+/// A value this many times past its bound is far off: trigger rather than
+/// tune (latency above, throughput below its inverse), or give back (a
+/// throughput above).
+pub const FAR_ABOVE: f64 = 2.0;
+/// A latency below this share of its bound leaves room to give back.
+pub const FAR_BELOW: f64 = 0.5;
+/// Share of `react_pressure` below which a tuned-up unit is tuned down.
+pub const RELAX_BELOW: f64 = 0.5;
+/// Share of `react_utilization` below which borrowed CPUs go back.
+pub const RELEASE_BELOW: f64 = 0.75;
+/// Least time between two reactive messages of one overlay about one unit
+/// or island.
+pub const REACT_INTERVAL: Duration = Duration::from_millis(100);
+
+/// What a reported value asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReportWant {
+    /// More CPU time; `urgent`: trigger first.
+    More {
+        /// Far off its bound.
+        urgent: bool,
+    },
+    /// Room to spare: one step back.
+    Less,
+}
+
+/// Whether `property` holds at `value`, and what to ask for.
+pub fn report_step(property: &Property, value: f64) -> (bool, Option<ReportWant>) {
+    match *property {
+        Property::LatencyPercentile { bound_us, .. } => {
+            let bound = bound_us as f64;
+            if value > bound {
+                let urgent = value > FAR_ABOVE * bound;
+                (false, Some(ReportWant::More { urgent }))
+            } else if value < FAR_BELOW * bound {
+                (true, Some(ReportWant::Less))
+            } else {
+                (true, None)
+            }
+        }
+        Property::ThroughputFloor { per_s } => {
+            if value < per_s {
+                let urgent = value * FAR_ABOVE < per_s;
+                (false, Some(ReportWant::More { urgent }))
+            } else if value > FAR_ABOVE * per_s {
+                (true, Some(ReportWant::Less))
+            } else {
+                (true, None)
+            }
+        }
+        Property::PlatformCpuCap { cpus } => (value <= cpus + 1e-9, None),
+    }
+}
+
+/// The value against the property, in words: `p99 2100 us > 1000 us`.
+pub fn describe_value(property: &Property, value: f64) -> String {
+    let cmp = |above: bool| if above { ">" } else { "<=" };
+    match *property {
+        Property::LatencyPercentile {
+            percentile,
+            bound_us,
+        } => format!(
+            "p{percentile} {value} us {} {bound_us} us",
+            cmp(value > bound_us as f64)
+        ),
+        Property::ThroughputFloor { per_s } => {
+            let op = if value < per_s { "<" } else { ">=" };
+            format!("{value}/s {op} floor {per_s}/s")
+        }
+        Property::PlatformCpuCap { cpus } => {
+            format!("{value} CPUs {} cap {cpus}", cmp(value > cpus))
+        }
+    }
+}
+
+/// Which way to tune a unit at CPU pressure `pressure` (%) under
+/// `react_pressure = threshold`; `above_base`: its knobs are above their
+/// configured values.
+pub fn pressure_step(pressure: f64, threshold: f64, above_base: bool) -> Option<Direction> {
+    if pressure > threshold {
+        Some(Direction::Up)
+    } else if above_base && pressure < threshold * RELAX_BELOW {
+        Some(Direction::Down)
+    } else {
+        None
+    }
+}
+
+/// What an island should do about its utilization.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UtilWant {
+    /// Borrow one CPU.
+    Borrow,
+    /// Give back what it holds from this lender for the overlay.
+    Release(String),
+}
+
+/// An island using `used` of the `held` CPUs it holds, under
+/// `react_utilization = threshold`; `loans`: per lender, the CPUs it holds
+/// from it for the overlay.
+pub fn utilization_step(
+    used: f64,
+    held: usize,
+    threshold: f64,
+    loans: &[(String, usize)],
+) -> Option<UtilWant> {
+    if held == 0 {
+        return None;
+    }
+    if used / held as f64 > threshold {
+        return Some(UtilWant::Borrow);
+    }
+    loans.iter().find_map(|(lender, k)| {
+        let left = held.saturating_sub(*k);
+        (left > 0 && used / (left as f64) < threshold * RELEASE_BELOW)
+            .then(|| UtilWant::Release(lender.clone()))
+    })
+}
+
+/// Whether a unit whose sockets hold `bytes` unread is triggered under
+/// `react_recv_queue = threshold`.
+pub fn recv_queue_step(bytes: u64, threshold: u64) -> bool {
+    bytes > threshold
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LAT: Property = Property::LatencyPercentile {
+        percentile: 99.0,
+        bound_us: 1000,
+    };
+    const TPUT: Property = Property::ThroughputFloor { per_s: 100.0 };
+
+    #[test]
+    fn latency_reports() {
+        assert_eq!(
+            report_step(&LAT, 1500.0),
+            (false, Some(ReportWant::More { urgent: false }))
+        );
+        assert_eq!(
+            report_step(&LAT, 2100.0),
+            (false, Some(ReportWant::More { urgent: true }))
+        );
+        assert_eq!(report_step(&LAT, 1000.0), (true, None));
+        assert_eq!(report_step(&LAT, 700.0), (true, None));
+        assert_eq!(report_step(&LAT, 400.0), (true, Some(ReportWant::Less)));
+        assert_eq!(describe_value(&LAT, 2100.0), "p99 2100 us > 1000 us");
+        assert_eq!(describe_value(&LAT, 400.0), "p99 400 us <= 1000 us");
+    }
+
+    #[test]
+    fn throughput_and_cap_reports() {
+        assert_eq!(
+            report_step(&TPUT, 80.0),
+            (false, Some(ReportWant::More { urgent: false }))
+        );
+        assert_eq!(
+            report_step(&TPUT, 40.0),
+            (false, Some(ReportWant::More { urgent: true }))
+        );
+        assert_eq!(report_step(&TPUT, 150.0), (true, None));
+        assert_eq!(report_step(&TPUT, 250.0), (true, Some(ReportWant::Less)));
+        assert_eq!(describe_value(&TPUT, 80.0), "80/s < floor 100/s");
+        let cap = Property::PlatformCpuCap { cpus: 2.0 };
+        assert_eq!(report_step(&cap, 2.5), (false, None));
+        assert_eq!(report_step(&cap, 1.5), (true, None));
+    }
+
+    #[test]
+    fn pressure_has_hysteresis() {
+        assert_eq!(pressure_step(30.0, 20.0, false), Some(Direction::Up));
+        assert_eq!(pressure_step(15.0, 20.0, true), None);
+        assert_eq!(pressure_step(5.0, 20.0, true), Some(Direction::Down));
+        assert_eq!(
+            pressure_step(5.0, 20.0, false),
+            None,
+            "nothing to give back"
+        );
+    }
+
+    #[test]
+    fn utilization_borrows_and_releases_with_hysteresis() {
+        assert_eq!(utilization_step(2.9, 3, 0.8, &[]), Some(UtilWant::Borrow));
+        assert_eq!(utilization_step(2.0, 3, 0.8, &[]), None);
+        let loans = [("batch".to_string(), 1)];
+        // 4 CPUs held, one borrowed: 2.5 / 3 = 0.83 is not below 0.6.
+        assert_eq!(utilization_step(2.5, 4, 0.8, &loans), None);
+        assert_eq!(
+            utilization_step(1.0, 4, 0.8, &loans),
+            Some(UtilWant::Release("batch".into()))
+        );
+        assert_eq!(utilization_step(1.0, 0, 0.8, &loans), None);
+    }
+
+    #[test]
+    fn recv_queue_threshold_is_exclusive() {
+        assert!(recv_queue_step(129 << 10, 128 << 10));
+        assert!(!recv_queue_step(128 << 10, 128 << 10));
+    }
+}

@@ -1,0 +1,316 @@
+//! Sampling and the reactive policies of the epoch step.
+//!
+//! Islands are sampled every epoch (CPU time, throttled periods when a cap
+//! is in force, CPU pressure: two or three reads per island); units only
+//! when an overlay watches their pressure or their receive queues. The
+//! reactive messages of one epoch are submitted together and arbitrated as
+//! one round, so overlays competing for the same island are ordered by its
+//! arbitration policy (see [`policy`](super::policy) for the rules).
+
+use std::time::Duration;
+
+use atoll_core::backend::StatSelect;
+use atoll_core::coord::{Direction, Message, Resource, Ticket};
+use atoll_core::plan::GroupPath;
+use atoll_core::Name;
+
+use super::policy::{self, UtilWant, REACT_INTERVAL};
+use super::{retry_at, Counters, IslandLoad};
+use crate::controller::Controller;
+
+/// A reactive message and what led to it.
+struct Planned {
+    overlay: Name,
+    from: Name,
+    msg: Message,
+    /// Why, in words, for the decisions: ` (CPU pressure 35% > 20%)`.
+    context: String,
+    /// What it is about, for the retry time.
+    key: String,
+}
+
+impl Controller {
+    /// CPU use, pressure and throttling of every island since the last
+    /// epoch; records them and feeds the manager.
+    pub(super) fn sample_islands(&mut self, now: Duration) -> Vec<(Name, IslandLoad)> {
+        let capped = self.coord.manager().is_some_and(|m| m.cpu_cap().is_some());
+        let select = StatSelect {
+            cpu_usage: true,
+            cpu_throttling: capped,
+            memory: false,
+            io: false,
+            pressure: true,
+        };
+        let islands: Vec<_> = self.reg.spec().islands.clone();
+        let mut out = Vec::new();
+        for island in &islands {
+            let group = GroupPath::island(&island.name);
+            let Ok(st) = self.env.backend.stats_of(&group, select) else {
+                continue;
+            };
+            let cur = Counters {
+                at: now,
+                cpu_us: st.cpu_usage_us.unwrap_or(0),
+                throttled: st.nr_throttled,
+                psi_us: st.cpu_pressure.map(|p| p.some.total_us),
+            };
+            let Some(last) = self
+                .coord
+                .counters
+                .insert(group, cur)
+                .filter(|l| now > l.at)
+            else {
+                continue;
+            };
+            let window = (now - last.at).as_micros() as f64;
+            let used = cur.cpu_us.saturating_sub(last.cpu_us) as f64 / window;
+            let pressure = match (cur.psi_us, last.psi_us) {
+                (Some(a), Some(b)) => {
+                    Some((a.saturating_sub(b) as f64 * 100.0 / window).min(100.0))
+                }
+                _ => None,
+            };
+            let throttled = matches!((cur.throttled, last.throttled), (Some(a), Some(b)) if a > b);
+            let load = IslandLoad {
+                used,
+                cpus: self.island_cpus(island).len(),
+                pressure,
+                throttled,
+            };
+            if let Ok(m) = self.coord.manager.as_mut() {
+                if let Err(e) = m.observe(&island.name, used) {
+                    tracing::warn!("coordination: {e}");
+                }
+            }
+            self.coord.loads.insert(island.name.clone(), load);
+            out.push((island.name.clone(), load));
+        }
+        out
+    }
+
+    /// CPU pressure (%) of a unit since its last sample: the kernel's
+    /// per-group figure, else its threads' run-queue waits.
+    fn sample_unit_pressure(&mut self, now: Duration, island: &Name, unit: &Name) -> Option<f64> {
+        let group = GroupPath::unit(island, unit);
+        let st = self.env.backend.stats_of(&group, StatSelect::CPU).ok()?;
+        let cur = Counters {
+            at: now,
+            cpu_us: st.cpu_usage_us.unwrap_or(0),
+            throttled: None,
+            psi_us: st.cpu_pressure.map(|p| p.some.total_us),
+        };
+        let last = self
+            .coord
+            .counters
+            .insert(group.clone(), cur)
+            .filter(|l| now > l.at)?;
+        let window = (now - last.at).as_micros() as f64;
+        let p = match (cur.psi_us, last.psi_us) {
+            (Some(a), Some(b)) => (a.saturating_sub(b) as f64 * 100.0 / window).min(100.0),
+            _ => {
+                let used = cur.cpu_us.saturating_sub(last.cpu_us) as f64 / window;
+                let allowed = self.coord.island_cpus.get(island).map_or(0, |c| c.len());
+                self.coord.waits.pressure(
+                    &group,
+                    now,
+                    used,
+                    allowed,
+                    &*self.env.backend,
+                    &*self.env.procs,
+                )?
+            }
+        };
+        self.coord.unit_pressure.insert(unit.clone(), p);
+        Some(p)
+    }
+
+    /// The overlays' reactive messages for this epoch, arbitrated as one
+    /// round, and their effects applied.
+    pub(super) fn react(&mut self, now: Duration) {
+        let mut planned = Vec::new();
+        let watched: Vec<(Name, atoll_core::spec::ReactPolicy)> = self
+            .coord
+            .overlays
+            .iter()
+            .filter(|(_, s)| !s.react.is_empty())
+            .map(|(n, s)| (n.clone(), s.react))
+            .collect();
+        for (overlay, react) in watched {
+            let Some(units) = self
+                .coord
+                .manager()
+                .and_then(|m| m.overlay(&overlay))
+                .map(|s| s.units.clone())
+            else {
+                continue;
+            };
+            for (island, unit) in &units {
+                if let Some(threshold) = react.pressure {
+                    if let Some(p) = self.sample_unit_pressure(now, island, unit) {
+                        let above = self.coord.cpu_above_base(unit);
+                        if let Some(dir) = policy::pressure_step(p, threshold, above) {
+                            let cmp = if dir == Direction::Up { ">" } else { "<" };
+                            planned.push(Planned {
+                                overlay: overlay.clone(),
+                                from: island.clone(),
+                                msg: Message::Tune {
+                                    resource: Resource::CpuTime,
+                                    dir,
+                                    overlay: overlay.clone(),
+                                    unit: unit.clone(),
+                                },
+                                context: format!(
+                                    " (CPU pressure of {unit} {p:.0}% {cmp} {})",
+                                    if dir == Direction::Up {
+                                        format!("{threshold}%")
+                                    } else {
+                                        format!("{}%", threshold * policy::RELAX_BELOW)
+                                    }
+                                ),
+                                key: format!("tune {unit}"),
+                            });
+                        }
+                    }
+                }
+                if let Some(threshold) = react.recv_queue {
+                    let group = GroupPath::unit(island, unit);
+                    let pids = self.env.backend.processes(&group).unwrap_or_default();
+                    let bytes = match self.coord.recv.as_mut() {
+                        Some(r) if !pids.is_empty() => r.queued_bytes(&pids),
+                        _ => None,
+                    };
+                    if let Some(b) = bytes.filter(|b| policy::recv_queue_step(*b, threshold)) {
+                        planned.push(Planned {
+                            overlay: overlay.clone(),
+                            from: island.clone(),
+                            msg: Message::Trigger {
+                                resource: Resource::CpuTime,
+                                overlay: overlay.clone(),
+                                unit: unit.clone(),
+                            },
+                            context: format!(
+                                " (receive queue of {unit} {b} bytes > {threshold} bytes)"
+                            ),
+                            key: format!("trigger {unit}"),
+                        });
+                    }
+                }
+            }
+            if let Some(threshold) = react.utilization {
+                let mut islands: Vec<&Name> = units.iter().map(|(i, _)| i).collect();
+                islands.sort();
+                islands.dedup();
+                let loans = self.coord.manager().map(|m| m.loans()).unwrap_or_default();
+                for island in islands {
+                    let Some(load) = self.coord.loads.get(island).copied() else {
+                        continue;
+                    };
+                    let mut from: Vec<(String, usize)> = Vec::new();
+                    for l in loans
+                        .iter()
+                        .filter(|l| &l.borrower == island && l.overlay == overlay)
+                    {
+                        match from.iter_mut().find(|(n, _)| n == l.lender.as_str()) {
+                            Some((_, k)) => *k += 1,
+                            None => from.push((l.lender.to_string(), 1)),
+                        }
+                    }
+                    let util = load.utilization();
+                    let (msg, context) = match policy::utilization_step(
+                        load.used, load.cpus, threshold, &from,
+                    ) {
+                        Some(UtilWant::Borrow) => (
+                            Message::BorrowAny {
+                                resource: Resource::Cores,
+                                overlay: overlay.clone(),
+                                amount: 1,
+                            },
+                            format!(" (island {island} utilization {util:.2} > {threshold})"),
+                        ),
+                        Some(UtilWant::Release(lender)) => {
+                            let Ok(lender) = Name::new(&lender) else {
+                                continue;
+                            };
+                            (
+                                    Message::Release {
+                                        resource: Resource::Cores,
+                                        overlay: overlay.clone(),
+                                        island: lender,
+                                    },
+                                    format!(
+                                        " (island {island} utilization {util:.2} would stay below {} without them)",
+                                        threshold * policy::RELEASE_BELOW
+                                    ),
+                                )
+                        }
+                        None => continue,
+                    };
+                    planned.push(Planned {
+                        overlay: overlay.clone(),
+                        from: island.clone(),
+                        msg,
+                        context,
+                        key: format!("cores {island}"),
+                    });
+                }
+            }
+        }
+        self.run_round(now, planned);
+    }
+
+    /// Submits the planned messages that are due, arbitrates, applies.
+    fn run_round(&mut self, now: Duration, planned: Vec<Planned>) {
+        let mut sent: Vec<(Ticket, Planned)> = Vec::new();
+        for p in planned {
+            let key = (p.overlay.clone(), p.key.clone());
+            if self.coord.next.get(&key).is_some_and(|t| *t > now) {
+                continue;
+            }
+            let Ok(m) = self.coord.manager.as_mut() else {
+                return;
+            };
+            let backoff = p
+                .msg
+                .resource()
+                .and_then(|r| m.backoff_until(&p.from, &p.overlay, r));
+            if p.msg.is_demand() && backoff.is_some_and(|t| t > now) {
+                continue;
+            }
+            match m.submit(now, &p.from, p.msg.clone()) {
+                Ok(t) => sent.push((t, p)),
+                Err(reason) => {
+                    let until = retry_at(&reason).unwrap_or(now).max(now + REACT_INTERVAL);
+                    self.coord.next.insert(key, until);
+                    self.coord.count(Some(&p.overlay), false);
+                }
+            }
+        }
+        if sent.is_empty() {
+            return;
+        }
+        let answers = match self.coord.manager.as_mut() {
+            Ok(m) => m.arbitrate(now),
+            Err(_) => return,
+        };
+        for a in answers {
+            let Some(i) = sent.iter().position(|(t, _)| *t == a.ticket) else {
+                continue;
+            };
+            let (_, p) = sent.swap_remove(i);
+            let key = (p.overlay.clone(), p.key.clone());
+            self.coord.count(Some(&p.overlay), a.reply.is_ack());
+            let until = match a.reply.reason() {
+                None => {
+                    let effects = a.reply.effects().to_vec();
+                    self.apply_coord(&effects, &p.context);
+                    now + REACT_INTERVAL
+                }
+                Some(r) => {
+                    tracing::debug!("coordination: {} refused: {r}", p.msg);
+                    retry_at(r).unwrap_or(now).max(now + REACT_INTERVAL)
+                }
+            };
+            self.coord.next.insert(key, until);
+        }
+    }
+}

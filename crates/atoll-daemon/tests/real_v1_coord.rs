@@ -1,0 +1,241 @@
+//! Coordination effects on this machine's real cgroup v1 hierarchies.
+//!
+//! Runs only as root with writable v1 `cpuset` and `cpu` hierarchies and at
+//! least two CPUs; prints "skipped: ..." otherwise. Everything happens under
+//! a root group named `atoll-test-<pid>-<nanos>`; no process is moved (the
+//! units stay empty), and a drop guard removes the groups even if an
+//! assertion fails. Time is a manual clock: nothing here waits.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use atoll_cgroup::{can_write, choose, detect, open, Choice, RealFs, Requested};
+use atoll_core::clock::ManualClock;
+use atoll_core::coord::{Direction, Message, Property, Resource};
+use atoll_core::process::CgroupMembership;
+use atoll_core::spec::{
+    Entitlement, HostSpec, IslandSpec, OverlayConfig, PlatformSpec, SchedPolicy, UnitSpec,
+    DEFAULT_EPOCH,
+};
+use atoll_core::weight::weight_to_shares;
+use atoll_core::{CpuSet, Name};
+use atoll_daemon::command::{Caller, Command};
+use atoll_daemon::controller::{Controller, Env, Options};
+use atoll_procfs::{LinuxTaskControl, ProcFs};
+use atoll_proto::{Reply, Request};
+
+struct Guard {
+    root: String,
+    mounts: Vec<PathBuf>,
+}
+
+fn remove_tree(dir: &Path) {
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_tree(&e.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        assert!(self.root.starts_with("atoll-test-"));
+        for m in &self.mounts {
+            let d = m.join(&self.root);
+            if d.exists() {
+                remove_tree(&d);
+            }
+        }
+    }
+}
+
+fn n(s: &str) -> Name {
+    Name::new(s).unwrap()
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p)
+        .unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
+        .trim()
+        .to_string()
+}
+
+fn coordinate(c: &mut Controller, msg: Message) -> bool {
+    let (tx, rx) = std::sync::mpsc::channel();
+    c.handle(Command::Api {
+        caller: Caller {
+            uid: 0,
+            gid: 0,
+            pid: 1,
+        },
+        id: 1,
+        request: Request::Coordinate {
+            from: None,
+            message: msg,
+        },
+        reply: tx,
+    });
+    match rx.recv_timeout(Duration::from_secs(5)).unwrap().ok {
+        Some(Reply::Coordinated { reply, text }) => {
+            println!("{text}");
+            reply.is_ack()
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn coordination_on_the_real_cgroup1_kernel() {
+    // SAFETY: geteuid(2) has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("skipped: not root");
+        return;
+    }
+    let mounts = match detect(Path::new("/proc/self/mountinfo")) {
+        Ok(m) => m,
+        Err(e) => {
+            println!("skipped: {e}");
+            return;
+        }
+    };
+    let choice = match choose(Requested::Cgroup1, &mounts, &RealFs, &can_write) {
+        Ok(c @ Choice::Cgroup1(_)) => c,
+        Ok(other) => {
+            println!("skipped: unexpected choice {other:?}");
+            return;
+        }
+        Err(e) => {
+            println!("skipped: {e}");
+            return;
+        }
+    };
+    let Choice::Cgroup1(paths) = &choice else {
+        unreachable!()
+    };
+    let topo = match atoll_topology::read_topology(Path::new("/sys")) {
+        Ok(t) => t,
+        Err(e) => {
+            println!("skipped: {e}");
+            return;
+        }
+    };
+    let online = topo.online();
+    if online.len() < 2 {
+        println!("skipped: fewer than 2 CPUs");
+        return;
+    }
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let root = format!("atoll-test-{}-{nanos}", std::process::id());
+    let _guard = Guard {
+        root: root.clone(),
+        mounts: mounts.v1.iter().map(|m| m.mount.path.clone()).collect(),
+    };
+    let first = online.first().unwrap();
+    let a_cpus = CpuSet::range(first, first);
+    let b_cpus = online.difference(&a_cpus);
+    let mems = topo.all_nodes();
+    let island = |name: &str, cpus: &CpuSet| IslandSpec {
+        name: n(name),
+        cpus: cpus.clone(),
+        mems: mems.clone(),
+        policy: SchedPolicy::Fair,
+        arbitration: Default::default(),
+    };
+    let unit = |name: &str, island: &str| UnitSpec {
+        name: n(name),
+        island: n(island),
+        entitlement: Entitlement::default(),
+        adopt: vec![],
+        rt_priority: None,
+    };
+    let spec = PlatformSpec {
+        host: HostSpec {
+            cpus: CpuSet::new(),
+            mems: mems.clone(),
+            adopt_all: false,
+        },
+        islands: vec![island("a", &a_cpus), island("b", &b_cpus)],
+        units: vec![unit("u1", "a"), unit("u2", "a"), unit("u3", "b")],
+        default_island: None,
+        epoch: DEFAULT_EPOCH,
+        isolation: Default::default(),
+        overlays: vec![
+            OverlayConfig {
+                name: n("shop"),
+                priority: 1,
+                units: vec![n("u1")],
+                property: Property::LatencyPercentile {
+                    percentile: 99.0,
+                    bound_us: 1000,
+                },
+                react: Default::default(),
+            },
+            OverlayConfig {
+                name: n("power"),
+                priority: 0,
+                units: vec![],
+                property: Property::PlatformCpuCap { cpus: 1.0 },
+                react: Default::default(),
+            },
+        ],
+    };
+    spec.validate(&topo).unwrap();
+    let procfs = ProcFs::new("/proc");
+    let clock = ManualClock::new();
+    let env = Env {
+        backend: Box::new(open(&choice, &root, RealFs).unwrap()),
+        procs: Box::new(procfs.clone()),
+        tasks: Box::new(LinuxTaskControl::new()),
+        system: Box::new(procfs.clone()),
+        clock: Arc::new(clock.clone()),
+    };
+    let opts = Options {
+        state_dir: None,
+        self_origin: atoll_core::process::ProcessTable::info(&procfs, std::process::id())
+            .map(|i| i.cgroups)
+            .unwrap_or_else(|_| CgroupMembership::parse("0::/\n").unwrap()),
+        self_pid: std::process::id(),
+        topology: topo.clone(),
+    };
+    let mut c = Controller::new(env, spec, opts);
+    c.start().unwrap();
+    let cpu = |g: &str, f: &str| read(&paths.cpu.join(&root).join(g).join(f));
+    // The platform cap: 0.1 each, the rest by CPUs.
+    let b_share = 0.1 + 0.8 * b_cpus.len() as f64 / online.len() as f64;
+    let a_quota: i64 = cpu("a", "cpu.cfs_quota_us").parse().unwrap();
+    let b_quota: i64 = cpu("b", "cpu.cfs_quota_us").parse().unwrap();
+    assert_eq!(a_quota + b_quota, 100_000, "the sum is the cap");
+    assert_eq!(b_quota, (b_share * 100_000.0).round() as i64);
+    // A tune writes the unit's shares.
+    let tune = Message::Tune {
+        resource: Resource::CpuTime,
+        dir: Direction::Up,
+        overlay: n("shop"),
+        unit: n("u1"),
+    };
+    assert!(coordinate(&mut c, tune));
+    assert_eq!(cpu("a/u1", "cpu.shares"), weight_to_shares(125).to_string());
+    // A trigger boosts it, and the boost ends at the next epoch after 30 ms.
+    let trigger = Message::Trigger {
+        resource: Resource::CpuTime,
+        overlay: n("shop"),
+        unit: n("u1"),
+    };
+    assert!(coordinate(&mut c, trigger));
+    assert_eq!(
+        cpu("a/u1", "cpu.shares"),
+        weight_to_shares(10_000).to_string()
+    );
+    clock.advance(Duration::from_millis(40));
+    c.epoch();
+    assert_eq!(cpu("a/u1", "cpu.shares"), weight_to_shares(125).to_string());
+    c.teardown().unwrap();
+    assert!(!paths.cpuset.join(&root).exists());
+}
