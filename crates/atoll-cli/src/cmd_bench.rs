@@ -72,6 +72,9 @@ enum Which {
         /// Fewer calls (a smoke test; the numbers are noisier).
         #[arg(long)]
         quick: bool,
+        /// Skip timing API calls through a real daemon (which needs root).
+        #[arg(long)]
+        no_api: bool,
     },
 }
 
@@ -134,9 +137,15 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
                 println!("{}", isolation::render_table(&report));
             }
         }
-        Which::Coordination { json, quick } => {
+        Which::Coordination {
+            json,
+            quick,
+            no_api,
+        } => {
             let opts = CoordinationOptions {
+                exe,
                 quick,
+                api: !no_api,
                 command: command_line(),
             };
             let report = coordination::run(&opts)?;

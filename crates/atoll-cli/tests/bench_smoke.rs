@@ -116,7 +116,7 @@ fn bench_is_listed_and_the_worker_is_hidden() {
 #[test]
 fn bench_coordination_quick_reports_the_five_messages() {
     let out = Command::new(BIN)
-        .args(["bench", "coordination", "--quick", "--json"])
+        .args(["bench", "coordination", "--quick", "--json", "--no-api"])
         .output()
         .unwrap();
     assert!(
@@ -144,4 +144,30 @@ fn bench_coordination_quick_reports_the_five_messages() {
     for m in v["messages"]["messages"].as_array().unwrap() {
         assert_eq!(m["ns"]["count"], 2000, "{m}");
     }
+}
+
+#[test]
+fn bench_coordination_times_api_calls_through_the_daemon() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root (starts the daemon on real cgroups)");
+        return;
+    }
+    let out = Command::new(BIN)
+        .args(["bench", "coordination", "--quick", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let api = &v["api_to_actuation_us"];
+    assert_eq!(api["us"]["count"], 50, "{api}");
+    assert!(api["us"]["p50"].as_f64().unwrap() > 0.0, "{api}");
+    assert!(
+        api["knob"].as_str().unwrap().contains("/bench/front/"),
+        "{api}"
+    );
 }

@@ -24,7 +24,7 @@
 //! lender starts again when coordination moves CPUs between islands.
 //! In `smp` mode there is no overlay: the plan's settings stand.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use atoll_core::backend::StatSelect;
@@ -62,8 +62,33 @@ pub fn lend_config() -> CpuLendConfig {
 struct Last {
     at: Duration,
     cpu_us: u64,
-    /// `cpu.pressure`'s `some total`, µs, where the kernel has it.
-    cpu_psi_us: Option<u64>,
+}
+
+/// How far back CPU pressure is measured. One 30 ms epoch of PSI is noisy
+/// (a single wakeup delay is a few % of it) and made borrowers flap in the
+/// pmake scenario; this is `return_after` of the lending rules.
+pub const PRESSURE_WINDOW: Duration = Duration::from_millis(150);
+
+/// CPU pressure (%) over the last [`PRESSURE_WINDOW`] from the `some total`
+/// counter (µs) sampled now and kept in `hist`; `None` until there is an
+/// earlier sample.
+fn psi_over_window(
+    hist: &mut VecDeque<(Duration, u64)>,
+    now: Duration,
+    total_us: u64,
+) -> Option<f64> {
+    if hist.back().is_some_and(|(at, _)| *at >= now) {
+        hist.clear();
+    }
+    hist.push_back((now, total_us));
+    // Keep one sample at least a window old as the anchor.
+    while hist.len() > 2 && now.saturating_sub(hist[1].0) >= PRESSURE_WINDOW {
+        hist.pop_front();
+    }
+    let (at, before) = *hist.front()?;
+    (now > at).then(|| {
+        (total_us.saturating_sub(before) as f64 * 100.0 / (now - at).as_micros() as f64).min(100.0)
+    })
 }
 
 /// An island's units with their CPU entitlements, the CPUs it held, and its
@@ -78,6 +103,8 @@ pub struct Isolation {
     last: BTreeMap<GroupPath, Last>,
     /// CPU pressure from thread waits, where the kernel has none per group.
     waits: WaitTracker,
+    /// Recent `cpu.pressure` totals per unit group, for [`PRESSURE_WINDOW`].
+    psi: BTreeMap<GroupPath, VecDeque<(Duration, u64)>>,
     /// Settings in force per unit group, replacing the plan's (without
     /// coordination's knobs, which every writer merges over them).
     pub(crate) overlay: BTreeMap<GroupPath, GroupSettings>,
@@ -217,30 +244,27 @@ impl Controller {
                 .stats_of(&group, StatSelect::CPU)
                 .unwrap_or_default();
             let cpu_us = st.cpu_usage_us.unwrap_or(0);
-            let cpu_psi_us = st.cpu_pressure.map(|p| p.some.total_us);
-            let last = self.iso.last.insert(
-                group.clone(),
-                Last {
-                    at: now,
-                    cpu_us,
-                    cpu_psi_us,
-                },
-            );
+            let last = self
+                .iso
+                .last
+                .insert(group.clone(), Last { at: now, cpu_us });
             let window = last.filter(|l| now > l.at);
             let usage_cpus = window.map_or(0.0, |l| {
                 cpu_us.saturating_sub(l.cpu_us) as f64 / (now - l.at).as_micros() as f64
             });
-            // CPU pressure over this epoch: the kernel's per-group total
-            // where it has one (avg10 lags by seconds), else thread waits.
-            let cpu_pressure = match (st.cpu_pressure, window) {
-                (Some(p), Some(l)) => Some(match l.cpu_psi_us {
-                    Some(before) => (p.some.total_us.saturating_sub(before) as f64 * 100.0
-                        / (now - l.at).as_micros() as f64)
-                        .min(100.0),
-                    None => p.some.avg10,
-                }),
-                (Some(p), None) => Some(p.some.avg10),
-                (None, _) if mode == IsolationMode::Isolate => {
+            // CPU pressure over the last PRESSURE_WINDOW: the kernel's
+            // per-group total where it has one (avg10 lags by seconds),
+            // else thread waits.
+            let cpu_pressure = match st.cpu_pressure {
+                Some(p) => Some(
+                    psi_over_window(
+                        self.iso.psi.entry(group.clone()).or_default(),
+                        now,
+                        p.some.total_us,
+                    )
+                    .unwrap_or(p.some.avg10),
+                ),
+                None if mode == IsolationMode::Isolate => {
                     let allowed = self
                         .iso
                         .accounts
@@ -255,7 +279,7 @@ impl Controller {
                         &*self.env.procs,
                     )
                 }
-                (None, _) => None,
+                None => None,
             };
             out.push(UnitSample {
                 name,
@@ -268,6 +292,7 @@ impl Controller {
         let sampled: BTreeSet<&GroupPath> = out.iter().map(|s| &s.group).collect();
         self.iso.last.retain(|g, _| sampled.contains(g));
         self.iso.waits.retain(|g| sampled.contains(g));
+        self.iso.psi.retain(|g, _| sampled.contains(g));
         out
     }
 
@@ -368,5 +393,35 @@ impl Controller {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    #[test]
+    fn pressure_is_measured_over_the_window_not_the_epoch() {
+        let mut h = VecDeque::new();
+        assert_eq!(psi_over_window(&mut h, ms(0), 0), None);
+        // 30 ms epochs; tasks wait 30 ms in the first epoch only.
+        let p1 = psi_over_window(&mut h, ms(30), 30_000).unwrap();
+        assert!((p1 - 100.0).abs() < 1e-9, "{p1}");
+        let total = 30_000;
+        let mut last = 0.0;
+        for t in (60..=150).step_by(30) {
+            last = psi_over_window(&mut h, ms(t), total).unwrap();
+        }
+        // Over the 150 ms window the one busy epoch is 20 %, not 0.
+        assert!((last - 20.0).abs() < 1e-9, "{last}");
+        // Once it has left the window, the pressure is 0.
+        let p = psi_over_window(&mut h, ms(210), total).unwrap();
+        assert_eq!(p, 0.0);
+        // A clock that did not move starts over.
+        assert_eq!(psi_over_window(&mut h, ms(210), total), None);
     }
 }

@@ -80,6 +80,16 @@ impl Daemon {
         }
     }
 
+    /// Its API socket.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Its cgroup root's name.
+    pub fn root(&self) -> &str {
+        &self.root
+    }
+
     fn client(&self, args: &[&str]) -> std::io::Result<std::process::Output> {
         Command::new(&self.exe)
             .arg(args[0])
