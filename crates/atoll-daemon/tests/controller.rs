@@ -568,17 +568,28 @@ fn iso_spec(mode: atoll_core::spec::IsolationMode) -> PlatformSpec {
     }
 }
 
-#[test]
-fn isolate_lends_idle_cpus_and_takes_them_back_when_the_owner_needs_them() {
-    use atoll_core::spec::IsolationMode;
-    let rig = Rig::new();
+/// A started controller on `iso_spec(mode)` with an idle `light` process
+/// and `busy` busy `heavy` processes, and light's pid.
+fn light_and_heavy(
+    rig: &Rig,
+    mode: atoll_core::spec::IsolationMode,
+    busy: usize,
+) -> (Controller, u32) {
     let light = rig.sim.spawn("light", 0, None);
-    let heavy: Vec<u32> = (0..4).map(|_| rig.sim.spawn("heavy", 0, None)).collect();
-    let mut c = rig.controller(iso_spec(IsolationMode::Isolate));
+    let heavy: Vec<u32> = (0..busy).map(|_| rig.sim.spawn("heavy", 0, None)).collect();
+    let mut c = rig.controller(iso_spec(mode));
     c.start().unwrap();
     for &h in &heavy {
         rig.sim.set_busy(h, true).unwrap();
     }
+    (c, light)
+}
+
+#[test]
+fn isolate_lends_idle_cpus_and_takes_them_back_when_the_owner_needs_them() {
+    use atoll_core::spec::IsolationMode;
+    let rig = Rig::new();
+    let (mut c, light) = light_and_heavy(&rig, IsolationMode::Isolate, 4);
     let heavy_g = GroupPath::from_relative("pool/heavy");
     let light_g = GroupPath::from_relative("pool/light");
     rig.epochs(&mut c, 10);
@@ -629,15 +640,9 @@ fn isolate_lends_idle_cpus_and_takes_them_back_when_the_owner_needs_them() {
 fn a_unit_using_all_its_cpus_without_waiting_does_not_borrow() {
     use atoll_core::spec::IsolationMode;
     let rig = Rig::new();
-    let _light = rig.sim.spawn("light", 0, None);
     // As many busy threads as heavy has home CPUs: it uses everything it
     // may, but nothing waits, so borrowing would not help it.
-    let heavy: Vec<u32> = (0..2).map(|_| rig.sim.spawn("heavy", 0, None)).collect();
-    let mut c = rig.controller(iso_spec(IsolationMode::Isolate));
-    c.start().unwrap();
-    for &h in &heavy {
-        rig.sim.set_busy(h, true).unwrap();
-    }
+    let (mut c, _light) = light_and_heavy(&rig, IsolationMode::Isolate, 2);
     let heavy_g = GroupPath::from_relative("pool/heavy");
     rig.epochs(&mut c, 10);
     let hs = rig.sim.settings(&heavy_g).unwrap();
@@ -720,13 +725,7 @@ fn a_lending_unit_has_no_hard_memory_max_in_isolate_mode() {
 fn teardown_lifts_isolation_before_removing_groups() {
     use atoll_core::spec::IsolationMode;
     let rig = Rig::new();
-    let _light = rig.sim.spawn("light", 0, None);
-    let heavy: Vec<u32> = (0..4).map(|_| rig.sim.spawn("heavy", 0, None)).collect();
-    let mut c = rig.controller(iso_spec(IsolationMode::Isolate));
-    c.start().unwrap();
-    for &h in &heavy {
-        rig.sim.set_busy(h, true).unwrap();
-    }
+    let (mut c, _light) = light_and_heavy(&rig, IsolationMode::Isolate, 4);
     rig.epochs(&mut c, 10);
     let g = GroupPath::from_relative("pool/heavy");
     assert!(rig.sim.settings(&g).unwrap().cpu_idle, "heavy borrows");
@@ -751,13 +750,7 @@ fn teardown_lifts_isolation_before_removing_groups() {
 fn quota_never_lends() {
     use atoll_core::spec::IsolationMode;
     let rig = Rig::new();
-    let _light = rig.sim.spawn("light", 0, None);
-    let heavy: Vec<u32> = (0..4).map(|_| rig.sim.spawn("heavy", 0, None)).collect();
-    let mut c = rig.controller(iso_spec(IsolationMode::Quota));
-    c.start().unwrap();
-    for &h in &heavy {
-        rig.sim.set_busy(h, true).unwrap();
-    }
+    let (mut c, _light) = light_and_heavy(&rig, IsolationMode::Quota, 4);
     rig.epochs(&mut c, 20);
     let hs = rig
         .sim

@@ -278,6 +278,19 @@ impl Coordinator {
 
     // ----- crate-internal operations used by the platform manager -----
 
+    /// The island's view for the scheduler stub, its units to change and
+    /// the constants.
+    fn view_and_units(&mut self) -> (IslandView<'_>, &mut [UnitState], &CoordConfig) {
+        let v = IslandView {
+            name: &self.name,
+            policy: &self.policy,
+            cpus: self.cpus.len() as u32,
+            cap: self.cap_milli.map(|m| m as f64 / 1000.0),
+            memory_bytes: self.memory_bytes,
+        };
+        (v, &mut self.units, &self.config)
+    }
+
     fn view(&self) -> IslandView<'_> {
         IslandView {
             name: &self.name,
@@ -313,14 +326,8 @@ impl Coordinator {
         dir: Direction,
     ) -> Result<Option<Effect>, NackReason> {
         let i = self.unit_of(overlay, unit)?;
-        let v = IslandView {
-            name: &self.name,
-            policy: &self.policy,
-            cpus: self.cpus.len() as u32,
-            cap: self.cap_milli.map(|m| m as f64 / 1000.0),
-            memory_bytes: self.memory_bytes,
-        };
-        let change = sched::tune(&v, &mut self.units, i, resource, dir, now, &self.config)?;
+        let (v, units, cfg) = self.view_and_units();
+        let change = sched::tune(&v, units, i, resource, dir, now, cfg)?;
         Ok(change.map(|c| {
             Effect::new(
                 c,
@@ -341,14 +348,8 @@ impl Coordinator {
         resource: Resource,
     ) -> Result<Effect, NackReason> {
         let i = self.unit_of(overlay, unit)?;
-        let v = IslandView {
-            name: &self.name,
-            policy: &self.policy,
-            cpus: self.cpus.len() as u32,
-            cap: self.cap_milli.map(|m| m as f64 / 1000.0),
-            memory_bytes: self.memory_bytes,
-        };
-        let change = sched::trigger(&v, &mut self.units, i, resource, now, &self.config)?;
+        let (v, units, cfg) = self.view_and_units();
+        let change = sched::trigger(&v, units, i, resource, now, cfg)?;
         Ok(Effect::new(
             change,
             Why::Trigger {
