@@ -2,8 +2,9 @@
 //!
 //! Every epoch in `quota` and `isolate` mode:
 //!
-//! 1. each unit's group is sampled: CPU time since the last epoch and CPU
-//!    pressure (see [`crate::cpu_wait`] for cgroup v1); every
+//! 1. each unit's group is sampled: in `isolate` mode, CPU time since the
+//!    last epoch and CPU pressure (see [`crate::cpu_wait`] for cgroup v1;
+//!    `quota` grants do not depend on use, so nothing is read); every
 //!    [`SLOW_INTERVAL`] also memory in use, memory pressure and IO bytes
 //!    (see `slow`);
 //! 2. the pure policies of `atoll_core::isolation` decide: per island a
@@ -238,6 +239,17 @@ impl Controller {
         let mut out = Vec::new();
         for (name, island) in units {
             let group = GroupPath::unit(&island, &name);
+            if mode != IsolationMode::Isolate {
+                // Quota grants do not depend on use: nothing to read.
+                out.push(UnitSample {
+                    name,
+                    island,
+                    group,
+                    usage_cpus: 0.0,
+                    cpu_pressure: None,
+                });
+                continue;
+            }
             let st = self
                 .env
                 .backend
@@ -345,7 +357,7 @@ impl Controller {
             }
             let cpu_samples: Vec<CpuSample> = samples
                 .iter()
-                .filter(|s| s.island == island.name)
+                .filter(|s| mode == IsolationMode::Isolate && s.island == island.name)
                 .filter_map(|s| {
                     let u = self.reg.unit(s.name.as_str())?.0;
                     Some(CpuSample {
