@@ -9,7 +9,12 @@
 #    it against the fake daemon (clients/python/fake_daemon.py), which checks
 #    every request line against clients/fixtures/wire.json; checks the
 #    example's output and exit status;
-# 3. runs the Python example the same way, then the Python unit tests.
+# 3. compiles the reconfigurable-application example (awm_loop.c) the same
+#    way and runs it against the fake daemon through a whole session
+#    (register, new working mode, wait, resume, reports, done);
+# 4. runs the Python example the same way, then the Python unit tests;
+# 5. builds the sample reconfigurable application (the Rust example
+#    awm_parallel) and runs it unmanaged and without a daemon.
 # Exits non-zero on any failure.
 set -euo pipefail
 
@@ -62,22 +67,24 @@ else
     fail "header (-) and libatoll_client.so (+) differ"
 fi
 
-echo "== compile the C example"
-example=crates/atoll-client-c/examples/report_latency.c
+echo "== compile the C examples"
 cflags=(-std=c99 -Wall -Wextra -Werror -I crates/atoll-client-c/include)
-"$cc" "${cflags[@]}" "$example" -o "$work/report_latency" \
-    -L"$lib" -latoll_client -Wl,-rpath,"$lib"
-"$cc" "${cflags[@]}" "$example" -o "$work/report_latency_static" \
-    "$lib/libatoll_client.a" -lgcc_s -lutil -lrt -lpthread -lm -ldl
-if ldd "$work/report_latency_static" | grep -q libatoll_client; then
-    fail "the static build links libatoll_client.so"
-fi
-pass "compiled (shared and static)"
-# The C example is also compiled as C++: the header must be usable there.
-if command -v c++ >/dev/null; then
-    c++ -x c++ -fsyntax-only -Wall -Werror -I crates/atoll-client-c/include "$example" &&
-        pass "header compiles as C++" || fail "header does not compile as C++"
-fi
+for name in report_latency awm_loop; do
+    example=crates/atoll-client-c/examples/$name.c
+    "$cc" "${cflags[@]}" "$example" -o "$work/$name" \
+        -L"$lib" -latoll_client -Wl,-rpath,"$lib"
+    "$cc" "${cflags[@]}" "$example" -o "$work/${name}_static" \
+        "$lib/libatoll_client.a" -lgcc_s -lutil -lrt -lpthread -lm -ldl
+    if ldd "$work/${name}_static" | grep -q libatoll_client; then
+        fail "the static build of $name links libatoll_client.so"
+    fi
+    pass "$name compiled (shared and static)"
+    # The C examples are also compiled as C++: the header must be usable there.
+    if command -v c++ >/dev/null; then
+        c++ -x c++ -fsyntax-only -Wall -Werror -I crates/atoll-client-c/include "$example" &&
+            pass "header compiles as C++ ($name)" || fail "header does not compile as C++ ($name)"
+    fi
+done
 
 # run_case NAME STEPS EXPECT_STATUS EXPECT_STDOUT EXPECT_STDERR_SUBSTRING -- COMMAND...
 # Starts the fake daemon with STEPS (comma-separated exchange names) on a
@@ -146,6 +153,30 @@ else
     fail "report_latency-no-daemon: status $status, stderr $(cat "$work/none.err")"
 fi
 
+echo "== C reconfigurable application (awm_loop) against the fake daemon"
+session=app_register_named,app_poll_up,app_poll_waiting,app_poll_resumed,app_report_2
+session=$session,app_poll_same4,app_report_3,app_done
+session_out="registered app 7
+start: generation 1: mode 1 (t2) on island b, 2.00 CPUs on 0-7, 2 threads
+cycle 1: generation 2: mode 2 (t4) on island b, 4.00 CPUs on 0-7, 4 threads
+cycle 2: generation 3: waiting: priority level 0 needs the room
+cycle 2: generation 4: mode 0 (t1) on island b, 1.00 CPUs on 0-7, 1 threads
+reported 2 cycles: goal gap 0.25
+reported 3 cycles: goal gap -0.10
+done: 3 cycles, 3 changes, 1 suspensions"
+for variant in awm_loop awm_loop_static; do
+    run_case "$variant-session" "$session" 0 "$session_out" "" -- \
+        "$work/$variant" -s @SOCK -n 3 -r 2 -g 30 -p 1 awm_parallel
+done
+inline_steps=app_register_inline$(printf ',app_poll_same%.0s' 1 2 3 4 5 6 7 8 9 10),app_report_no_goal,app_done
+run_case awm_loop-inline "$inline_steps" 0 "registered app 7
+start: generation 1: mode 1 (t2) on island b, 2.00 CPUs on 0-7, 2 threads
+reported 10 cycles: goal gap 0.00
+done: 10 cycles, 0 changes, 0 suspensions" "" -- \
+    "$work/awm_loop" -s @SOCK -n 10 -r 10 -f clients/recipes/awm_parallel.toml
+run_case awm_loop-unknown app_register_unknown 1 "" \
+    "register: error -13: not found: no recipe named nosuch" -- "$work/awm_loop" -s @SOCK nosuch
+
 echo "== Python example against the fake daemon"
 py_example=clients/python/examples/report_latency.py
 run_case py-holds report_holds 0 "holds: the property of overlay shop holds" "" -- \
@@ -160,6 +191,29 @@ if "$python" -m unittest discover -s clients/python -p 'test_*.py'; then
     pass "python unittest"
 else
     fail "python unittest"
+fi
+
+echo "== sample reconfigurable application (awm_parallel)"
+CARGO_TARGET_DIR=$target cargo build -p atoll-client --example awm_parallel
+awm=$target/debug/examples/awm_parallel
+status=0
+"$awm" --unmanaged --threads 2 --cycles 3 --work 16 >"$work/awm.out" 2>"$work/awm.err" || status=$?
+if [ "$status" = 0 ] && "$python" -c '
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert (s["mode"], s["cycles"], s["threads_final"], s["reconfigurations"]) == ("unmanaged", 3, 2, 0), s
+assert s["completion_s"] >= 0 and s["checksum"] > 0, s
+' "$work/awm.out"; then
+    pass "awm_parallel-unmanaged"
+else
+    fail "awm_parallel-unmanaged: status $status, stdout $(cat "$work/awm.out"), stderr $(cat "$work/awm.err")"
+fi
+status=0
+"$awm" --socket "$work/none.sock" --cycles 1 >/dev/null 2>"$work/awm.err" || status=$?
+if [ "$status" = 1 ] && grep -q "atoll daemon is not running" "$work/awm.err"; then
+    pass "awm_parallel-no-daemon"
+else
+    fail "awm_parallel-no-daemon: status $status, stderr $(cat "$work/awm.err")"
 fi
 
 if [ "$failures" -gt 0 ]; then

@@ -21,6 +21,25 @@ not answer in time); an answer that makes no sense raises
     ...     if not c.tune("shop", "api", "cpu_time", "up"):
     ...         print("refused:", c.last_text)
 
+Reconfigurable applications (BarbequeRTRM): :meth:`Client.app_register`,
+:meth:`Client.app_poll`, :meth:`Client.app_report`, :meth:`Client.app_done`
+and :meth:`Client.apps`, with :class:`AppRuntime`, the paper's execution
+loop over them (a step at a time with :meth:`AppRuntime.next_step`, or with
+callbacks through :meth:`AppRuntime.run`).
+
+    >>> with Client() as c:                                  # doctest: +SKIP
+    ...     rt = AppRuntime(c, load_recipe("awm_parallel.toml"), goal_cps=20.0)
+    ...     while True:
+    ...         step = rt.next_step()          # polls, reports, blocks while waiting
+    ...         if step.kind == "configure":
+    ...             set_threads(step.assignment.parallelism)
+    ...         elif step.kind == "run":
+    ...             one_cycle()
+    ...             rt.cycles_done(1)
+    ...         elif step.kind == "release":
+    ...             break
+    ...     rt.done()
+
 Request lines are written compactly with keys in the order the daemon's own
 types use, so they are byte for byte what the Rust client sends.
 """
@@ -31,8 +50,9 @@ import json
 import math
 import re
 import socket
-from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 __all__ = [
     "DEFAULT_SOCKET",
@@ -46,6 +66,13 @@ __all__ = [
     "AtollError",
     "ProtocolError",
     "Client",
+    "Assignment",
+    "Step",
+    "RuntimeSummary",
+    "AppRuntime",
+    "normalize_recipe",
+    "parse_recipe",
+    "load_recipe",
 ]
 
 #: The daemon's default socket.
@@ -139,6 +166,177 @@ def _choice(what: str, value: Any, choices: tuple) -> str:
     if value not in choices:
         raise ValueError(f"{what} {value!r} is not one of {', '.join(choices)}")
     return value
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """What an application should be doing: running in a working mode with
+    its resources, or waiting (with the reason)."""
+
+    #: The application.
+    app: int
+    #: Grows with every change of what follows.
+    generation: int
+    #: ``"running"`` or ``"waiting"``.
+    state: str
+    #: Running: the working mode's id.
+    mode: Optional[int] = None
+    #: Running: the working mode's name (may be empty).
+    mode_name: str = ""
+    #: Running: the island.
+    island: str = ""
+    #: Running: CPUs' worth of time it may use.
+    cpu_quota: float = 0.0
+    #: Running: the CPUs it may run on, as a list such as ``"4-7"``.
+    cpus: str = ""
+    #: Running: threads the working mode asks for, if it says.
+    threads: Optional[int] = None
+    #: Running: memory it may use, bytes (0: no reservation).
+    memory_bytes: int = 0
+    #: Waiting: why.
+    reason: str = ""
+
+    @property
+    def running(self) -> bool:
+        return self.state == "running"
+
+    @property
+    def parallelism(self) -> int:
+        """Threads to run: the mode's ``threads``, else the quota rounded up,
+        at least 1; 0 while waiting."""
+        if not self.running:
+            return 0
+        if self.threads is not None:
+            return max(1, self.threads)
+        return max(1, math.ceil(self.cpu_quota)) if self.cpu_quota > 0 else 1
+
+    @classmethod
+    def from_wire(cls, d: Any) -> "Assignment":
+        """An assignment as the daemon sends it (state fields flattened)."""
+        if not isinstance(d, dict) or d.get("state") not in ("running", "waiting"):
+            raise ProtocolError(f"not an assignment: {d!r}")
+        try:
+            if d["state"] == "waiting":
+                return cls(int(d["app"]), int(d["generation"]), "waiting", reason=str(d.get("reason", "")))
+            threads = d.get("threads")
+            return cls(
+                app=int(d["app"]),
+                generation=int(d["generation"]),
+                state="running",
+                mode=int(d["mode"]),
+                mode_name=str(d.get("mode_name", "")),
+                island=str(d["island"]),
+                cpu_quota=float(d["cpu_quota"]),
+                cpus=str(d["cpus"]),
+                threads=None if threads is None else int(threads),
+                memory_bytes=int(d.get("memory_bytes", 0)),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise ProtocolError(f"bad assignment {d!r}: {e!r}") from None
+
+    def __str__(self) -> str:
+        head = f"app {self.app} (generation {self.generation})"
+        if not self.running:
+            return f"{head}: waiting: {self.reason}"
+        name = f" ({self.mode_name})" if self.mode_name else ""
+        text = f"{head}: mode {self.mode}{name} on island {self.island}: {self.cpu_quota:g} CPUs' time on CPUs {self.cpus}"
+        if self.threads is not None:
+            text += f", {self.threads} threads"
+        return text
+
+
+def _int(what: str, value: Any, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise ValueError(f"{what} {value!r} is not an integer from {lo} to {hi}")
+    return value
+
+
+def _number(what: str, value: Any, ok: Callable[[float], bool], rule: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{what} {value!r} is not a number")
+    v = float(value)
+    if not math.isfinite(v) or not ok(v):
+        raise ValueError(f"{what} = {value!r}: {rule}")
+    return v
+
+
+def _only(what: str, d: Any, keys: Tuple[str, ...]) -> Dict[str, Any]:
+    if not isinstance(d, dict):
+        raise ValueError(f"{what} {d!r} is not a table")
+    unknown = [k for k in d if k not in keys]
+    if unknown:
+        raise ValueError(f"{what}: unknown field {unknown[0]!r} (expected one of {', '.join(keys)})")
+    return d
+
+
+def normalize_recipe(recipe: Dict[str, Any]) -> Dict[str, Any]:
+    """A recipe checked as the daemon checks it (unknown fields refused,
+    1 to 64 modes with unique ids, values in 0..1, quotas above 0, ...) with
+    every field present in the daemon's order, so that it encodes to the
+    bytes the Rust client sends. Raises ``ValueError`` naming the field."""
+    r = _only("recipe", recipe, ("name", "priority", "modes"))
+    name = _name("recipe name", r.get("name"))
+    where = f"recipe {name}"
+    priority = _int(f"{where}: priority", r.get("priority", 0), 0, 255)
+    modes = r.get("modes")
+    if not isinstance(modes, list) or not 1 <= len(modes) <= 64:
+        raise ValueError(f"{where}: modes: 1 to 64 working modes are needed")
+    out, seen = [], set()
+    for i, m in enumerate(modes):
+        m = _only(f"{where}: modes[{i}]", m, ("id", "name", "value", "needs"))
+        mid = _int(f"{where}: modes[{i}].id", m.get("id"), 0, 255)
+        if mid in seen:
+            raise ValueError(f"{where}: modes[{i}].id = {mid}: already used by another mode")
+        seen.add(mid)
+        at = f"{where}: mode {mid}"
+        label = m.get("name", "")
+        if not isinstance(label, str):
+            raise ValueError(f"{at}: name {label!r} is not a string")
+        value = _number(f"{at}: value", m.get("value"), lambda v: 0.0 <= v <= 1.0, "must be between 0 and 1")
+        n = _only(f"{at}: needs", m.get("needs"), ("cpu_quota", "threads", "exclusive_cpus", "memory_bytes", "islands"))
+        quota = _number(
+            f"{at}: needs.cpu_quota", n.get("cpu_quota"), lambda v: 0.0 < v <= 1e6, "must be a number of CPUs above 0"
+        )
+        threads = n.get("threads")
+        if threads is not None:
+            threads = _int(f"{at}: needs.threads", threads, 1, 2**32 - 1)
+        exclusive = n.get("exclusive_cpus", False)
+        if not isinstance(exclusive, bool):
+            raise ValueError(f"{at}: needs.exclusive_cpus {exclusive!r} is not true or false")
+        memory = _int(f"{at}: needs.memory_bytes", n.get("memory_bytes", 0), 0, 2**64 - 1)
+        islands = n.get("islands")
+        if islands is not None:
+            if not isinstance(islands, list) or not islands:
+                raise ValueError(f"{at}: needs.islands: list at least one island (or leave it out)")
+            islands = [_name(f"{at}: needs.islands", x) for x in islands]
+        needs = {
+            "cpu_quota": quota,
+            "threads": threads,
+            "exclusive_cpus": exclusive,
+            "memory_bytes": memory,
+            "islands": islands,
+        }
+        out.append({"id": mid, "name": label, "value": value, "needs": needs})
+    return {"name": name, "priority": priority, "modes": out}
+
+
+def parse_recipe(text: str) -> Dict[str, Any]:
+    """A recipe from TOML text (``name``, ``priority``, ``[[modes]]``; needs
+    Python 3.11's ``tomllib``) or JSON text (starting with ``{``),
+    normalized (:func:`normalize_recipe`)."""
+    if text.lstrip().startswith("{"):
+        return normalize_recipe(json.loads(text))
+    try:
+        import tomllib
+    except ImportError:  # Python < 3.11
+        raise ValueError("TOML recipes need Python 3.11 or later (tomllib); use JSON") from None
+    return normalize_recipe(tomllib.loads(text))
+
+
+def load_recipe(path: str) -> Dict[str, Any]:
+    """:func:`parse_recipe` of a file."""
+    with open(path, encoding="utf-8") as f:
+        return parse_recipe(f.read())
 
 
 class Client:
@@ -362,3 +560,260 @@ class Client:
             holds=bool(ok.get("holds")),
             action=ok.get("action"),
         )
+
+    # -- reconfigurable applications -------------------------------------
+
+    def _app_id(self, what: str, asked: int, got: Any) -> None:
+        if got != asked:
+            raise ProtocolError(f"{what} about application {got!r}, asked about {asked}")
+
+    def app_register(
+        self, recipe: Union[str, Dict[str, Any]], pid: Optional[int] = None
+    ) -> Tuple[int, Assignment]:
+        """Registers a reconfigurable application: process ``pid`` (``None``:
+        the caller) with ``recipe``, a recipe name of the platform
+        description or a recipe dict sent along. Returns the application's
+        id and its first assignment."""
+        if isinstance(recipe, str):
+            ref: Dict[str, Any] = {"named": _name("recipe name", recipe)}
+        else:
+            ref = {"inline": normalize_recipe(recipe)}
+        fields: Dict[str, Any] = {"recipe": ref}
+        if pid is not None:
+            fields["pid"] = _int("pid", pid, 1, 2**32 - 1)
+        ok = self._expect(self.request("app_register", fields), "app_registered")
+        a = Assignment.from_wire(ok.get("assignment"))
+        self._app_id("an assignment", ok.get("app"), a.app)
+        self.last_text = str(a)
+        return a.app, a
+
+    def app_poll(self, app: int, after: Optional[int] = None) -> Assignment:
+        """The application's assignment now; it changed if its generation
+        differs from ``after`` (the generation last acted on)."""
+        fields: Dict[str, Any] = {"app": _int("app", app, 0, 2**64 - 1)}
+        if after is not None:
+            fields["after"] = _int("after", after, 0, 2**64 - 1)
+        ok = self._expect(self.request("app_poll", fields), "app_assignment")
+        a = Assignment.from_wire(ok)
+        self._app_id("an assignment", app, a.app)
+        self.last_text = str(a)
+        return a
+
+    def app_report(self, app: int, cycles: int, goal_cps: Optional[float] = None) -> float:
+        """Reports ``cycles`` done since registering (a counter) and the goal
+        in cycles per second; returns the daemon's goal gap (``goal / rate -
+        1``; 0 without a goal)."""
+        fields: Dict[str, Any] = {
+            "app": _int("app", app, 0, 2**64 - 1),
+            "cycles": _int("cycles", cycles, 0, 2**64 - 1),
+        }
+        if goal_cps is not None:
+            fields["goal_cps"] = _number("goal_cps", goal_cps, lambda v: v > 0, "must be above 0")
+        ok = self._expect(self.request("app_report", fields), "app_reported")
+        self._app_id("a report", app, ok.get("app"))
+        gap = ok.get("goal_gap")
+        if isinstance(gap, bool) or not isinstance(gap, (int, float)):
+            raise ProtocolError(f"app_reported without a goal_gap: {ok!r}")
+        return float(gap)
+
+    def app_done(self, app: int) -> None:
+        """The application is done: its resources go back."""
+        ok = self._expect(self.request("app_done", {"app": _int("app", app, 0, 2**64 - 1)}), "app_done")
+        self._app_id("an answer", app, ok.get("app"))
+
+    def apps(self) -> List[Dict[str, Any]]:
+        """Every application: recipe, priority, process, assignment, goal,
+        rate, goal gap, reconfigurations."""
+        return list(self._expect(self.request("apps"), "apps")["apps"])
+
+
+@dataclass(frozen=True)
+class Step:
+    """What an application should do now (:meth:`AppRuntime.next_step`)."""
+
+    #: ``"configure"`` (adapt to ``assignment``: first grant, new one, or a
+    #: resumption), ``"run"`` (one cycle, then :meth:`AppRuntime.cycles_done`),
+    #: ``"suspend"`` (stop working; the next step blocks until resumed) or
+    #: ``"release"`` (stopped: release, then :meth:`AppRuntime.done`).
+    kind: str
+    #: The assignment, for ``configure`` and ``suspend``.
+    assignment: Optional[Assignment] = None
+
+    @property
+    def reason(self) -> str:
+        """Why, for ``suspend``."""
+        return self.assignment.reason if self.assignment else ""
+
+
+@dataclass(frozen=True)
+class RuntimeSummary:
+    """What an :class:`AppRuntime` did."""
+
+    app: int
+    cycles: int
+    configurations: int
+    suspensions: int
+    polls: int
+    reports: int
+    goal_gap: Optional[float]
+
+
+class AppRuntime:
+    """A registered application and the paper's execution loop.
+
+    Each :meth:`next_step` polls at most every ``poll_every`` seconds (with
+    the generation last acted on), reports the cycles counted and the goal
+    at most every ``report_every`` seconds when either changed, and turns a
+    new assignment into a ``configure`` or ``suspend`` step (a new
+    generation of the state already acted on is not news). While the
+    application waits it blocks, polling every ``poll_every``, until
+    resumed or stopped. :meth:`stop` (from any thread) makes the next step
+    ``release``. ``clock`` and ``sleep`` are injectable for tests. Used as a
+    context manager, it says done on exit if :meth:`done` was not called.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        recipe: Union[str, Dict[str, Any]],
+        pid: Optional[int] = None,
+        goal_cps: Optional[float] = None,
+        poll_every: float = 0.1,
+        report_every: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        self._check_goal(goal_cps)
+        self.client = client
+        self.goal_cps = goal_cps
+        self.poll_every = poll_every
+        self.report_every = report_every
+        self._clock, self._sleep = clock, sleep
+        self.app, self.assignment = client.app_register(recipe, pid)
+        self._acted: Optional[Assignment] = None
+        self.cycles = 0
+        self._reported: Tuple[int, Optional[float]] = (0, None)
+        self.goal_gap: Optional[float] = None
+        self._last_poll = self._last_report = clock()
+        self._stopped = self._finished = False
+        self._counts = {"configurations": 0, "suspensions": 0, "polls": 0, "reports": 0}
+
+    @staticmethod
+    def _check_goal(goal_cps: Optional[float]) -> None:
+        if goal_cps is not None:
+            _number("goal_cps", goal_cps, lambda v: v > 0, "must be above 0")
+
+    def __enter__(self) -> "AppRuntime":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if not self._finished:
+            try:
+                self.client.app_done(self.app)
+                self._finished = True
+            except (OSError, AtollError, ProtocolError):
+                pass
+
+    def stop(self) -> None:
+        """Makes the next step (or the wait while suspended) ``release``."""
+        self._stopped = True
+
+    def cycles_done(self, n: int = 1) -> None:
+        """Counts ``n`` more cycles (reported at the next report)."""
+        self.cycles += _int("n", n, 0, 2**63)
+
+    def set_goal_cps(self, goal_cps: Optional[float]) -> None:
+        """Changes the goal, reported at the next report."""
+        self._check_goal(goal_cps)
+        self.goal_cps = goal_cps
+
+    @property
+    def grant(self) -> Optional[Assignment]:
+        """The assignment last configured for (``None`` while suspended)."""
+        return self._acted if self._acted is not None and self._acted.running else None
+
+    def _poll(self) -> None:
+        after = self._acted.generation if self._acted is not None else None
+        self.assignment = self.client.app_poll(self.app, after)
+        self._last_poll = self._clock()
+        self._counts["polls"] += 1
+
+    def _report(self) -> None:
+        self._last_report = self._clock()
+        key = (self.cycles, self.goal_cps)
+        if key == self._reported:
+            return
+        self.goal_gap = self.client.app_report(self.app, self.cycles, self.goal_cps)
+        self._reported = key
+        self._counts["reports"] += 1
+
+    def _news(self) -> Optional[Step]:
+        a, acted = self.assignment, self._acted
+        if acted is not None and acted.generation == a.generation:
+            return None
+        self._acted = a
+        if acted is not None and replace(acted, generation=a.generation) == a:
+            return None
+        if a.running:
+            self._counts["configurations"] += 1
+            return Step("configure", a)
+        self._counts["suspensions"] += 1
+        return Step("suspend", a)
+
+    def next_step(self) -> Step:
+        """What to do now (see the class docs); blocks while waiting."""
+        if self._stopped:
+            return Step("release")
+        now = self._clock()
+        if now - self._last_report >= self.report_every:
+            self._report()
+        if now - self._last_poll >= self.poll_every:
+            self._poll()
+        while True:
+            step = self._news()
+            if step is not None:
+                return step
+            if self._acted is not None and self._acted.running:
+                return Step("run")
+            self._sleep(max(self.poll_every, 0.001))
+            if self._stopped:
+                return Step("release")
+            self._poll()
+
+    def summary(self) -> RuntimeSummary:
+        return RuntimeSummary(app=self.app, cycles=self.cycles, goal_gap=self.goal_gap, **self._counts)
+
+    def done(self) -> RuntimeSummary:
+        """Reports the cycles not reported yet, says done, returns the summary."""
+        self._report()
+        self.client.app_done(self.app)
+        self._finished = True
+        return self.summary()
+
+    def run(self, app: Any) -> RuntimeSummary:
+        """The execution loop with callbacks: ``app.setup()``, then
+        ``app.configure(assignment)``, ``app.suspend(reason)``, ``app.run()``
+        (one cycle; true while there was work, false when finished) and
+        ``app.monitor(runtime)`` after each cycle, and ``app.release()`` at the
+        end, then :meth:`done`. Missing methods other than ``configure`` and
+        ``run`` are skipped."""
+        call = lambda name, *a: getattr(app, name)(*a) if hasattr(app, name) else None  # noqa: E731
+        call("setup")
+        try:
+            while True:
+                step = self.next_step()
+                if step.kind == "configure":
+                    app.configure(step.assignment)
+                elif step.kind == "suspend":
+                    call("suspend", step.reason)
+                elif step.kind == "run":
+                    if not app.run():
+                        break
+                    self.cycles_done(1)
+                    call("monitor", self)
+                else:
+                    break
+            call("release")
+            return self.done()
+        finally:
+            self.__exit__()

@@ -8,21 +8,12 @@
 #                  [--no-capacity] [--vcpu-quota PCT | --no-throttle]
 #                  [--epoch-ms MS] [--timeout SECONDS]
 #
-# --work W          work units per job (`atoll __worker cpujob --work W`), default
-#                   160: about 7 s alone at the default vCPU cap
+# --modes LIST      the isolation modes, in order (default smp,quota,isolate)
 # --reps N          rounds over the modes (default 1); the table averages them
-# --vcpu-quota PCT  host CPU each vCPU thread may use, % of one host CPU
-#                   (default 20). TCG runs the 8 vCPUs as host threads; on a
-#                   host with fewer CPUs than that, an unthrottled vCPU runs
-#                   faster when fewer vCPUs are busy, so the guest's total
-#                   CPU capacity is fixed and "using idle CPUs" gains
-#                   nothing. Capping every qemu thread (a cgroup v1 `cpu`
-#                   group per thread, made under this script's own cpu
-#                   cgroup and removed at exit) makes the vCPUs independent
-#                   CPUs of fixed speed, as long as 8 x PCT fits the host.
-# --no-throttle     run the vCPUs uncapped (shows the fixed-capacity effect)
-# --epoch-ms MS     the daemon's epoch_ms in every mode (default: its own, 30)
 # --timeout S       guest time limit for the benchmark (default 2400)
+# The other options are the benchmarks' common ones, described in
+# scripts/vm/bench-lib.sh (--work, --no-capacity, --vcpu-quota,
+# --no-throttle, --epoch-ms); --no-throttle shows the fixed-capacity effect.
 #
 # Root is required (as for the rest of the rig). ATOLL_BIN=PATH skips the
 # cargo build; VM_KERNEL picks the kernel as everywhere in scripts/vm.
@@ -31,184 +22,24 @@
 set -euo pipefail
 # shellcheck source=scripts/vm/common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-here="${VM_REPO_ROOT}/scripts/vm"
+# shellcheck source=scripts/vm/bench-lib.sh
+. "${VM_REPO_ROOT}/scripts/vm/bench-lib.sh"
 
-work=160
-reps=1
 modes=smp,quota,isolate
-capacity=1
-quota_pct=20
-guest_timeout=2400
-epoch_ms=""
+BENCH_TIMEOUT=2400
 while [ $# -gt 0 ]; do
     case "$1" in
-        --work) work="$2"; shift 2 ;;
-        --reps) reps="$2"; shift 2 ;;
         --modes) modes="$2"; shift 2 ;;
-        --no-capacity) capacity=0; shift ;;
-        --vcpu-quota) quota_pct="$2"; shift 2 ;;
-        --no-throttle) quota_pct=0; shift ;;
-        --timeout) guest_timeout="$2"; shift 2 ;;
-        --epoch-ms) epoch_ms="$2"; shift 2 ;;
-        -h | --help) sed -n '2,30p' "$0"; exit 0 ;;
-        *) vm_die "unknown argument $1" ;;
+        -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
+        *) bench_option "$@" || vm_die "unknown argument $1"; shift "${BENCH_SHIFT}" ;;
     esac
 done
-for v in "${work}" "${reps}" "${quota_pct}" "${guest_timeout}" ${epoch_ms:+"${epoch_ms}"}; do
-    [[ "${v}" =~ ^[0-9]+$ ]] || vm_die "not a whole number: ${v}"
-done
-[ "${quota_pct}" -le 100 ] || vm_die "--vcpu-quota ${quota_pct}: at most 100"
+# shellcheck disable=SC2119 # no numbers of its own
+bench_check_options
 
-out_dir="${VM_BUILD}/pmake"
-mkdir -p "${out_dir}"
-console="${out_dir}/console-${VM_KERNEL}.log"
-initrd="${out_dir}/initramfs-${VM_KERNEL}.cpio.gz"
+bench_prepare pmake pmake
+bench_run "pmake.work=${BENCH_WORK} pmake.reps=${BENCH_REPS} pmake.modes=${modes} pmake.capacity=${BENCH_CAPACITY}${BENCH_EPOCH_MS:+ pmake.epoch_ms=${BENCH_EPOCH_MS}}"
 
-bash "${here}/setup.sh"
-if [ -z "${ATOLL_BIN:-}" ]; then
-    vm_log "cargo build --release -p atoll-cli"
-    (cd "${VM_REPO_ROOT}" && cargo build --release -p atoll-cli)
-    ATOLL_BIN="${CARGO_TARGET_DIR:-${VM_REPO_ROOT}/target}/release/atoll"
-fi
-VM_INITRAMFS_ROOT="${out_dir}/initramfs-root" \
-    bash "${here}/build-initramfs.sh" --atoll "${ATOLL_BIN}" --tests pmake --out "${initrd}"
-
-# --- vCPU throttle -------------------------------------------------------------
-
-cg_base=""
-throttle_note="none (vCPU threads uncapped)"
-# The v1 cpu hierarchy and this process's place in it ("" if there is none).
-cpu_mnt="$(awk '$3 == "cgroup" && $4 ~ /(^|,)cpu(,|$)/ { print $2; exit }' /proc/mounts)"
-cpu_path="$(awk -F: '$2 ~ /(^|,)cpu(,|$)/ { print $3; exit }' /proc/self/cgroup)"
-if [ "${quota_pct}" -gt 0 ]; then
-    if [ -n "${cpu_mnt}" ] && [ -n "${cpu_path}" ] && [ -w "${cpu_mnt}${cpu_path%/}/" ]; then
-        cg_base="${cpu_mnt}${cpu_path%/}/atoll-pmake-vcpus-$$"
-        mkdir "${cg_base}"
-        throttle_note="each qemu thread capped at ${quota_pct}% of a host CPU (cgroup v1 cpu, ${cg_base})"
-    else
-        vm_log "no writable cgroup v1 cpu hierarchy: running the vCPUs uncapped"
-        quota_pct=0
-    fi
-fi
-
-# Gives every thread of process $1 a cpu group of its own with the quota;
-# threads already placed are skipped.
-throttle_threads() {
-    local pid=$1 t d
-    for t in /proc/"${pid}"/task/*; do
-        t=${t##*/}
-        d="${cg_base}/t${t}"
-        [ -d "${d}" ] && continue
-        mkdir "${d}" 2>/dev/null || continue
-        echo 10000 >"${d}/cpu.cfs_period_us"
-        echo $((quota_pct * 100)) >"${d}/cpu.cfs_quota_us"
-        echo "${t}" >"${d}/tasks" 2>/dev/null || rmdir "${d}"
-    done
-}
-
-# Puts any thread still in our groups back where this script is, removes them.
-cleanup_throttle() {
-    [ -n "${cg_base}" ] && [ -d "${cg_base}" ] || return 0
-    local d t
-    for d in "${cg_base}"/t*; do
-        [ -d "${d}" ] || continue
-        while read -r t; do
-            echo "${t}" >"${cpu_mnt}${cpu_path}/tasks" 2>/dev/null || true
-        done <"${d}/tasks"
-        rmdir "${d}" 2>/dev/null || true
-    done
-    rmdir "${cg_base}" 2>/dev/null || vm_log "could not remove ${cg_base}"
-}
-
-# The parent of process $1 (from /proc/PID/stat, after the command name).
-ppid_of() {
-    local st
-    read -r st <"/proc/$1/stat" 2>/dev/null || return 1
-    st=${st##*) }
-    st=${st#* }
-    echo "${st%% *}"
-}
-
-# The qemu process started below this script (its pid, or nothing yet).
-find_qemu() {
-    local p comm q
-    for p in /proc/[0-9]*; do
-        read -r comm <"${p}/comm" 2>/dev/null || continue
-        [ "${comm}" = qemu-system-x86 ] || continue
-        q=${p#/proc/}
-        while [ "${q}" -gt 1 ] 2>/dev/null; do
-            q="$(ppid_of "${q}")" || break
-            if [ "${q}" = $$ ]; then
-                echo "${p#/proc/}"
-                return 0
-            fi
-        done
-    done
-    return 1
-}
-
-run_pid=""
-tail_pid=""
-finish() {
-    [ -z "${run_pid}" ] || kill "${run_pid}" 2>/dev/null || true
-    [ -z "${tail_pid}" ] || kill "${tail_pid}" 2>/dev/null || true
-    cleanup_throttle
-}
-trap finish EXIT
-trap 'exit 130' INT TERM
-
-# --- run ---------------------------------------------------------------------
-
-load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
-start=$(date +%s)
-# Progress (the guest's notes and VMTEST lines) on stderr; all of it in $console.
-VM_APPEND="${VM_APPEND:-} vmtest.timeout=${guest_timeout} pmake.work=${work} pmake.reps=${reps} pmake.modes=${modes} pmake.capacity=${capacity}${epoch_ms:+ pmake.epoch_ms=${epoch_ms}}" \
-    bash "${here}/run.sh" --test pmake --timeout $((guest_timeout + 180)) --initrd "${initrd}" \
-    >"${console}" 2>"${out_dir}/run.stderr" &
-run_pid=$!
-: >>"${console}"
-tail -n +1 -f "${console}" 2>/dev/null | tr -d '\r' | grep --line-buffered -E '^(VMTEST|  \| |vm-init:)' >&2 &
-tail_pid=$!
-qemu=""
-while kill -0 "${run_pid}" 2>/dev/null; do
-    if [ "${quota_pct}" -gt 0 ]; then
-        [ -n "${qemu}" ] && [ -d "/proc/${qemu}" ] || qemu="$(find_qemu || true)"
-        [ -z "${qemu}" ] || throttle_threads "${qemu}"
-    fi
-    sleep 2
-done
-set +e
-wait "${run_pid}"
-rc=$?
-set -e
-run_pid=""
-if [ -n "${cg_base}" ]; then
-    # How many threads were capped, and how often the cap bit.
-    throttle_note="${throttle_note}; $(cat "${cg_base}"/t*/cpu.stat 2>/dev/null |
-        awk '$1 == "nr_periods" { n++; p += $2 } $1 == "nr_throttled" { t += $2; if ($2 > 0) b++ }
-             END { printf "%d threads, %d of them throttled, in %d of %d periods", n, b, t, p }')"
-fi
-sleep 1
-kill "${tail_pid}" 2>/dev/null || true
-tail_pid=""
-elapsed=$(($(date +%s) - start))
-load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
-
-clean="$(tr -d '\r' <"${console}")"
-table="${out_dir}/table-${VM_KERNEL}.txt"
-{
-    echo "# scripts/vm/bench-pmake.sh --work ${work} --reps ${reps} --modes ${modes}${epoch_ms:+ --epoch-ms ${epoch_ms}}$([ "${capacity}" = 1 ] || echo ' --no-capacity')$([ "${quota_pct}" -gt 0 ] && echo " --vcpu-quota ${quota_pct}" || echo ' --no-throttle')"
-    echo "# kernel $(sed -n 's/.*vm-init: kernel \([^,]*\),.*/\1/p' <<<"${clean}" | head -n 1), VM_KERNEL=${VM_KERNEL}; throttle: ${throttle_note}"
-    echo "# host: $(nproc) CPUs, load average ${load_before} before, ${load_after} after; ${elapsed}s"
-    grep -E '^  \| (capacity|[a-z]+(: most CPUs|: CPUs of| \(round|: all jobs|: twelve|: daemon))' <<<"${clean}" || true
-    grep -E '^PMAKE( |_JSON )' <<<"${clean}" || true
-    grep -E '^  \| (per unit:|[a-z]+ [0-9]+ u[0-9] )' <<<"${clean}" || true
-    grep -E '^VMTEST (PASS|FAIL)' <<<"${clean}" || true
-} >"${table}"
-cat "${table}"
-tail -n 1 "${out_dir}/run.stderr" >&2 || true
-if [ "${rc}" -ne 0 ]; then
-    vm_log "run.sh failed (status ${rc}); console: ${console}, run.sh messages: ${out_dir}/run.stderr"
-    tail -n 30 "${out_dir}/run.stderr" >&2 || true
-fi
-exit "${rc}"
+bench_report "scripts/vm/bench-pmake.sh --work ${BENCH_WORK} --reps ${BENCH_REPS} --modes ${modes}" \
+    '^  \| (capacity|[a-z]+(: most CPUs|: CPUs of| \(round|: all jobs|: twelve|: daemon))' \
+    '^PMAKE( |_JSON )' '^  \| (per unit:|[a-z]+ [0-9]+ u[0-9] )'

@@ -3,11 +3,15 @@
 # modules differ, so each kernel has its own).
 #
 #   build-initramfs.sh [--atoll PATH | PATH] [--tests NAME,NAME] [--out FILE]
+#                      [--bin PATH]...
 #
 # Contents: busybox-static with an applet symlink for each applet, the atoll
 # binary with every library ldd lists and the dynamic loader, the guest tests
 # from tests/vm/ (all, or only --tests), examples/vm-8cpu.toml if present,
 # any kernel modules setup.sh selected, and /init (scripts/vm/guest-init.sh).
+# --bin PATH (repeatable) and VM_EXTRA_BINS="PATH ..." add host binaries the
+# same way as atoll: each at /usr/bin/<its name> (a link is copied as the
+# file it points to, under the link's name), with its libraries.
 # A --tests name with no test_NAME.sh takes tests/vm/bench_NAME.sh (a
 # benchmark; never copied otherwise). VM_INITRAMFS_ROOT overrides the
 # staging directory (default vm/build/initramfs-root).
@@ -18,13 +22,16 @@ set -euo pipefail
 
 atoll=""
 tests=""
+# shellcheck disable=SC2206 # a space-separated list of paths
+extra_bins=(${VM_EXTRA_BINS:-})
 out="${VM_BUILD}/initramfs-${VM_KERNEL}.cpio.gz"
 while [ $# -gt 0 ]; do
     case "$1" in
         --atoll) atoll="$2"; shift 2 ;;
         --tests) tests="$2"; shift 2 ;;
         --out) out="$2"; shift 2 ;;
-        -h | --help) sed -n '2,15p' "$0"; exit 0 ;;
+        --bin) extra_bins+=("$2"); shift 2 ;;
+        -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
         -*) vm_die "unknown option $1" ;;
         *) atoll="$1"; shift ;;
     esac
@@ -54,21 +61,33 @@ while read -r applet; do
     [ -e "${root}/${applet}" ] || ln -s /bin/busybox "${root}/${applet}"
 done < <("${busybox}" --list-full)
 
-# atoll, its libraries and the loader (same paths as on the host)
-install -m 755 "${atoll}" "${root}/usr/bin/atoll"
+# install_bin SRC NAME: SRC (links followed) as /usr/bin/NAME, with every
+# library ldd lists and the loader (same paths as on the host).
+install_bin() {
+    local ldd_out lib
+    install -m 755 "$1" "${root}/usr/bin/$2"
+    if ldd_out="$(ldd "$1" 2>/dev/null)"; then
+        while read -r lib; do
+            [ -e "${root}${lib}" ] && continue
+            mkdir -p "${root}$(dirname "${lib}")"
+            cp -L "${lib}" "${root}${lib}"
+        done < <(printf '%s\n' "${ldd_out}" | grep -o '/[^ ]*' | sort -u)
+    else
+        vm_log "ldd: $1 is not dynamic; copying it alone"
+    fi
+}
+
+install_bin "${atoll}" atoll
 if command -v strip >/dev/null; then strip "${root}/usr/bin/atoll"; fi
-if ldd_out="$(ldd "${atoll}" 2>/dev/null)"; then
-    while read -r lib; do
-        mkdir -p "${root}$(dirname "${lib}")"
-        cp -L "${lib}" "${root}${lib}"
-    done < <(printf '%s\n' "${ldd_out}" | grep -o '/[^ ]*' | sort -u)
-else
-    vm_log "ldd: ${atoll} is not dynamic; copying it alone"
-fi
+for b in "${extra_bins[@]+"${extra_bins[@]}"}"; do
+    if [ ! -f "${b}" ] || [ ! -x "${b}" ]; then vm_die "--bin ${b}: not an executable file"; fi
+    install_bin "${b}" "$(basename "${b}")"
+    vm_log "initramfs: added ${b}"
+done
 
 # tests
 cp "${VM_REPO_ROOT}/tests/vm/lib.sh" "${VM_REPO_ROOT}/tests/vm/runner.sh" \
-    "${VM_REPO_ROOT}/tests/vm/jflat.awk" "${root}/tests/vm/"
+    "${VM_REPO_ROOT}/tests/vm/jflat.awk" "${VM_REPO_ROOT}/tests/vm/bench_lib.sh" "${root}/tests/vm/"
 if [ -n "${tests}" ]; then
     for t in ${tests//,/ }; do
         f="${VM_REPO_ROOT}/tests/vm/test_${t}.sh"

@@ -48,22 +48,14 @@
 # Output: notes, the table (lines starting "COORDARB "), one
 # "COORDARB_JSON {...}". Raw samples and logs stay in /run/vmtest/coordarb.
 
-CA_DIR=$VMT_STATE/coordarb
-rm -rf "$CA_DIR"
-mkdir -p "$CA_DIR"
+# shellcheck source=tests/vm/bench_lib.sh
+. "$VMT_DIR/bench_lib.sh"
 
-# ca_param NAME DEFAULT: the value of coord.NAME= on the kernel command line.
-ca_param() {
-    _v=$(sed -n "s/.*coord\.$1=\([^ ]*\).*/\1/p" /proc/cmdline)
-    echo "${_v:-$2}"
-}
-WORK=$(ca_param work 160)
-JOBS=$(ca_param jobs 2)
-REPS=$(ca_param reps 1)
-POLICIES=$(ca_param policies round_robin,priority | tr ',' ' ')
-EPOCH_MS=$(ca_param epoch_ms "")
-CAPACITY=$(ca_param capacity 1)
-RUN_TRIES=5
+CA_DIR=$VMT_STATE/coordarb
+bench_setup "$CA_DIR" coord
+
+JOBS=$(bench_param coord jobs 2)
+POLICIES=$(bench_param coord policies round_robin,priority | tr ',' ' ')
 # overlay:unit:island:priority, in name order.
 OVERLAYS="count:wc:y:1 webserver:web:x:5"
 X_CPUS=1
@@ -75,98 +67,16 @@ BS_THREADS=2
 # The reasons of refused reactive messages, in the daemon log.
 export ATOLL_LOG=info,atoll_daemon::coord=debug
 
-# now_s: seconds since boot with centiseconds, in $_t (no fork).
-now_s() {
-    read -r _t _ </proc/uptime
-}
-
-# job_elapsed_s FILE: the worker's elapsed_ms from its JSON report, in s.
-job_elapsed_s() {
-    sed -n 's/.*"elapsed_ms":\([0-9.]*\).*/\1/p' "$1" | awk '{ printf "%.2f", $1 / 1000 }'
-}
-
-# spawn_job OUT CMD...: runs CMD in the background; OUT.rc gets its exit
-# status, OUT.end the uptime it ended at.
-spawn_job() {
-    _out=$1
-    shift
-    (
-        "$@" >"$_out.json" 2>"$_out.err"
-        echo $? >"$_out.rc"
-        read -r _e _ </proc/uptime
-        echo "$_e" >"$_out.end"
-    ) &
-}
-
-# run_in_unit OUT UNIT WORKER ARGS...: `atoll run --unit UNIT -- atoll
-# __worker ...`, tried again while the daemon refuses it before the command
-# started.
-run_in_unit() {
-    _o=$1
-    _un=$2
-    shift 2
-    _n=1
-    while :; do
-        echo "$_n" >"$_o.tries"
-        "$ATOLL" run --socket "$SOCK" --unit "$_un" -- "$ATOLL" __worker "$@" 2>"$_o.try.err"
-        _rc=$?
-        cat "$_o.try.err" >&2
-        [ "$_rc" != 0 ] && [ "$_n" -lt "$RUN_TRIES" ] &&
-            grep -q 'the command was not started' "$_o.try.err" || return "$_rc"
-        _n=$((_n + 1))
-    done
-}
-
-# check_job OUT WHAT: fails the benchmark if the job did not run to the end.
-check_job() {
-    _rc=$(cat "$1.rc" 2>/dev/null)
-    if [ "$_rc" != 0 ] || ! grep -q '"elapsed_ms"' "$1.json"; then
-        note "$2: exit status '${_rc}', stdout: $(head -c 300 "$1.json" 2>/dev/null)"
-        note "$2: stderr: $(head -c 300 "$1.err" 2>/dev/null)"
-        fail "$2 did not complete (exit status '${_rc}')"
-    fi
-}
-
-# overlays_json: `atoll overlay ls --json` (atoll_cli puts --socket after
-# the first word, which is not where `overlay ls` takes it).
-overlays_json() {
-    timeout "$CMD_TIMEOUT" "$ATOLL" overlay ls --socket "$SOCK" --json
-}
-
 # --- capacity check (no daemon) ----------------------------------------------
 
-T1=""
-T8=""
-if [ "$CAPACITY" != 0 ]; then
-    d=$CA_DIR/capacity
-    mkdir -p "$d"
-    spawn_job "$d/alone" "$ATOLL" __worker cpujob --work "$WORK"
-    wait $!
-    check_job "$d/alone" "capacity check: one job alone"
-    T1=$(job_elapsed_s "$d/alone.json")
-    pids=""
-    for i in 0 1 2 3 4 5 6 7; do
-        spawn_job "$d/par$i" "$ATOLL" __worker cpujob --work "$WORK"
-        pids="$pids $!"
-    done
-    for p in $pids; do wait "$p"; done
-    for i in 0 1 2 3 4 5 6 7; do
-        check_job "$d/par$i" "capacity check: job $i of 8"
-        job_elapsed_s "$d/par$i.json"
-        echo
-    done >"$d/par.txt"
-    T8=$(awk '{ s += $1 } END { printf "%.2f", s / NR }' "$d/par.txt")
-    note "capacity: one cpujob --work $WORK alone ${T1}s; eight at once ${T8}s each (mean)"
-fi
+capacity_check "$CA_DIR/capacity" "$WORK"
 
 # --- one run --------------------------------------------------------------------
 
 # write_config POLICY FILE
 write_config() {
     {
-        echo "# Written by tests/vm/bench_coordarb.sh ($1)."
-        [ -z "$EPOCH_MS" ] || printf 'epoch_ms = %s\n\n' "$EPOCH_MS"
-        printf '[host]\ncpus = "0"\nadopt_all = false\n\n'
+        config_head "tests/vm/bench_coordarb.sh ($1)" "0"
         printf '[island.x]\ncpus = "%s"\narbitration = "%s"\n\n' "$X_CPUS" "$1"
         printf '[island.y]\ncpus = "%s"\narbitration = "%s"\n\n' "$Y_CPUS" "$1"
         printf '[island.z]\ncpus = "%s"\narbitration = "%s"\n\n' "$Z_CPUS" "$1"
@@ -181,20 +91,6 @@ EOF
     } >"$2"
 }
 
-# count_cpus LIST: the number of CPUs in a kernel CPU list, in $_nc.
-count_cpus() {
-    _nc=0
-    _rest=$1
-    while [ -n "$_rest" ]; do
-        _part=${_rest%%,*}
-        if [ "$_part" = "$_rest" ]; then _rest=""; else _rest=${_rest#*,}; fi
-        case "$_part" in
-            *-*) _nc=$((_nc + ${_part#*-} - ${_part%-*} + 1)) ;;
-            ?*) _nc=$((_nc + 1)) ;;
-        esac
-    done
-}
-
 # sampler DIR: once a second until DIR/stop exists, one line
 # "UPTIME x=NCPUS/USAGE_USEC y=... z=..." (builtins only).
 sampler() {
@@ -203,12 +99,8 @@ sampler() {
         now_s
         _line=$_t
         for _i in x y z; do
-            _c=""
-            { read -r _c <"$CG/$ROOT/$_i/cpuset.cpus.effective"; } 2>/dev/null
-            count_cpus "$_c"
-            _u="?"
-            { read -r _k _u <"$CG/$ROOT/$_i/cpu.stat"; } 2>/dev/null
-            _line="$_line $_i=$_nc/$_u"
+            island_sample "$_i"
+            _line="$_line $_i=$_is"
         done
         echo "$_line" >>"$_sd/samples"
         sleep 1
@@ -247,50 +139,26 @@ run_policy() {
     _pol=$1
     _rep=$2
     _d=$CA_DIR/$1.$2
-    mkdir -p "$_d"
-    write_config "$1" "$_d/config.toml"
-    rm -rf "$STATE_DIR"
-    _log0=0
-    [ ! -f "$DAEMON_LOG" ] || _log0=$(wc -l <"$DAEMON_LOG")
-    note "$_pol (round $_rep): starting the daemon"
-    start_daemon "$_d/config.toml"
-    sleep 2
-    overlays_json >"$_d/overlays-before.json" 2>&1 ||
-        fail "$_pol: atoll overlay ls failed: $(head -c 300 "$_d/overlays-before.json")"
-    for _ov in $OVERLAYS; do
-        grep -q "\"${_ov%%:*}\"" "$_d/overlays-before.json" ||
-            fail "$_pol: overlay ${_ov%%:*} is not registered: $(head -c 300 "$_d/overlays-before.json")"
-    done
+    bench_begin "$_d" "$1" "$2"
+    # shellcheck disable=SC2046 # one word per overlay
+    overlays_registered "$_d" "$_pol" $(for _ov in $OVERLAYS; do echo "${_ov%%:*}"; done)
     for _i in x y z; do
         [ -d "$CG/$ROOT/$_i" ] || fail "$_pol: no island group $CG/$ROOT/$_i"
     done
-    _bsg=$(find "$CG/$ROOT" -type d -name bs 2>/dev/null | head -n 1)
+    _bsg=$(unit_group bs)
     [ -n "$_bsg" ] || fail "$_pol: no cgroup for unit bs under $CG/$ROOT"
 
     # The lender's own load: one spinning thread for the whole run.
     spawn_job "$_d/bs" run_in_unit "$_d/bs" bs spin --threads "$BS_THREADS"
     _bs=$!
-    uptime_s
-    # shellcheck disable=SC2154 # _now: set by uptime_s (lib.sh)
-    _deadline=$((_now + 60))
-    # (cgroup files have no size: read one line)
-    until { read -r _x <"$_bsg/cgroup.procs"; } 2>/dev/null; do
-        uptime_s
-        [ "$_now" -le "$_deadline" ] || fail "$_pol: the spin in unit bs did not start within 60s"
-        sleep 1
-    done
+    wait_procs "$_bsg" "$_pol: the spin in unit bs"
     sampler "$_d" &
     _sampler=$!
     poller "$_d" &
     _poller=$!
     # Let z's busy CPUs show in its usage before the borrowers start.
     sleep 3
-    # The daemon's clock (its decisions' times) against the guest's uptime.
-    now_s
-    _s0=$_t
-    _um=$(atoll_cli status --json | sed -n 's/.*"uptime_ms": *\([0-9]*\).*/\1/p' | head -n 1)
-    now_s
-    _off=$(awk -v a="$_s0" -v b="$_t" -v m="${_um:-0}" 'BEGIN { printf "%.3f", (a + b) / 2 - m / 1000 }')
+    daemon_clock_offset
 
     now_s
     _t0=$_t
@@ -321,12 +189,7 @@ run_policy() {
     while read -r _p; do kill "$_p" 2>/dev/null; done <"$_bsg/cgroup.procs"
     wait "$_bs"
 
-    _dp=$(daemon_pid)
-    atoll_cli stop >/dev/null || fail "$_pol: atoll stop failed"
-    wait_for 60 "daemon $_dp to exit after atoll stop ($_pol)" dead "$_dp"
-    [ ! -e "$CG/$ROOT" ] || fail "$_pol: $CG/$ROOT still exists after atoll stop"
-    rm -f "$VMT_STATE/daemon.pid"
-    tail -n +$((_log0 + 1)) "$DAEMON_LOG" >"$_d/daemon.log"
+    bench_daemon_stop "$_pol" "$_d"
 
     # The borrowing islands' cpuset changes made by coordination, from
     # `atoll why` (oldest first): "REL_S ISLAND NCPUS OVERLAY VERB", VERB
@@ -420,26 +283,10 @@ EOF
     # Refusals other than the four counted kinds, as the log words them.
     grep ' refused: ' "$_d/daemon.log" | grep -v 'refused: lost arbitration\|refused: no idle capacity\|refused: escalated after\|refused: backing off' |
         sed 's/.*coordination: //; s/t=[0-9.]*s/t=T/g; s/cpu [0-9]*/cpu N/g' | sort | uniq -c | sed 's/^ */  | other refusal: /' | head -n 5
-    _warn=$(grep -c 'WARN' "$_d/daemon.log")
-    note "$_pol: daemon log: $_warn warnings"
-    if [ "$_warn" -gt 0 ]; then
-        grep 'WARN' "$_d/daemon.log" | head -n 5 | sed 's/^/  | daemon: /'
-    fi
+    bench_warnings "$_pol" "$_d"
 }
 
-rep=1
-order=$POLICIES
-while [ "$rep" -le "$REPS" ]; do
-    for p in $order; do
-        run_policy "$p" "$rep"
-    done
-    # shellcheck disable=SC2086 # rotate the list
-    set -- $order
-    first=$1
-    shift
-    order="$* $first"
-    rep=$((rep + 1))
-done
+bench_rounds run_policy "$POLICIES" "$REPS"
 
 # --- the table ----------------------------------------------------------------
 

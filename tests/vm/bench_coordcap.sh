@@ -44,111 +44,30 @@
 # Output: notes, the table (lines starting "COORDCAP "), one
 # "COORDCAP_JSON {...}". Raw samples and logs stay in /run/vmtest/coordcap.
 
-CC_DIR=$VMT_STATE/coordcap
-rm -rf "$CC_DIR"
-mkdir -p "$CC_DIR"
+# shellcheck source=tests/vm/bench_lib.sh
+. "$VMT_DIR/bench_lib.sh"
 
-# cc_param NAME DEFAULT: the value of coord.NAME= on the kernel command line.
-cc_param() {
-    _v=$(sed -n "s/.*coord\.$1=\([^ ]*\).*/\1/p" /proc/cmdline)
-    echo "${_v:-$2}"
-}
-WORK=$(cc_param work 160)
-JOBS=$(cc_param jobs 4)
-CAP=$(cc_param cap 4)
-REPS=$(cc_param reps 1)
-CONFIGS=$(cc_param configs none,single,static,coord | tr ',' ' ')
-EPOCH_MS=$(cc_param epoch_ms "")
-CAPACITY=$(cc_param capacity 1)
+CC_DIR=$VMT_STATE/coordcap
+bench_setup "$CC_DIR" coord
+
+JOBS=$(bench_param coord jobs 4)
+CAP=$(bench_param coord cap 4)
+CONFIGS=$(bench_param coord configs none,single,static,coord | tr ',' ' ')
 HALF=$(awk -v c="$CAP" 'BEGIN { printf "%g", c / 2 }')
 # A 1 s sample counts as above the cap when the islands used more than
 # CAP + TOL CPUs in it (the sampler's interval is measured, not exact).
 TOL=0.1
-RUN_TRIES=5
-
-# now_s: seconds since boot with centiseconds, in $_t (no fork).
-now_s() {
-    read -r _t _ </proc/uptime
-}
-
-# job_elapsed_s FILE: the worker's elapsed_ms from its JSON report, in s.
-job_elapsed_s() {
-    sed -n 's/.*"elapsed_ms":\([0-9.]*\).*/\1/p' "$1" | awk '{ printf "%.2f", $1 / 1000 }'
-}
-
-# spawn_job OUT CMD...: runs CMD in the background; OUT.rc gets its exit
-# status, OUT.end the uptime it ended at.
-spawn_job() {
-    _out=$1
-    shift
-    (
-        "$@" >"$_out.json" 2>"$_out.err"
-        echo $? >"$_out.rc"
-        read -r _e _ </proc/uptime
-        echo "$_e" >"$_out.end"
-    ) &
-}
-
-# run_in_unit OUT UNIT: `atoll run --unit UNIT -- atoll __worker cpujob`,
-# tried again while the daemon refuses it before the command started.
-run_in_unit() {
-    _n=1
-    while :; do
-        echo "$_n" >"$1.tries"
-        "$ATOLL" run --socket "$SOCK" --unit "$2" -- "$ATOLL" __worker cpujob --work "$WORK" \
-            2>"$1.try.err"
-        _rc=$?
-        cat "$1.try.err" >&2
-        [ "$_rc" != 0 ] && [ "$_n" -lt "$RUN_TRIES" ] &&
-            grep -q 'the command was not started' "$1.try.err" || return "$_rc"
-        _n=$((_n + 1))
-    done
-}
-
-# check_job OUT WHAT: fails the benchmark if the job did not run to the end.
-check_job() {
-    _rc=$(cat "$1.rc" 2>/dev/null)
-    if [ "$_rc" != 0 ] || ! grep -q '"elapsed_ms"' "$1.json"; then
-        note "$2: exit status '${_rc}', stdout: $(head -c 300 "$1.json" 2>/dev/null)"
-        note "$2: stderr: $(head -c 300 "$1.err" 2>/dev/null)"
-        fail "$2 did not complete (exit status '${_rc}')"
-    fi
-}
 
 # --- capacity check (no daemon) ----------------------------------------------
 
-T1=""
-T8=""
-if [ "$CAPACITY" != 0 ]; then
-    d=$CC_DIR/capacity
-    mkdir -p "$d"
-    spawn_job "$d/alone" "$ATOLL" __worker cpujob --work "$WORK"
-    wait $!
-    check_job "$d/alone" "capacity check: one job alone"
-    T1=$(job_elapsed_s "$d/alone.json")
-    pids=""
-    for i in 0 1 2 3 4 5 6 7; do
-        spawn_job "$d/par$i" "$ATOLL" __worker cpujob --work "$WORK"
-        pids="$pids $!"
-    done
-    for p in $pids; do wait "$p"; done
-    for i in 0 1 2 3 4 5 6 7; do
-        check_job "$d/par$i" "capacity check: job $i of 8"
-        job_elapsed_s "$d/par$i.json"
-        echo
-    done >"$d/par.txt"
-    T8=$(awk '{ s += $1 } END { printf "%.2f", s / NR }' "$d/par.txt")
-    note "capacity: one cpujob --work $WORK alone ${T1}s; eight at once ${T8}s each (mean)"
-fi
+capacity_check "$CC_DIR/capacity" "$WORK"
 
 # --- one configuration ----------------------------------------------------------
 
 # write_config CONF FILE
 write_config() {
     {
-        echo "# Written by tests/vm/bench_coordcap.sh ($1)."
-        [ -z "$EPOCH_MS" ] || printf 'epoch_ms = %s\n\n' "$EPOCH_MS"
-        printf '[host]\ncpus = ""\nadopt_all = false\n\n'
+        config_head "tests/vm/bench_coordcap.sh ($1)" ""
         case "$1" in
             none | single)
                 printf '[island.all]\ncpus = "0-7"\n\n'
@@ -207,19 +126,6 @@ sampler() {
     done
 }
 
-# overlays_json: `atoll overlay ls --json` (atoll_cli puts --socket after
-# the first word, which is not where `overlay ls` takes it).
-overlays_json() {
-    timeout "$CMD_TIMEOUT" "$ATOLL" overlay ls --socket "$SOCK" --json
-}
-
-# cpu_ticks FIELDS...: from /proc/PID/stat after the command name, user +
-# system CPU ticks in $_dcpu.
-cpu_ticks() {
-    shift 11
-    _dcpu=$((${1:-0} + ${2:-0}))
-}
-
 # launch_jobs DIR PHASE UNIT...: J jobs in each UNIT; their subshell pids
 # are appended to $_pids.
 launch_jobs() {
@@ -229,7 +135,7 @@ launch_jobs() {
     for _u in "$@"; do
         _j=1
         while [ "$_j" -le "$JOBS" ]; do
-            spawn_job "$_ld/p$_lp.$_u.j$_j" run_in_unit "$_ld/p$_lp.$_u.j$_j" "$_u"
+            spawn_job "$_ld/p$_lp.$_u.j$_j" run_in_unit "$_ld/p$_lp.$_u.j$_j" "$_u" cpujob --work "$WORK"
             _pids="$_pids $!"
             _j=$((_j + 1))
         done
@@ -243,21 +149,10 @@ run_config() {
     _conf=$1
     _rep=$2
     _d=$CC_DIR/$1.$2
-    mkdir -p "$_d"
-    write_config "$1" "$_d/config.toml"
-    rm -rf "$STATE_DIR"
-    _log0=0
-    [ ! -f "$DAEMON_LOG" ] || _log0=$(wc -l <"$DAEMON_LOG")
-    note "$1 (round $2): starting the daemon"
-    start_daemon "$_d/config.toml"
-    sleep 2
-    overlays_json >"$_d/overlays-before.json" 2>&1 ||
-        fail "$1: atoll overlay ls failed: $(head -c 300 "$_d/overlays-before.json")"
+    bench_begin "$_d" "$1" "$2"
     case "$1" in
-        single | coord)
-            grep -q '"power"' "$_d/overlays-before.json" ||
-                fail "$1: overlay power is not registered: $(head -c 300 "$_d/overlays-before.json")"
-            ;;
+        single | coord) overlays_registered "$_d" "$1" power ;;
+        *) overlays_registered "$_d" "$1" ;;
     esac
     _groups=""
     for _i in $(islands_of "$1"); do
@@ -265,7 +160,7 @@ run_config() {
         _groups="$_groups $_i=$CG/$ROOT/$_i"
     done
     for _u in ua ub; do
-        _g=$(find "$CG/$ROOT" -type d -name "$_u" 2>/dev/null | head -n 1)
+        _g=$(unit_group "$_u")
         [ -n "$_g" ] || fail "$1: no cgroup for unit $_u under $CG/$ROOT"
         _groups="$_groups $_u=$_g"
     done
@@ -365,42 +260,22 @@ run_config() {
     _dst=""
     { read -r _dst <"/proc/$_dp/stat"; } 2>/dev/null
     # shellcheck disable=SC2086 # split into fields
-    cpu_ticks ${_dst##*) }
-    atoll_cli stop >/dev/null || fail "$1: atoll stop failed"
-    wait_for 60 "daemon $_dp to exit after atoll stop ($1)" dead "$_dp"
-    [ ! -e "$CG/$ROOT" ] || fail "$1: $CG/$ROOT still exists after atoll stop"
-    rm -f "$VMT_STATE/daemon.pid"
-    tail -n +$((_log0 + 1)) "$DAEMON_LOG" >"$_d/daemon.log"
+    stat_fields ${_dst##*) }
+    _dcpu=$_ticks
+    bench_daemon_stop "$1" "$_d"
     # Cap writes of the platform manager's rebalancing (a receiving and a
     # giving island each get a cpu.max write), per phase; warnings.
     _moves=$(grep -c 'CPUs: received\|gave [0-9.]* CPUs to throttled' "$_d/daemon.log")
     _pm=$(awk -v base="$_log0" 'FILENAME ~ /logmarks$/ { m[$1] = $2 - base; next }
         /CPUs: received|CPUs to throttled/ { for (p = 1; p <= 3; p++) if (FNR > m[p] && FNR <= m[p + 1]) c[p]++ }
         END { printf "%d %d %d", c[1], c[2], c[3] }' "$_d/logmarks" "$_d/daemon.log")
-    _warn=$(grep -c 'WARN' "$_d/daemon.log")
-    note "$_conf: daemon log: $_moves cap rebalancing writes (phase 1/2/3: $_pm), $_warn warnings"
-    if [ "$_warn" -gt 0 ]; then
-        grep 'WARN' "$_d/daemon.log" | head -n 5 | sed 's/^/  | daemon: /'
-    fi
+    note "$_conf: daemon log: $_moves cap rebalancing writes (phase 1/2/3: $_pm)"
+    bench_warnings "$_conf" "$_d"
     note "$_conf: daemon CPU time $((_dcpu / 100)).$((_dcpu % 100 / 10))s"
     echo "$_conf $_rep $_moves $_warn $_dcpu $_pm" >>"$CC_DIR/confinfo"
 }
 
-# Each round starts one configuration later, so that a drift in the host's
-# load does not always hit the same one.
-rep=1
-order=$CONFIGS
-while [ "$rep" -le "$REPS" ]; do
-    for c in $order; do
-        run_config "$c" "$rep"
-    done
-    # shellcheck disable=SC2086 # rotate the list
-    set -- $order
-    first=$1
-    shift
-    order="$* $first"
-    rep=$((rep + 1))
-done
+bench_rounds run_config "$CONFIGS" "$REPS"
 
 # --- the table ----------------------------------------------------------------
 

@@ -24,22 +24,13 @@
 # Output: notes, the table (lines starting "PMAKE "), one "PMAKE_JSON {...}".
 # Per-job reports, cpuset samples and status snapshots stay in /run/vmtest/pmake.
 
-PM_DIR=$VMT_STATE/pmake
-rm -rf "$PM_DIR"
-mkdir -p "$PM_DIR"
+# shellcheck source=tests/vm/bench_lib.sh
+. "$VMT_DIR/bench_lib.sh"
 
-# pm_param NAME DEFAULT: the value of pmake.NAME= on the kernel command line.
-pm_param() {
-    _v=$(sed -n "s/.*pmake\.$1=\([^ ]*\).*/\1/p" /proc/cmdline)
-    echo "${_v:-$2}"
-}
-WORK=$(pm_param work 160)
-MODES=$(pm_param modes smp,quota,isolate | tr ',' ' ')
-REPS=$(pm_param reps 1)
-CAPACITY=$(pm_param capacity 1)
-EPOCH_MS=$(pm_param epoch_ms "")
-# Times a refused `atoll run` (its command never started) is tried again.
-RUN_TRIES=5
+PM_DIR=$VMT_STATE/pmake
+bench_setup "$PM_DIR" pmake
+
+MODES=$(bench_param pmake modes smp,quota,isolate | tr ',' ' ')
 UNITS="u1 u2 u3 u4 u5 u6 u7 u8"
 
 # jobs_of UNIT: how many jobs the unit runs (u1-u4 one, u5-u8 two).
@@ -50,116 +41,31 @@ jobs_of() {
     esac
 }
 
-# now_s: seconds since boot with centiseconds, in $_t (no fork).
-now_s() {
-    read -r _t _ </proc/uptime
-}
-
-# job_elapsed_s FILE: the worker's elapsed_ms from its JSON report, in s.
-job_elapsed_s() {
-    sed -n 's/.*"elapsed_ms":\([0-9.]*\).*/\1/p' "$1" | awk '{ printf "%.2f", $1 / 1000 }'
-}
-
-# spawn_job OUT CMD...: runs CMD in the background; OUT.rc gets its exit
-# status, OUT.end the uptime it ended at. The subshell's pid is in $!.
-spawn_job() {
-    _out=$1
-    shift
-    (
-        "$@" >"$_out.json" 2>"$_out.err"
-        echo $? >"$_out.rc"
-        read -r _e _ </proc/uptime
-        echo "$_e" >"$_out.end"
-    ) &
-}
-
-# run_in_unit OUT UNIT: `atoll run --unit UNIT -- atoll __worker cpujob`,
-# tried again (up to RUN_TRIES times) while the daemon refuses it before
-# the command started; OUT.tries gets the number of attempts.
-run_in_unit() {
-    _n=1
-    while :; do
-        echo "$_n" >"$1.tries"
-        "$ATOLL" run --socket "$SOCK" --unit "$2" -- "$ATOLL" __worker cpujob --work "$WORK" \
-            2>"$1.try.err"
-        _rc=$?
-        cat "$1.try.err" >&2
-        [ "$_rc" != 0 ] && [ "$_n" -lt "$RUN_TRIES" ] &&
-            grep -q 'the command was not started' "$1.try.err" || return "$_rc"
-        _n=$((_n + 1))
-    done
-}
-
-# check_job OUT WHAT: fails the benchmark if the job did not run to the end.
-check_job() {
-    _rc=$(cat "$1.rc" 2>/dev/null)
-    if [ "$_rc" != 0 ] || ! grep -q '"elapsed_ms"' "$1.json"; then
-        note "$2: exit status '${_rc}', stdout: $(head -c 300 "$1.json" 2>/dev/null)"
-        note "$2: stderr: $(head -c 300 "$1.err" 2>/dev/null)"
-        if [ -s "${1%/*}/samples" ]; then
-            note "samples (uptime, unit=cpus/cpu.idle, daemon=state/wchan/ticks):"
-            tail -n 30 "${1%/*}/samples" | sed 's/^/  | /'
-        fi
-        fail "$2 did not complete (exit status '${_rc}')"
+# print_samples OUT: when a job failed, the last samples of its run.
+print_samples() {
+    if [ -s "${1%/*}/samples" ]; then
+        note "samples (uptime, unit=cpus/cpu.idle, daemon=state/wchan/ticks):"
+        tail -n 30 "${1%/*}/samples" | sed 's/^/  | /'
     fi
 }
+BENCH_FAIL_HOOK=print_samples
 
 # --- capacity check (no daemon) ----------------------------------------------
 
-T1=""
-T8=""
-if [ "$CAPACITY" != 0 ]; then
-    d=$PM_DIR/capacity
-    mkdir -p "$d"
-    spawn_job "$d/alone" "$ATOLL" __worker cpujob --work "$WORK"
-    wait $!
-    check_job "$d/alone" "capacity check: one job alone"
-    T1=$(job_elapsed_s "$d/alone.json")
-    pids=""
-    for i in 0 1 2 3 4 5 6 7; do
-        spawn_job "$d/par$i" "$ATOLL" __worker cpujob --work "$WORK"
-        pids="$pids $!"
-    done
-    for p in $pids; do wait "$p"; done
-    for i in 0 1 2 3 4 5 6 7; do
-        check_job "$d/par$i" "capacity check: job $i of 8"
-        job_elapsed_s "$d/par$i.json"
-        echo
-    done >"$d/par.txt"
-    T8=$(awk '{ s += $1 } END { printf "%.2f", s / NR }' "$d/par.txt")
-    note "capacity: one cpujob --work $WORK alone ${T1}s; eight at once ${T8}s each (mean)"
-fi
+capacity_check "$PM_DIR/capacity" "$WORK"
 
 # --- one mode -----------------------------------------------------------------
 
 # write_config MODE FILE
 write_config() {
     {
-        echo "# Written by tests/vm/bench_pmake.sh."
-        [ -z "$EPOCH_MS" ] || printf 'epoch_ms = %s\n\n' "$EPOCH_MS"
+        config_head "tests/vm/bench_pmake.sh ($1)" ""
         printf '[isolation]\nmode = "%s"\n\n' "$1"
-        printf '[host]\ncpus = ""\nadopt_all = false\n\n'
         printf '[island.all]\ncpus = "0-7"\n'
         for u in $UNITS; do
             printf '\n[unit.%s]\nisland = "all"\ncpus = 1\n' "$u"
         done
     } >"$2"
-}
-
-# unit_group UNIT: the unit's cgroup directory (found once per mode).
-unit_group() {
-    for _g in "$CG/$ROOT/all/$1" "$CG/$ROOT/$1"; do
-        [ -d "$_g" ] && { echo "$_g"; return 0; }
-    done
-    find "$CG/$ROOT" -type d -name "$1" 2>/dev/null | head -n 1
-}
-
-# stat_fields FIELDS...: from /proc/PID/stat after the command name, the
-# state in $_state and user+system CPU ticks in $_ticks.
-stat_fields() {
-    _state=${1:-?}
-    shift 11
-    _ticks=$((${1:-0} + ${2:-0}))
 }
 
 # sampler DIR: once a second until DIR/stop exists, one line
@@ -200,14 +106,7 @@ sampler() {
 run_mode() {
     _mode=$1
     _d=$PM_DIR/$1.$2
-    mkdir -p "$_d"
-    write_config "$1" "$_d/config.toml"
-    rm -rf "$STATE_DIR"
-    _log0=0
-    [ ! -f "$DAEMON_LOG" ] || _log0=$(wc -l <"$DAEMON_LOG")
-    note "$1 (round $2): starting the daemon"
-    start_daemon "$_d/config.toml"
-    sleep 2
+    bench_begin "$_d" "$1" "$2"
     atoll_cli status --json >"$_d/status-before.json" || fail "$1: atoll status failed"
     jflat <"$_d/status-before.json" >"$_d/status-before.flat"
     grep -qx "isolation_mode=$1" "$_d/status-before.flat" ||
@@ -228,7 +127,7 @@ run_mode() {
     for u in $UNITS; do
         j=1
         while [ "$j" -le "$(jobs_of "$u")" ]; do
-            spawn_job "$_d/$u.j$j" run_in_unit "$_d/$u.j$j" "$u"
+            spawn_job "$_d/$u.j$j" run_in_unit "$_d/$u.j$j" "$u" cpujob --work "$WORK"
             _pids="$_pids $!"
             j=$((j + 1))
         done
@@ -291,12 +190,7 @@ run_mode() {
             g = g ((n > 9) ? "+" : n) }
         printf " %s", g }' "$_d/samples")"
 
-    _dp=$(daemon_pid)
-    atoll_cli stop >/dev/null || fail "$1: atoll stop failed"
-    wait_for 60 "daemon $_dp to exit after atoll stop ($1)" dead "$_dp"
-    [ ! -e "$CG/$ROOT" ] || fail "$1: $CG/$ROOT still exists after atoll stop"
-    rm -f "$VMT_STATE/daemon.pid"
-    tail -n +$((_log0 + 1)) "$DAEMON_LOG" >"$_d/daemon.log"
+    bench_daemon_stop "$1" "$_d"
     # Lends and take-backs (by the owner or returned by the borrower) logged.
     awk '{ l += gsub(/lend CPUs/, ""); r += gsub(/back from unit/, "") } END { print l + 0, r + 0 }' \
         "$_d/daemon.log" >"$_d/lends"
@@ -305,21 +199,7 @@ run_mode() {
     echo "$1 $2 $(sed -n 2p "$_d/sampled") $_l $_r $(sed -n 3p "$_d/sampled")" >>"$PM_DIR/modeinfo"
 }
 
-# Each round starts one mode later (smp quota isolate, quota isolate smp,
-# ...), so a drift in the host's load does not always hit the same mode.
-rep=1
-order=$MODES
-while [ "$rep" -le "$REPS" ]; do
-    for m in $order; do
-        run_mode "$m" "$rep"
-    done
-    # shellcheck disable=SC2086 # rotate the list
-    set -- $order
-    first=$1
-    shift
-    order="$* $first"
-    rep=$((rep + 1))
-done
+bench_rounds run_mode "$MODES" "$REPS"
 
 # --- the table ----------------------------------------------------------------
 

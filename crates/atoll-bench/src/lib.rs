@@ -15,6 +15,9 @@
 //!   much throughput the heavy one keeps.
 //! - [`coordination`]: `atoll bench coordination`, the cost of coordination
 //!   messages (and, with a daemon, of an API call to the applied change).
+//! - [`comm`]: `atoll bench comm`, communication-aware CPU scheduling off
+//!   and on: a two-tier nginx application and a streaming server beside
+//!   CPU hogs, under the real daemon.
 //!
 //! Around them: [`stats`] (nearest-rank percentiles), [`progress`] (a
 //! hand-rolled progress bar), [`procs`] (child processes in their own
@@ -23,6 +26,7 @@
 //! unwinds through the guards) and [`machine`] (what the numbers depend on).
 
 pub mod cgroups;
+pub mod comm;
 pub mod coordination;
 pub mod error;
 pub mod interrupt;

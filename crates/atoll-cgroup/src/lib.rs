@@ -13,11 +13,14 @@
 //!   into interface files, write only what differs, and report what the
 //!   kernel refused as [`Fallback`](atoll_core::backend::Fallback)s.
 //! - [`knobs`] and [`stats`] hold the value formatters and the total parsers.
+//! - [`freezer`] stops and resumes a group's tasks (`GroupSettings::frozen`)
+//!   in both versions, and thaws a group before it is removed.
 //!
 //! `docs/backends.md` lists every knob's mapping for both versions.
 
 mod common;
 pub mod error;
+pub mod freezer;
 pub mod fs;
 pub mod knobs;
 pub mod mounts;
@@ -28,7 +31,8 @@ pub mod v1;
 pub mod v2;
 
 use atoll_core::backend::{
-    Actuator, BackendError, BackendKind, Capabilities, Fallback, GroupStats, Monitor, StatSelect,
+    Actuator, BackendError, BackendKind, Capabilities, Fallback, FreezeState, GroupStats, Monitor,
+    StatSelect,
 };
 use atoll_core::plan::{GroupPath, GroupSettings};
 use atoll_core::process::CgroupMembership;
@@ -173,6 +177,9 @@ impl<F: CgroupFs> Monitor for CgroupBackend<F> {
     }
     fn stats_of(&self, path: &GroupPath, select: StatSelect) -> Result<GroupStats, BackendError> {
         both!(self, b => b.stats_of(path, select))
+    }
+    fn freeze_state(&self, path: &GroupPath) -> Result<Option<FreezeState>, BackendError> {
+        both!(self, b => b.freeze_state(path))
     }
 }
 

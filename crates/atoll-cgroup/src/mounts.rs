@@ -4,7 +4,8 @@
 //! cgroup2 mount(s) and the v1 hierarchies with their controllers. [`choose`]
 //! picks a backend: `auto` prefers cgroup2 when its root lists the controllers
 //! atoll needs (`cpuset cpu memory`; `io` optional) and is writable, else
-//! cgroup1 when writable `cpuset` and `cpu` hierarchies exist. Reading
+//! cgroup1 when writable `cpuset` and `cpu` hierarchies exist (`cpuacct`,
+//! `memory`, `blkio` and `freezer` are used when mounted and writable). Reading
 //! `cgroup.controllers` goes through a [`CgroupFs`] and the permission check
 //! through a closure, so both can be faked. A refusal names the mount and the
 //! missing piece and points at `--backend sim`.
@@ -239,6 +240,9 @@ pub struct V1Paths {
     pub memory: Option<PathBuf>,
     /// The `blkio` hierarchy, if mounted and writable.
     pub blkio: Option<PathBuf>,
+    /// The `freezer` hierarchy, if mounted and writable (for
+    /// `GroupSettings::frozen`).
+    pub freezer: Option<PathBuf>,
 }
 
 impl V1Paths {
@@ -251,6 +255,7 @@ impl V1Paths {
             ("cpuacct", self.cpuacct.as_ref()),
             ("memory", self.memory.as_ref()),
             ("blkio", self.blkio.as_ref()),
+            ("freezer", self.freezer.as_ref()),
         ];
         for (name, p) in rest {
             if let Some(p) = p {
@@ -369,6 +374,7 @@ fn try_v1(mounts: &Mounts, writable: &dyn Fn(&Path) -> bool) -> Result<Choice, S
         cpuacct: usable("cpuacct").ok(),
         memory: usable("memory").ok(),
         blkio: usable("blkio").ok(),
+        freezer: usable("freezer").ok(),
     }))
 }
 

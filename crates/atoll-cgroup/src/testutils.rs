@@ -12,6 +12,11 @@
 //!   `cgroup.subtree_control` adds and removes controller files in children;
 //!   the v1 cpuset rules (subset of parent, exclusive siblings, tasks need
 //!   CPUs) and the v1 RT budget rule are checked;
+//! - the freezer: v2 `cgroup.freeze` updates the `frozen` line of
+//!   `cgroup.events` in the group and its descendants, v1 `freezer.state`
+//!   updates `freezer.self_freezing`, `freezer.parent_freezing` and the state
+//!   of the subtree (freezing completes at once; a test that wants
+//!   `FREEZING` sets the file);
 //! - tests can make particular writes or rmdirs fail with an errno, or make a
 //!   write "succeed" while the file shows something else (e.g. a partition
 //!   that reads back `root invalid (...)`).
@@ -217,7 +222,15 @@ impl FakeCgroupFs {
             cpuacct: Some(cpuacct),
             memory: Some(f.add_v1_mount("memory", &["memory"])),
             blkio: Some(f.add_v1_mount("blkio", &["blkio"])),
+            freezer: None,
         };
+        (f, paths)
+    }
+
+    /// [`Self::v1_machine`] with a `freezer` hierarchy too.
+    pub fn v1_machine_with_freezer(kernel: FakeKernel, comounted: bool) -> (Self, V1Paths) {
+        let (f, mut paths) = Self::v1_machine(kernel, comounted);
+        paths.freezer = Some(f.add_v1_mount("freezer", &["freezer"]));
         (f, paths)
     }
 
@@ -481,6 +494,14 @@ fn v1_files(m: &FakeMount, dir: &Path, k: &FakeKernel) {
         w("memory.usage_in_bytes", "0");
         w("memory.use_hierarchy", "1");
     }
+    // Not on the hierarchy's root, as in the kernel.
+    if has("freezer") && dir != m.path {
+        let parent = dir.parent().map(|p| get(&p.join("freezer.state")));
+        let above = parent.is_some_and(|s| matches!(s.trim(), "FROZEN" | "FREEZING"));
+        w("freezer.state", if above { "FROZEN" } else { "THAWED" });
+        w("freezer.self_freezing", "0");
+        w("freezer.parent_freezing", if above { "1" } else { "0" });
+    }
     if has("blkio") {
         match k.blkio_weight {
             "bfq" => w("blkio.bfq.weight", "100"),
@@ -614,6 +635,11 @@ impl CgroupFs for FakeCgroupFs {
             }
             put(&path.join("cgroup.type"), "domain");
             put(&path.join("cgroup.events"), "populated 0\nfrozen 0\n");
+            let frozen = get(&parent.join("cgroup.events")).contains("frozen 1");
+            if frozen {
+                put(&path.join("cgroup.events"), "populated 0\nfrozen 1\n");
+            }
+            put(&path.join("cgroup.freeze"), "0");
             put(
                 &path.join("cpu.stat"),
                 "usage_usec 0\nuser_usec 0\nsystem_usec 0\n",

@@ -35,6 +35,24 @@ pub(super) fn kernel_write(fake: &FakeCgroupFs, path: &Path, v: &str) -> io::Res
             Ok(())
         }
         "cpuset.cpu_exclusive" if !m.v2 => v1_exclusive(dir, path, v),
+        "cgroup.freeze" if m.v2 => {
+            if v != "0" && v != "1" {
+                return Err(errno(libc::EINVAL));
+            }
+            put(path, v);
+            v2_refreeze(dir, ancestor_frozen(dir, &m.path, "cgroup.freeze"));
+            Ok(())
+        }
+        "freezer.state" if !m.v2 => {
+            let own = match v {
+                "FROZEN" => "1",
+                "THAWED" => "0",
+                _ => return Err(errno(libc::EINVAL)),
+            };
+            put(&dir.join("freezer.self_freezing"), own);
+            v1_refreeze(dir, ancestor_frozen(dir, &m.path, "freezer.self_freezing"));
+            Ok(())
+        }
         "cpuset.cpus.partition" => match v {
             "root" | "member" | "isolated" => {
                 put(path, v);
@@ -198,6 +216,50 @@ fn subtree_control(fake: &FakeCgroupFs, dir: &Path, v: &str) -> io::Result<()> {
         put(&ch.join("cgroup.controllers"), &shown.join(" "));
     }
     Ok(())
+}
+
+/// Whether a group strictly above `dir` (below the mount root) has `1` in
+/// `flag`.
+fn ancestor_frozen(dir: &Path, mount: &Path, flag: &str) -> bool {
+    dir.ancestors()
+        .skip(1)
+        .take_while(|a| *a != mount && a.starts_with(mount))
+        .any(|a| get(&a.join(flag)).trim() == "1")
+}
+
+/// Recomputes the `frozen` line of `cgroup.events` in `dir`'s subtree.
+fn v2_refreeze(dir: &Path, above: bool) {
+    let frozen = above || get(&dir.join("cgroup.freeze")).trim() == "1";
+    let events = dir.join("cgroup.events");
+    let text: String = get(&events)
+        .lines()
+        .map(|l| {
+            if l.starts_with("frozen ") {
+                format!("frozen {}\n", u8::from(frozen))
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    put(&events, &text);
+    for c in subdirs(dir) {
+        v2_refreeze(&c, frozen);
+    }
+}
+
+/// Recomputes `freezer.parent_freezing` and `freezer.state` in `dir`'s
+/// subtree.
+fn v1_refreeze(dir: &Path, above: bool) {
+    let own = get(&dir.join("freezer.self_freezing")).trim() == "1";
+    put(
+        &dir.join("freezer.parent_freezing"),
+        if above { "1" } else { "0" },
+    );
+    let state = if own || above { "FROZEN" } else { "THAWED" };
+    put(&dir.join("freezer.state"), state);
+    for c in subdirs(dir) {
+        v1_refreeze(&c, own || above);
+    }
 }
 
 fn is_excl(dir: &Path) -> bool {

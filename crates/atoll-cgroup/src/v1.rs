@@ -1,7 +1,7 @@
 //! The `cgroup1` backend: atoll's hierarchy mirrored in each v1 hierarchy.
 //!
 //! A group exists once per managed hierarchy (`cpuset`, `cpu`, and when
-//! mounted `cpuacct`, `memory`, `blkio`; co-mounted ones such as
+//! mounted `cpuacct`, `memory`, `blkio`, `freezer`; co-mounted ones such as
 //! `cpu,cpuacct` count once) at `<mount>/<root name>/<group path>`. The
 //! `cpuset` hierarchy is the reference for `exists`, `children` and
 //! `processes`.
@@ -22,7 +22,10 @@
 //! - a new cpu group has `cpu.rt_runtime_us` 0, so RT tasks cannot enter it
 //!   until a budget is set (parents are applied before children);
 //! - `memory.min`/`memory.high` do not exist (fallbacks); `memory.low` maps to
-//!   the best-effort `memory.soft_limit_in_bytes`.
+//!   the best-effort `memory.soft_limit_in_bytes`;
+//! - `frozen` is the `freezer` hierarchy's `freezer.state` (see
+//!   [`crate::freezer`]); without that hierarchy freezing is a fallback. A
+//!   frozen group is thawed before it is removed.
 //!
 //! As in v2, knobs are read first and written only when they differ, and
 //! `None` means the kernel's default.
@@ -32,7 +35,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use atoll_core::backend::{
-    Actuator, BackendError, BackendKind, Capabilities, Fallback, GroupStats, Monitor, StatSelect,
+    Actuator, BackendError, BackendKind, Capabilities, Fallback, FreezeState, GroupStats, Monitor,
+    StatSelect,
 };
 use atoll_core::plan::{GroupPath, GroupSettings, Partition};
 use atoll_core::process::CgroupMembership;
@@ -470,6 +474,7 @@ impl<F: CgroupFs> Actuator for Cgroup1Backend<F> {
                         .join("cpu.pressure"),
                 )
                 || self.fs.exists(&cpuset_root.join("cpu.pressure")),
+            freezer: self.paths.freezer.is_some(),
         }
     }
 
@@ -500,6 +505,8 @@ impl<F: CgroupFs> Actuator for Cgroup1Backend<F> {
         self.apply_memory(mem.as_deref(), settings, &mut rep)?;
         let blk = self.paths.blkio.as_ref().map(|m| self.dir_in(m, path));
         self.apply_blkio(blk.as_deref(), settings, &mut rep)?;
+        let fz = self.paths.freezer.as_ref().map(|m| self.dir_in(m, path));
+        crate::freezer::apply_v1(&self.fs, fz.as_deref(), settings.frozen, &mut rep)?;
         Ok(rep.out)
     }
 
@@ -510,6 +517,12 @@ impl<F: CgroupFs> Actuator for Cgroup1Backend<F> {
             .into_iter()
             .map(|(_, m)| self.dir_in(m, path))
             .collect();
+        // Thaw first: a task left in a frozen group would stay stopped. A
+        // failed thaw is reported only if the group could not be removed.
+        let thawed = match &self.paths.freezer {
+            Some(m) => crate::freezer::thaw_v1(&self.fs, &self.dir_in(m, path)),
+            None => Ok(()),
+        };
         let mut first_err = None;
         for d in dirs {
             if let Err(e) = rmdir_retry(&self.fs, &d, self.rmdir_attempts, self.rmdir_delay) {
@@ -517,7 +530,10 @@ impl<F: CgroupFs> Actuator for Cgroup1Backend<F> {
             }
         }
         self.memo.forget_group(path);
-        first_err.map_or(Ok(()), |e| Err(e.into()))
+        match (first_err, thawed) {
+            (None, _) => Ok(()),
+            (Some(_), Err(e)) | (Some(e), Ok(())) => Err(e.into()),
+        }
     }
 
     fn move_process(&mut self, pid: u32, to: &GroupPath) -> Result<(), BackendError> {
@@ -619,6 +635,16 @@ impl<F: CgroupFs> Monitor for Cgroup1Backend<F> {
             memory_pressure: psi(want.memory_pressure(), mem.as_ref(), "memory.pressure")?,
             io_pressure: psi(want.io_pressure(), blk.as_ref(), "io.pressure")?,
         })
+    }
+
+    fn freeze_state(&self, path: &GroupPath) -> Result<Option<FreezeState>, BackendError> {
+        if !self.fs.exists(&self.dir(path)) {
+            return Err(BackendError::NoGroup(path.clone()));
+        }
+        match &self.paths.freezer {
+            Some(m) => Ok(crate::freezer::read_v1(&self.fs, &self.dir_in(m, path))?),
+            None => Ok(None),
+        }
     }
 }
 

@@ -16,7 +16,8 @@
 //! refuses, or whose controller or file is missing, becomes a [`Fallback`].
 //! A refused partition is remembered and not retried until the group's CPUs
 //! or its parent's effective CPUs change, the group is removed, or
-//! [`Cgroup2Backend::retry_refused`].
+//! [`Cgroup2Backend::retry_refused`]. `frozen` is `cgroup.freeze` (see
+//! [`crate::freezer`]); a frozen group is thawed before it is removed.
 //!
 //! Partitions. atoll's root is a member cgroup holding every CPU it manages
 //! (the host's too), so an island under it cannot be a *local* partition
@@ -36,7 +37,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use atoll_core::backend::{
-    Actuator, BackendError, BackendKind, Capabilities, Fallback, GroupStats, Monitor, StatSelect,
+    Actuator, BackendError, BackendKind, Capabilities, Fallback, FreezeState, GroupStats, Monitor,
+    StatSelect,
 };
 use atoll_core::plan::{GroupPath, GroupSettings, Partition};
 use atoll_core::process::CgroupMembership;
@@ -582,6 +584,7 @@ impl<F: CgroupFs> Actuator for Cgroup2Backend<F> {
             memory: has("memory"),
             io: has("io"),
             psi: self.fs.exists(&self.root_parent().join("cpu.pressure")),
+            freezer: !created || file(crate::freezer::V2_FREEZE),
         }
     }
 
@@ -676,12 +679,17 @@ impl<F: CgroupFs> Actuator for Cgroup2Backend<F> {
             }
             self.unavailable(&mut rep, "io", &asked, &why("io"));
         }
+        crate::freezer::apply_v2(&self.fs, &dir, s.frozen, &mut rep)?;
         Ok(rep.out)
     }
 
     fn remove(&mut self, path: &GroupPath) -> Result<(), BackendError> {
         let dir = self.dir(path);
-        rmdir_retry(&self.fs, &dir, self.rmdir_attempts, self.rmdir_delay)?;
+        // Thaw first: a task left in a frozen group would stay stopped. If
+        // the thaw fails but the group was empty, the rmdir still succeeds.
+        let thawed = crate::freezer::thaw_v2(&self.fs, &dir);
+        rmdir_retry(&self.fs, &dir, self.rmdir_attempts, self.rmdir_delay)
+            .map_err(|e| thawed.err().unwrap_or(e))?;
         self.memo.forget_group(path);
         self.release_claims(path)?;
         Ok(())
@@ -748,6 +756,14 @@ impl<F: CgroupFs> Monitor for Cgroup2Backend<F> {
             memory_pressure: psi(want.memory_pressure(), "memory.pressure")?,
             io_pressure: psi(want.io_pressure(), "io.pressure")?,
         })
+    }
+
+    fn freeze_state(&self, path: &GroupPath) -> Result<Option<FreezeState>, BackendError> {
+        let dir = self.dir(path);
+        if !self.fs.exists(&dir) {
+            return Err(BackendError::NoGroup(path.clone()));
+        }
+        Ok(crate::freezer::read_v2(&self.fs, &dir)?)
     }
 }
 

@@ -8,6 +8,7 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
+use atoll_bench::comm::{self, CommOptions};
 use atoll_bench::coordination::{self, CoordinationOptions};
 use atoll_bench::isolation::{self, config::parse_mode, IsolationOptions};
 use atoll_bench::progress::Progress;
@@ -76,6 +77,71 @@ enum Which {
         #[arg(long)]
         no_api: bool,
     },
+    /// Communication-aware CPU scheduling off and on: a two-tier nginx
+    /// application and a streaming server beside 5 CPU hogs, under the real
+    /// daemon (root; needs nginx: scripts/bench-deps.sh).
+    Comm {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Short runs that still exercise everything (a smoke test).
+        #[arg(long)]
+        quick: bool,
+        /// Repetitions of every variant (default 3, 1 with --quick).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        reps: Option<u64>,
+        /// Measured seconds per run (default 15, 3 with --quick).
+        #[arg(long, value_parser = parse_seconds)]
+        seconds: Option<f64>,
+        /// Requests per second of the two-tier load (fixed rate).
+        #[arg(long, value_parser = parse_rate)]
+        rate: Option<f64>,
+        /// Skip the streaming workload.
+        #[arg(long)]
+        skip_stream: bool,
+        /// Each streaming client's playback buffer, ms of stream (default
+        /// 500).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        buffer_ms: Option<u64>,
+        /// Mechanisms compared with every feature on; the first is also the
+        /// one each feature alone runs with.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "slice,weight,idle_others",
+            value_parser = parse_comm_mechanism
+        )]
+        mechanisms: Vec<comm::Mechanism>,
+    },
+    /// How the simulator with the daemon's control loop scales: 64, 256
+    /// and 1,024 CPUs, ~10 threads per CPU, 60 simulated s (no root).
+    Sim {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// 3 simulated s instead of 60.
+        #[arg(long)]
+        quick: bool,
+    },
+}
+
+fn parse_comm_mechanism(s: &str) -> Result<comm::Mechanism, String> {
+    s.parse()
+}
+
+fn parse_positive(s: &str, what: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
+        _ => Err(format!("{what} must be a positive number, not {s:?}")),
+    }
+}
+
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    parse_positive(s, "--seconds")
+}
+
+fn parse_rate(s: &str) -> Result<f64, String> {
+    parse_positive(s, "--rate")
 }
 
 fn parse_mechanism(s: &str) -> Result<Mechanism, String> {
@@ -92,6 +158,9 @@ fn command_line() -> String {
 }
 
 pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
+    if let Which::Sim { json, quick } = a.which {
+        return crate::cmd_sim::bench_sim(json, quick);
+    }
     atoll_bench::interrupt::install();
     let exe = std::env::current_exe().context("locating the atoll binary")?;
     match a.which {
@@ -155,6 +224,38 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
                 println!("{}", coordination::render_table(&report));
             }
         }
+        Which::Comm {
+            json,
+            quick,
+            reps,
+            seconds,
+            rate,
+            skip_stream,
+            buffer_ms,
+            mechanisms,
+        } => {
+            let reps = reps.map(|r| usize::try_from(r).unwrap_or(usize::MAX));
+            let mut settings = comm::Settings::new(quick, reps, seconds, rate);
+            if let Some(b) = buffer_ms {
+                settings.buffer_ms = b;
+            }
+            let opts = CommOptions {
+                exe,
+                settings,
+                skip_stream,
+                mechanisms,
+                command: command_line(),
+            };
+            let progress = Progress::new(opts.steps(), true);
+            let report = comm::run(&opts, &progress)?;
+            drop(progress);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                println!("{}", comm::render_table(&report));
+            }
+        }
+        Which::Sim { .. } => unreachable!("handled above"),
     }
     Ok(ExitCode::SUCCESS)
 }

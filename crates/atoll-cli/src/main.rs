@@ -12,12 +12,14 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod cmd_apps;
 mod cmd_bench;
 mod cmd_client;
 mod cmd_coord;
 mod cmd_daemon;
 mod cmd_local;
 mod cmd_run;
+mod cmd_sim;
 mod render;
 mod render_coord;
 
@@ -100,6 +102,14 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Reconfigurable applications: working mode, resources, goal gap.
+    Apps {
+        #[command(flatten)]
+        socket: SocketArg,
+        /// Print the API's JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Tear down and stop the daemon (root only).
     Stop {
         #[command(flatten)]
@@ -115,6 +125,9 @@ enum Cmd {
     Report(cmd_coord::ReportArgs),
     /// Benchmarks that compare atoll's modes side by side (not tests).
     Bench(cmd_bench::BenchArgs),
+    /// Run a scenario on the simulated machine with the daemon's control
+    /// loop: a summary per variant and SVG plots (docs/sim.md).
+    Sim(cmd_sim::SimArgs),
     /// A workload worker of the benchmarks: `atoll __worker KIND ARGS...`.
     #[command(hide = true, name = "__worker")]
     Worker {
@@ -161,11 +174,13 @@ fn main() -> ExitCode {
             limit,
             json,
         } => cmd_client::why(&socket.socket, subject.as_deref(), limit, json),
+        Cmd::Apps { socket, json } => cmd_apps::apps(&socket.socket, json),
         Cmd::Stop { socket } => cmd_client::stop(&socket.socket),
         Cmd::Overlay(cmd) => cmd_coord::overlay(&cmd),
         Cmd::Coord(cmd) => cmd_coord::coordinate(&cmd),
         Cmd::Report(args) => cmd_coord::report(&args),
         Cmd::Bench(args) => cmd_bench::bench(args),
+        Cmd::Sim(args) => cmd_sim::sim(args),
         Cmd::Worker { args } => Ok(cmd_bench::worker(&args)),
     };
     match result {

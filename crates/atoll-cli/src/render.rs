@@ -77,7 +77,38 @@ pub fn status(r: &StatusReport) -> String {
                 pids.join(" "),
                 usage(&u.stats)
             );
+            if let Some(c) = &u.comm {
+                let _ = writeln!(
+                    o,
+                    "       comm: {}reservation {:.2} cpus, {} boosts ({} recipient, {} sender, {} netpath) for {:.2}s, {} over reservation, {} B queued",
+                    if c.boosted { "BOOSTED, " } else { "" },
+                    c.reservation_cpus,
+                    c.boosts,
+                    c.recipient,
+                    c.sender,
+                    c.netpath,
+                    c.boosted_us as f64 / 1e6,
+                    c.over_reservation,
+                    c.recv_queued
+                );
+            }
         }
+    }
+    if let Some(c) = &r.comm {
+        let _ = writeln!(
+            o,
+            "comm       {} by {}, sockets from {}, {} epochs, last {} us, {} sample errors",
+            if c.features.is_empty() {
+                "no feature on".to_string()
+            } else {
+                c.features.join("+")
+            },
+            c.mechanism,
+            c.source,
+            c.epochs,
+            c.last_cost_us,
+            c.sample_errors
+        );
     }
     if let Some(a) = &r.accounts {
         let _ = writeln!(

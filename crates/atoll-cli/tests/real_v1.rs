@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_atoll");
 const V1: &str = "/sys/fs/cgroup";
-const HIERARCHIES: [&str; 5] = ["cpuset", "cpu", "cpuacct", "memory", "blkio"];
+const HIERARCHIES: [&str; 6] = ["cpuset", "cpu", "cpuacct", "memory", "blkio", "freezer"];
 
 fn usable() -> Option<String> {
     // SAFETY: geteuid has no preconditions.

@@ -1,11 +1,14 @@
 //! Keeps `include/atoll.h` and this crate in step: the same `atoll_*`
-//! functions (each exported with `#[no_mangle]`), the same `ATOLL_*`
-//! constants with the same values, the same default socket.
+//! functions (each exported with `#[no_mangle]`, from `lib.rs` or
+//! `apps.rs`), the same `ATOLL_*` constants with the same values, the same
+//! default socket and "no generation".
 
 use std::collections::BTreeMap;
 
 const HEADER: &str = include_str!("../include/atoll.h");
 const LIB: &str = include_str!("lib.rs");
+/// Every file with `extern "C"` functions.
+const SOURCES: [&str; 2] = [LIB, include_str!("apps.rs")];
 
 /// The header without its comments.
 fn strip_c_comments(s: &str) -> String {
@@ -73,7 +76,16 @@ fn header_constants() -> BTreeMap<String, i64> {
 /// Functions of lib.rs declared `extern "C"`, each checked to be
 /// `#[no_mangle]`.
 fn rust_functions() -> Vec<String> {
-    let lines: Vec<&str> = LIB.lines().collect();
+    let mut names = Vec::new();
+    for source in SOURCES {
+        let lines: Vec<&str> = source.lines().collect();
+        names.extend(extern_functions(&lines));
+    }
+    names.sort();
+    names
+}
+
+fn extern_functions(lines: &[&str]) -> Vec<String> {
     let mut names = Vec::new();
     for (n, line) in lines.iter().enumerate() {
         if let Some(i) = line.find("extern \"C\" fn ") {
@@ -86,7 +98,6 @@ fn rust_functions() -> Vec<String> {
             names.push(name.to_string());
         }
     }
-    names.sort();
     names
 }
 
@@ -107,7 +118,8 @@ fn rust_constants() -> BTreeMap<String, i64> {
 fn the_header_declares_exactly_the_exported_functions() {
     let header = header_functions();
     let rust = rust_functions();
-    assert!(header.len() >= 12, "too few functions found: {header:?}");
+    assert!(header.len() >= 25, "too few functions found: {header:?}");
+    assert!(header.contains(&"atoll_app_poll".to_string()), "{header:?}");
     assert_eq!(header, rust, "header (left) and src/lib.rs (right) differ");
 }
 
@@ -120,6 +132,11 @@ fn the_header_constants_match_the_rust_ones() {
     // The parsed text is the compiled value.
     assert_eq!(rust["ATOLL_ENOT_FOUND"], i64::from(crate::ATOLL_ENOT_FOUND));
     assert_eq!(rust["ATOLL_MEMORY"], i64::from(crate::ATOLL_MEMORY));
+    assert_eq!(rust["ATOLL_CHANGED"], i64::from(crate::ATOLL_CHANGED));
+    assert_eq!(
+        rust["ATOLL_APP_RUNNING"],
+        i64::from(crate::ATOLL_APP_RUNNING)
+    );
 }
 
 #[test]
@@ -129,6 +146,9 @@ fn the_header_default_socket_is_the_protocol_default() {
         atoll_proto::DEFAULT_SOCKET
     );
     assert!(HEADER.lines().any(|l| l.trim() == want), "missing: {want}");
+    let want = "#define ATOLL_NO_GENERATION UINT64_MAX";
+    assert!(HEADER.lines().any(|l| l.trim() == want), "missing: {want}");
+    assert_eq!(crate::apps::ATOLL_NO_GENERATION, u64::MAX);
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! C bindings of atoll's client library (issue 4: inTune's client library
-//! for applications): `libatoll_client.so` / `libatoll_client.a` and the
-//! hand-written header `include/atoll.h`.
+//! for applications; seed 002: the runtime library of reconfigurable
+//! applications, in [`apps`]): `libatoll_client.so` / `libatoll_client.a`
+//! and the hand-written header `include/atoll.h`.
 //!
 //! Design:
 //!
@@ -22,10 +23,12 @@
 //!   non-finite numbers return [`ATOLL_EINVAL`].
 //! * A handle may be used by one thread at a time. Nothing here panics on
 //!   bad input; strings returned to C are freed with [`atoll_free_string`].
+//! * Reconfigurable applications ([`apps`]): register, poll, report, done;
+//!   the handle keeps the last assignment received and accessors read it.
 //!
 //! A test (`header_tests`) checks that every `atoll_*` function and
-//! `ATOLL_*` constant of the header exists here with the same value, and the
-//! other way round.
+//! `ATOLL_*` constant of the header exists here (or in [`apps`]) with the
+//! same value, and the other way round.
 
 use std::cell::RefCell;
 use std::ffi::{c_char, c_double, c_int, c_uint, CStr, CString, OsStr};
@@ -45,6 +48,9 @@ pub const ATOLL_ACK: c_int = 0;
 pub const ATOLL_NACK: c_int = 1;
 /// A report was recorded and the overlay's property does not hold at it.
 pub const ATOLL_NOT_HOLDING: c_int = 2;
+/// An application's poll: its assignment changed since the generation it
+/// gave.
+pub const ATOLL_CHANGED: c_int = 3;
 /// A bad argument: NULL, not UTF-8, not a valid name, unknown enum value,
 /// not finite, or a message that is not valid JSON of a message.
 pub const ATOLL_EINVAL: c_int = -1;
@@ -79,11 +85,20 @@ pub const ATOLL_UP: c_int = 0;
 /// `dir` argument: less.
 pub const ATOLL_DOWN: c_int = 1;
 
+/// `atoll_app_state`: no assignment received yet.
+pub const ATOLL_APP_NONE: c_int = 0;
+/// `atoll_app_state`: the application waits (is suspended).
+pub const ATOLL_APP_WAITING: c_int = 1;
+/// `atoll_app_state`: the application runs in a working mode.
+pub const ATOLL_APP_RUNNING: c_int = 2;
+
 /// The handle C holds as `atoll_client *`.
 #[derive(Debug)]
 pub struct AtollClient {
     client: Client,
     last: CString,
+    /// The last application assignment received.
+    app: apps::AppCache,
 }
 
 /// A call that failed, with its code and text.
@@ -110,6 +125,7 @@ impl Fail {
             Some(ErrorCode::Backend) => ATOLL_EBACKEND,
             Some(ErrorCode::ShuttingDown) => ATOLL_ESHUTTING_DOWN,
             None if e.is_timeout() => ATOLL_ETIMEOUT,
+            None if e.is_invalid_argument() => ATOLL_EINVAL,
             None => ATOLL_EIO,
         };
         Self {
@@ -281,7 +297,11 @@ pub unsafe extern "C" fn atoll_connect(socket_path: *const c_char) -> *mut Atoll
         Ok(client) => {
             set_orphan("");
             let last = c_text(&format!("connected to {}", path.display()));
-            Box::into_raw(Box::new(AtollClient { client, last }))
+            Box::into_raw(Box::new(AtollClient {
+                client,
+                last,
+                app: apps::AppCache::default(),
+            }))
         }
         Err(e) => {
             set_orphan(&e.to_string());
@@ -583,6 +603,8 @@ pub unsafe extern "C" fn atoll_free_string(s: *mut c_char) {
         drop(unsafe { CString::from_raw(s) });
     }
 }
+
+pub mod apps;
 
 #[cfg(test)]
 mod header_tests;

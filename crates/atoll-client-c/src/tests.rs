@@ -14,6 +14,9 @@ use atoll_proto::{encode, Reply, ResponseEnvelope};
 use crate::wire::{exchange, Exchange};
 use crate::*;
 
+#[path = "apps_tests.rs"]
+mod apps;
+
 /// What the fake daemon does with one request line.
 enum Step {
     /// Expect the exchange's request, send its reply.

@@ -1,5 +1,5 @@
-//! Canned exchanges of the coordination API, made from the real
-//! `atoll-proto` types, and the fixture file the Python client's tests and
+//! Canned exchanges of the coordination and application API, made from the
+//! real `atoll-proto` types, and the fixture file the Python client's tests and
 //! `clients/test.sh` replay (`clients/fixtures/wire.json`).
 //!
 //! Each exchange is a request and the daemon's reply. In the fixture file
@@ -11,11 +11,13 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use atoll_core::awm::Recipe;
 use atoll_core::backend::GroupStats;
 use atoll_core::coord::{BoostKind, Change, Limit, NackReason, Why};
 use atoll_core::plan::TaskPolicy;
 use atoll_core::spec::{Entitlement, SchedPolicy};
 use atoll_core::{CpuSet, Name, NodeSet};
+use atoll_proto::apps::{AppAssignment, AppRunState, AppStatus, RecipeRef};
 use atoll_proto::coord::{
     CoordReply, Direction, Effect, LoanStatus, Message, OverlayOrigin, OverlaySpec, OverlayStatus,
     Property, Resource,
@@ -164,15 +166,23 @@ fn status_report() -> StatusReport {
             pids: vec![4242],
             stats: GroupStats::default(),
             isolation: None,
+            comm: None,
         }],
         fallbacks: vec![],
         isolation_mode: None,
         accounts: None,
+        comm: None,
     }
 }
 
-/// Every canned exchange.
+/// Every canned exchange: coordination, then applications.
 pub(crate) fn exchanges() -> Vec<Exchange> {
+    let mut all = coordination_exchanges();
+    all.extend(app_exchanges());
+    all
+}
+
+fn coordination_exchanges() -> Vec<Exchange> {
     let not_holding_action = format!(
         "{}: {}",
         tune_up_api(),
@@ -373,6 +383,153 @@ pub(crate) fn exchanges() -> Vec<Exchange> {
                 value: 1.0,
             },
             reply: Err((ErrorCode::NotFound, "no overlay nosuch")),
+        },
+    ]
+}
+
+/// The sample recipe, `clients/recipes/awm_parallel.toml`: working modes
+/// `t1`, `t2`, `t4`, `t8` of 1, 2, 4 and 8 threads.
+pub(crate) const SAMPLE_RECIPE: &str = include_str!("../../../clients/recipes/awm_parallel.toml");
+
+fn sample_recipe() -> Recipe {
+    atoll_client::apps::parse_recipe(SAMPLE_RECIPE).expect("the sample recipe")
+}
+
+/// App 7 running in working mode `mode` of the sample recipe on island b.
+pub(crate) fn app_running(generation: u64, mode: u8) -> AppAssignment {
+    let m = sample_recipe().mode(mode).expect("a mode").clone();
+    AppAssignment {
+        app: 7,
+        generation,
+        state: AppRunState::Running {
+            mode,
+            mode_name: m.name,
+            island: "b".into(),
+            cpu_quota: m.needs.cpu_quota,
+            cpus: CpuSet::parse("0-7").expect("a CPU list"),
+            threads: m.needs.threads,
+            memory_bytes: 0,
+        },
+    }
+}
+
+/// The reason of the waiting assignment.
+pub(crate) const WAITING_REASON: &str = "priority level 0 needs the room";
+
+fn register(recipe: RecipeRef, pid: Option<u32>) -> Request {
+    Request::AppRegister { recipe, pid }
+}
+
+fn registered(assignment: AppAssignment) -> Result<Reply, (ErrorCode, &'static str)> {
+    Ok(Reply::AppRegistered {
+        app: assignment.app,
+        assignment,
+    })
+}
+
+fn app_poll(name: &'static str, after: Option<u64>, a: AppAssignment) -> Exchange {
+    Exchange {
+        name,
+        request: Request::AppPoll { app: 7, after },
+        reply: Ok(Reply::AppAssignment(a)),
+    }
+}
+
+fn app_report(name: &'static str, cycles: u64, goal_cps: Option<f64>, gap: f64) -> Exchange {
+    Exchange {
+        name,
+        request: Request::AppReport {
+            app: 7,
+            cycles,
+            goal_cps,
+        },
+        reply: Ok(Reply::AppReported {
+            app: 7,
+            goal_gap: gap,
+        }),
+    }
+}
+
+fn app_status() -> AppStatus {
+    AppStatus {
+        app: 7,
+        name: "awm_parallel".into(),
+        priority: 2,
+        pid: 4242,
+        unit: Some("b/awm_parallel-7".into()),
+        assignment: app_running(2, 2),
+        goal_cps: Some(30.0),
+        cycles_per_s: Some(24.0),
+        goal_gap: 0.25,
+        reconfigurations: 1,
+    }
+}
+
+/// The application exchanges. `app_poll_up`, `app_poll_waiting`,
+/// `app_poll_resumed` and `app_poll_same4` follow one another (generations
+/// 2, 3, 4, 4): the daemon plans the application up, has it wait, resumes
+/// it in its smallest mode.
+fn app_exchanges() -> Vec<Exchange> {
+    let named = || RecipeRef::Named("awm_parallel".into());
+    vec![
+        Exchange {
+            name: "app_register_named",
+            request: register(named(), None),
+            reply: registered(app_running(1, 1)),
+        },
+        Exchange {
+            name: "app_register_pid",
+            request: register(named(), Some(4242)),
+            reply: registered(app_running(1, 1)),
+        },
+        Exchange {
+            name: "app_register_inline",
+            request: register(RecipeRef::Inline(sample_recipe()), None),
+            reply: registered(app_running(1, 1)),
+        },
+        Exchange {
+            name: "app_register_unknown",
+            request: register(RecipeRef::Named("nosuch".into()), None),
+            reply: Err((ErrorCode::NotFound, "no recipe named nosuch")),
+        },
+        app_poll("app_poll_first", None, app_running(1, 1)),
+        app_poll("app_poll_same", Some(1), app_running(1, 1)),
+        app_poll("app_poll_up", Some(1), app_running(2, 2)),
+        app_poll(
+            "app_poll_waiting",
+            Some(2),
+            AppAssignment {
+                app: 7,
+                generation: 3,
+                state: AppRunState::Waiting {
+                    reason: WAITING_REASON.into(),
+                },
+            },
+        ),
+        app_poll("app_poll_resumed", Some(3), app_running(4, 0)),
+        app_poll("app_poll_same4", Some(4), app_running(4, 0)),
+        Exchange {
+            name: "app_poll_not_found",
+            request: Request::AppPoll {
+                app: 9,
+                after: None,
+            },
+            reply: Err((ErrorCode::NotFound, "no application 9")),
+        },
+        app_report("app_report_2", 2, Some(30.0), 0.25),
+        app_report("app_report_3", 3, Some(30.0), -0.1),
+        app_report("app_report_no_goal", 10, None, 0.0),
+        Exchange {
+            name: "app_done",
+            request: Request::AppDone { app: 7 },
+            reply: Ok(Reply::AppDone { app: 7 }),
+        },
+        Exchange {
+            name: "apps",
+            request: Request::Apps {},
+            reply: Ok(Reply::Apps {
+                apps: vec![app_status()],
+            }),
         },
     ]
 }

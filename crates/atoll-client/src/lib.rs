@@ -21,6 +21,10 @@
 //! Coordination (overlays, tune, trigger, borrow, release, register,
 //! deregister, report) is in [`coord`]; there a refusal by a coordinator is
 //! an answer ([`coord::Coordinated`]), not an error.
+//!
+//! Reconfigurable applications (register with a recipe of working modes,
+//! poll the assignment, report cycles against a goal, done) are in
+//! [`apps`], with [`apps::AppRuntime`], the execution loop over them.
 
 use std::fmt;
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -36,6 +40,7 @@ use atoll_proto::{
 
 pub use atoll_proto;
 
+pub mod apps;
 pub mod coord;
 
 /// How long a call waits to write its request or read its reply, unless

@@ -9,8 +9,12 @@ use atoll_proto::{decode_request, ApiError};
 
 use super::*;
 
+#[path = "apps_tests.rs"]
+mod apps;
 #[path = "coord_tests.rs"]
 mod coord;
+#[path = "runtime_tests.rs"]
+mod runtime;
 
 /// A reply that makes the fake close the connection.
 const HANG_UP: &str = "hang up";
@@ -110,9 +114,14 @@ fn typed_calls_send_sequential_ids_and_decode_replies() {
             },
             Request::Stop {} => Reply::Stopping,
             Request::Status {} => return vec![err(req.id, ErrorCode::Backend, "boom")],
-            Request::Overlays {} | Request::Coordinate { .. } | Request::Report { .. } => {
-                unreachable!("not sent by this test")
-            }
+            Request::Overlays {}
+            | Request::Coordinate { .. }
+            | Request::Report { .. }
+            | Request::AppRegister { .. }
+            | Request::AppPoll { .. }
+            | Request::AppReport { .. }
+            | Request::AppDone { .. }
+            | Request::Apps {} => unreachable!("not sent by this test"),
         };
         vec![ok(req.id, reply)]
     });

@@ -2,14 +2,20 @@
 //! `atoll_proto`, and every request op, reply kind and error code the
 //! protocol defines is documented. Coordination examples also re-encode to
 //! exactly what they say, every message kind has one, and every nack reason
-//! is in the table.
+//! is in the table. Application examples are what the types encode (their
+//! requests compared once decoded, so a recipe may leave out defaults).
 
 use std::collections::BTreeSet;
 
 use atoll_core::coord::Message;
-use atoll_proto::{decode_request, decode_response, ErrorCode, Reply, Request, PROTOCOL_VERSION};
+use atoll_proto::apps::RecipeRef;
+use atoll_proto::{
+    decode_request, decode_response, ErrorCode, Reply, Request, RequestEnvelope, PROTOCOL_VERSION,
+};
 use serde_json::Value;
 
+#[path = "doc/apps.rs"]
+mod apps;
 #[path = "doc/coord.rs"]
 mod coord;
 
@@ -61,6 +67,21 @@ fn every_request() -> Vec<Request> {
             overlay: "o".into(),
             value: 1.0,
         },
+        Request::AppRegister {
+            recipe: RecipeRef::Named("r".into()),
+            pid: None,
+        },
+        Request::AppPoll {
+            app: 1,
+            after: None,
+        },
+        Request::AppReport {
+            app: 1,
+            cycles: 1,
+            goal_cps: None,
+        },
+        Request::AppDone { app: 1 },
+        Request::Apps {},
     ];
     for r in &all {
         match r {
@@ -70,7 +91,12 @@ fn every_request() -> Vec<Request> {
             | Request::Stop {}
             | Request::Overlays {}
             | Request::Coordinate { .. }
-            | Request::Report { .. } => {}
+            | Request::Report { .. }
+            | Request::AppRegister { .. }
+            | Request::AppPoll { .. }
+            | Request::AppReport { .. }
+            | Request::AppDone { .. }
+            | Request::Apps {} => {}
         }
     }
     all
@@ -86,6 +112,11 @@ fn every_reply_kind() -> Vec<&'static str> {
         Reply::Overlays { .. } => "overlays",
         Reply::Coordinated { .. } => "coordinated",
         Reply::Reported { .. } => "reported",
+        Reply::AppRegistered { .. } => "app_registered",
+        Reply::AppAssignment(_) => "app_assignment",
+        Reply::AppReported { .. } => "app_reported",
+        Reply::AppDone { .. } => "app_done",
+        Reply::Apps { .. } => "apps",
     };
     let stopping = Reply::Stopping;
     assert_eq!(
@@ -100,6 +131,11 @@ fn every_reply_kind() -> Vec<&'static str> {
         "overlays",
         "coordinated",
         "reported",
+        "app_registered",
+        "app_assignment",
+        "app_reported",
+        "app_done",
+        "apps",
     ]
 }
 
@@ -141,6 +177,8 @@ struct Examples {
     messages: BTreeSet<String>,
     /// Every documented request and reply, as JSON.
     values: Vec<Value>,
+    /// Every documented request, decoded.
+    requests: Vec<RequestEnvelope>,
 }
 
 fn examples() -> Examples {
@@ -150,6 +188,7 @@ fn examples() -> Examples {
         codes: BTreeSet::new(),
         messages: BTreeSet::new(),
         values: Vec::new(),
+        requests: Vec::new(),
     };
     let blocks = json_blocks(&doc());
     assert!(blocks.len() >= 8, "found only {} json blocks", blocks.len());
@@ -170,10 +209,11 @@ fn examples() -> Examples {
                     let again = serde_json::to_value(&r).unwrap();
                     assert_eq!(again, value, "documented request re-encodes differently");
                 }
+                ex.requests.push(r);
             } else if value.get("ok").is_some() || value.get("err").is_some() {
                 let r = decode_response(&line)
                     .unwrap_or_else(|e| panic!("documented reply does not decode: {e}"));
-                if coord::is_coordination(&value) {
+                if coord::is_coordination(&value) || apps::is_application(&value) {
                     let again = serde_json::to_value(&r).unwrap();
                     assert_eq!(again, value, "documented reply re-encodes differently");
                 }
@@ -289,6 +329,50 @@ fn the_coordination_examples_are_what_the_types_serialize_to() {
                 "docs/api.md lacks this {section} example (refresh with the ignored \
                  print_coordination_examples test):\n{line}"
             );
+        }
+    }
+}
+
+#[test]
+fn the_application_examples_are_what_the_types_serialize_to() {
+    let ex = examples();
+    let doc = doc();
+    let section = doc
+        .split("\n## ")
+        .find(|s| s.starts_with("Applications"))
+        .expect("an `## Applications` section");
+    for op in ["app_register", "app_poll", "app_report", "app_done", "apps"] {
+        assert!(
+            section.contains(&format!("### `{op}`")),
+            "op {op} is not in the Applications section"
+        );
+    }
+    for (section, lines) in apps::examples() {
+        for line in lines {
+            let value: Value = serde_json::from_str(&line).unwrap();
+            let found = if value.get("op").is_some() {
+                let r = decode_request(&line).unwrap();
+                ex.requests.contains(&r)
+            } else {
+                ex.values.contains(&value)
+            };
+            assert!(
+                found,
+                "docs/api.md lacks this {section} example (refresh with the ignored \
+                 print_application_examples test):\n{line}"
+            );
+        }
+    }
+}
+
+/// Prints the application examples for pasting into docs/api.md.
+#[test]
+#[ignore = "prints the doc's application examples"]
+fn print_application_examples() {
+    for (section, lines) in apps::examples() {
+        println!("--- {section}");
+        for line in lines {
+            print!("{line}");
         }
     }
 }

@@ -27,6 +27,9 @@ pub(crate) const TOP_KEYS: &[&str] = &[
     "island",
     "unit",
     "overlay",
+    "comm",
+    "apps",
+    "recipe",
 ];
 
 /// `[isolation]`: the machine-wide isolation model.

@@ -78,6 +78,9 @@ pub(crate) fn resolve(root: &dyn TableLike, topo: &Topology) -> Outcome {
     let mut islands = Vec::new();
     let mut units = Vec::new();
     let mut overlays = Vec::new();
+    let mut comm = None;
+    let mut apps = None;
+    let mut recipes = Vec::new();
     let mut island_table_failed = false;
     for (key, item) in root.iter() {
         match key {
@@ -106,6 +109,13 @@ pub(crate) fn resolve(root: &dyn TableLike, topo: &Topology) -> Outcome {
             },
             "unit" => units = r.sections::<RawUnit>(item, key).unwrap_or_default(),
             "overlay" => overlays = r.sections::<RawOverlay>(item, key).unwrap_or_default(),
+            "comm" => {
+                comm = r
+                    .de::<crate::comm::RawComm>(item, key)
+                    .map(crate::comm::resolve)
+            }
+            "apps" => apps = r.de::<crate::apps::RawApps>(item, key),
+            "recipe" => recipes = r.sections(item, key).unwrap_or_default(),
             other => r.problems.push(Problem::at_key(
                 other,
                 format!(
@@ -185,6 +195,8 @@ pub(crate) fn resolve(root: &dyn TableLike, topo: &Topology) -> Outcome {
             epoch,
             isolation,
             overlays: spec_overlays,
+            comm,
+            apps: crate::apps::resolve(apps, recipes),
         },
         problems: r.problems,
         generated,

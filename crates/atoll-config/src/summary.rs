@@ -67,7 +67,43 @@ pub fn summary(spec: &PlatformSpec) -> String {
             let _ = writeln!(out, "  {:width$}  {}", o.name.as_str(), overlay(o, spec));
         }
     }
+    if let Some(c) = &spec.comm {
+        let _ = writeln!(out, "comm: {}", comm(c));
+    }
+    crate::apps::summary(&spec.apps, &mut out);
     out
+}
+
+fn comm(c: &atoll_core::comm::CommSpec) -> String {
+    let mut features = Vec::new();
+    if c.recipient {
+        features.push("recipient".to_string());
+    }
+    if c.anticipate {
+        features.push("anticipate".to_string());
+    }
+    if !c.netpath.is_empty() {
+        let units: Vec<&str> = c.netpath.iter().map(|u| u.as_str()).collect();
+        features.push(format!("netpath {}", units.join(" ")));
+    }
+    if features.is_empty() {
+        features.push("no feature on (nothing is boosted)".into());
+    }
+    let how = match c.mechanism {
+        atoll_core::comm::Mechanism::Slice => format!("slice {}us", c.boost_slice.as_micros()),
+        atoll_core::comm::Mechanism::Weight => format!("weight x{}", c.boost_weight),
+        atoll_core::comm::Mechanism::IdleOthers => "others idle".into(),
+    };
+    let units = match &c.units {
+        Some(u) => u.iter().map(|u| u.as_str()).collect::<Vec<_>>().join(" "),
+        None => "all".into(),
+    };
+    format!(
+        "{}; boost by {how}, at most {} at once; period {} ms; units {units}",
+        features.join(", "),
+        c.max_boosted,
+        c.period.as_millis()
+    )
 }
 
 fn overlay(o: &OverlayConfig, spec: &PlatformSpec) -> String {

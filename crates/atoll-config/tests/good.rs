@@ -146,6 +146,8 @@ fn full_spec() -> PlatformSpec {
             io_decay: Duration::from_millis(250),
         },
         overlays: Vec::new(),
+        comm: None,
+        apps: Default::default(),
     }
 }
 

@@ -56,6 +56,10 @@ pub struct Capabilities {
     pub io: bool,
     /// Per-group pressure (PSI).
     pub psi: bool,
+    /// The cgroup freezer (`GroupSettings::frozen`): v2 `cgroup.freeze`,
+    /// v1 a writable `freezer` hierarchy.
+    #[serde(default)]
+    pub freezer: bool,
 }
 
 /// A knob the kernel refused or the backend cannot set, and what it did
@@ -122,6 +126,18 @@ pub struct GroupStats {
     pub memory_pressure: Option<Psi>,
     /// IO pressure.
     pub io_pressure: Option<Psi>,
+}
+
+/// Where the cgroup freezer has a group's tasks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FreezeState {
+    /// Running (not frozen, or thawed).
+    Thawed,
+    /// A freeze was asked for and some tasks are not stopped yet.
+    Freezing,
+    /// Every task is stopped (the group's own freeze or an ancestor's).
+    Frozen,
 }
 
 /// Which parts of [`GroupStats`] to read: each part costs file reads, and
@@ -282,6 +298,12 @@ pub trait Monitor: Send {
     /// Only the parts of the stats in `select` (the others are `None`);
     /// backends that read everything at once may return more.
     fn stats_of(&self, path: &GroupPath, select: StatSelect) -> Result<GroupStats, BackendError>;
+    /// Where the freezer has the group's tasks; `None` where the backend has
+    /// no freezer for it (the default for backends that do not model one).
+    fn freeze_state(&self, path: &GroupPath) -> Result<Option<FreezeState>, BackendError> {
+        let _ = path;
+        Ok(None)
+    }
 }
 
 /// A full backend.

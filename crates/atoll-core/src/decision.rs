@@ -69,6 +69,15 @@ pub enum Action {
         /// The unit.
         unit: String,
     },
+    /// A unit's boost under communication-aware scheduling starts or ends.
+    Boost {
+        /// The unit.
+        unit: String,
+        /// How (`slice 100us on 4 threads`, `weight x8`, `others idle`).
+        how: String,
+        /// Started (true) or ended.
+        start: bool,
+    },
 }
 
 /// Why it was done.
@@ -134,6 +143,18 @@ pub enum Reason {
         /// The error.
         error: String,
     },
+    /// Communication-aware scheduling (seed 003).
+    Comm {
+        /// What the figures showed.
+        detail: String,
+    },
+    /// Reconfigurable applications (seed 002): the allocation policy's
+    /// schedule, or an application registering, leaving or exiting.
+    Apps {
+        /// The change and its score, e.g. `app 7 (bodytrack): mode 0 → 1 on
+        /// island b (0.5 → 1 CPUs, 0 B → 0 B): score 0.71 (...)`.
+        detail: String,
+    },
 }
 
 /// One decision.
@@ -158,7 +179,9 @@ impl Decision {
             | Action::RestoreProcess { pid, .. }
             | Action::SetPolicy { pid, .. } => format!("pid {pid}"),
             Action::Fallback(f) => f.path.to_string(),
-            Action::CreateUnit { unit, .. } | Action::RemoveUnit { unit } => unit.clone(),
+            Action::CreateUnit { unit, .. }
+            | Action::RemoveUnit { unit }
+            | Action::Boost { unit, .. } => unit.clone(),
         }
     }
 }
@@ -187,6 +210,12 @@ impl fmt::Display for Action {
             ),
             Self::CreateUnit { unit, island } => write!(f, "create unit {unit} in island {island}"),
             Self::RemoveUnit { unit } => write!(f, "remove unit {unit}"),
+            Self::Boost {
+                unit,
+                how,
+                start: true,
+            } => write!(f, "boost unit {unit} ({how})"),
+            Self::Boost { unit, how, .. } => write!(f, "end the boost of unit {unit} ({how})"),
         }
     }
 }
@@ -224,6 +253,8 @@ impl fmt::Display for Reason {
             Self::Isolation { detail } => write!(f, "isolation: {detail}"),
             Self::Coordination { overlay, detail } => write!(f, "overlay {overlay}: {detail}"),
             Self::KernelRefused { error } => write!(f, "the kernel refused: {error}"),
+            Self::Comm { detail } => write!(f, "communication: {detail}"),
+            Self::Apps { detail } => write!(f, "application policy: {detail}"),
         }
     }
 }

@@ -11,8 +11,10 @@
 //! Dependencies point one way: this crate depends on nothing of atoll's;
 //! backends, monitors, the daemon and the CLI depend on it.
 
+pub mod awm;
 pub mod backend;
 pub mod clock;
+pub mod comm;
 pub mod coord;
 pub mod decision;
 pub mod idset;

@@ -166,6 +166,11 @@ pub struct GroupSettings {
     pub io_weight: Option<u32>,
     /// `io.max` (v1: `blkio.throttle.*`).
     pub io_max: Vec<IoLimit>,
+    /// Tasks of the group are stopped (cgroup freezer) while true: v2
+    /// `cgroup.freeze`, v1 `freezer.state`. Used to suspend a unit and resume
+    /// it later; `false` (the default) leaves them running.
+    #[serde(default)]
+    pub frozen: bool,
 }
 
 /// The per-task scheduling policy atoll applies to tasks in a group.
@@ -391,6 +396,21 @@ mod tests {
         assert_eq!(b.task_policy, Some(TaskPolicy::Fifo(20)));
         assert_eq!(b.settings.rt_budget.unwrap().runtime_us, 500_000);
         assert_eq!(plan.groups[2].settings.partition, Some(Partition::Root));
+    }
+
+    #[test]
+    fn frozen_is_off_by_default_and_may_be_absent_when_read() {
+        assert!(!GroupSettings::default().frozen);
+        let s = GroupSettings {
+            frozen: true,
+            cpu_weight: Some(300),
+            ..Default::default()
+        };
+        let mut v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["frozen"], true);
+        v.as_object_mut().unwrap().remove("frozen");
+        let back: GroupSettings = serde_json::from_value(v).unwrap();
+        assert_eq!(back, GroupSettings { frozen: false, ..s });
     }
 
     #[test]

@@ -138,6 +138,19 @@ pub trait TaskControl: Send {
     fn set_policy(&mut self, tid: u32, policy: TaskPolicy) -> Result<(), ProcessError>;
     /// The thread's current policy.
     fn policy(&self, tid: u32) -> Result<TaskPolicy, ProcessError>;
+    /// Asks for a custom time slice for fair-class thread `tid`
+    /// (`Duration::ZERO`: the default slice again). A shorter slice gets a
+    /// waking thread on a CPU sooner without changing its share (Linux:
+    /// EEVDF's `sched_attr.sched_runtime`, 6.12 and later). Systems without
+    /// custom slices refuse it.
+    fn set_slice(&mut self, tid: u32, slice: std::time::Duration) -> Result<(), ProcessError> {
+        Err(ProcessError::Sys {
+            call: "sched_setattr",
+            tid,
+            value: format!("slice {}us", slice.as_micros()),
+            source: std::io::Error::from(std::io::ErrorKind::Unsupported),
+        })
+    }
 }
 
 /// What belongs to no unit: the paper's `kernel` and `shared` SPUs (seed

@@ -15,7 +15,9 @@ use crate::coord::ArbitrationPolicy;
 use crate::topology::Topology;
 use crate::{CpuSet, Name, NodeSet};
 
+mod apps;
 mod overlay;
+pub use apps::{is_app_unit_name, AppsSpec, APP_UNIT_PREFIX};
 pub use overlay::{OverlayConfig, ReactPolicy};
 
 /// Default control-loop period.
@@ -43,6 +45,12 @@ pub struct PlatformSpec {
     /// Management overlays (`[overlay.NAME]`), in config order.
     #[serde(default)]
     pub overlays: Vec<OverlayConfig>,
+    /// Communication-aware scheduling (`[comm]`); `None`: off.
+    #[serde(default)]
+    pub comm: Option<crate::comm::CommSpec>,
+    /// Reconfigurable applications (`[recipe.NAME]`, `[apps]`).
+    #[serde(default)]
+    pub apps: AppsSpec,
 }
 
 /// The machine-wide isolation model (seed 004), so users can compare:
@@ -466,11 +474,51 @@ impl PlatformSpec {
             }
         }
         overlay::validate_overlays(self, &mut errs);
+        self.validate_comm(&mut errs);
+        apps::validate_apps(self, topo, &mut errs);
         if errs.is_empty() {
             Ok(())
         } else {
             Err(errs)
         }
+    }
+}
+
+impl PlatformSpec {
+    /// `[comm]`: its ranges, and units it names that the platform declares.
+    fn validate_comm(&self, errs: &mut Vec<SpecError>) {
+        let Some(comm) = &self.comm else {
+            return;
+        };
+        if let Err(e) = comm.validate() {
+            errs.push(SpecError::new(
+                format!("comm.{}", config_key(e.field())),
+                e.to_string(),
+            ));
+        }
+        let lists = [
+            ("netpath", Some(&comm.netpath)),
+            ("units", comm.units.as_ref()),
+        ];
+        for (field, list) in lists {
+            for unit in list.into_iter().flatten() {
+                if !self.units.iter().any(|u| &u.name == unit) {
+                    errs.push(SpecError::new(
+                        format!("comm.{field}"),
+                        format!("unit {unit} is not declared ([unit.{unit}])"),
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// The config file's spelling of a [`crate::comm::CommSpec`] field.
+fn config_key(field: &str) -> &str {
+    match field {
+        "period" => "period_ms",
+        "boost_slice" => "boost_slice_us",
+        other => other,
     }
 }
 
@@ -679,6 +727,8 @@ pub(crate) mod tests {
             epoch: DEFAULT_EPOCH,
             isolation: IsolationSpec::default(),
             overlays: Vec::new(),
+            comm: None,
+            apps: Default::default(),
         }
     }
 

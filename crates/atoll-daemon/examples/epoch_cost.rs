@@ -52,6 +52,8 @@ fn spec() -> PlatformSpec {
         epoch: DEFAULT_EPOCH,
         isolation: Default::default(),
         overlays: Vec::new(),
+        comm: None,
+        apps: Default::default(),
     }
 }
 

@@ -49,11 +49,13 @@ fn spec(mode: IsolationMode) -> PlatformSpec {
             .collect(),
         default_island: None,
         overlays: Vec::new(),
+        comm: None,
         epoch: DEFAULT_EPOCH,
         isolation: IsolationSpec {
             mode,
             ..Default::default()
         },
+        apps: Default::default(),
     }
 }
 

@@ -129,6 +129,10 @@ pub struct Controller {
     pub(crate) iso: crate::isolation::Isolation,
     /// Coordination between islands (see [`crate::coord`]).
     pub(crate) coord: crate::coord::Coordination,
+    /// Communication-aware scheduling (see [`crate::comm`]).
+    pub(crate) comm: crate::comm::Comm,
+    /// Reconfigurable applications (see [`crate::apps`]).
+    pub(crate) apps: crate::apps::Apps,
 }
 
 impl Controller {
@@ -136,6 +140,7 @@ impl Controller {
     pub fn new(env: Env, spec: PlatformSpec, opts: Options) -> Self {
         let now = env.clock.now();
         let coord = crate::coord::Coordination::new(&spec, &opts.topology);
+        let apps = crate::apps::Apps::new(&spec);
         Self {
             env,
             reg: Registry::new(spec),
@@ -151,6 +156,8 @@ impl Controller {
             rt_windows: BTreeMap::new(),
             iso: Default::default(),
             coord,
+            comm: Default::default(),
+            apps,
         }
     }
 
@@ -209,12 +216,14 @@ impl Controller {
         self.guard_rt_budgets();
         self.coordinate();
         self.isolate();
+        self.communicate();
         if periodic {
             self.last_reconcile = now;
             if let Err(e) = self.reconcile(Reason::Config) {
                 tracing::warn!("reconcile: {e}");
             }
         }
+        self.manage_apps();
         if self.dirty {
             self.save();
         }
@@ -291,6 +300,11 @@ impl Controller {
                 answer(id, self.api_report(caller, &overlay, value)),
                 Flow::Continue,
             ),
+            request @ (Request::AppRegister { .. }
+            | Request::AppPoll { .. }
+            | Request::AppReport { .. }
+            | Request::AppDone { .. }
+            | Request::Apps {}) => (answer(id, self.api_apps(caller, request)), Flow::Continue),
         }
     }
 

@@ -18,6 +18,8 @@ impl DecisionLog {
     pub fn record(&mut self, d: Decision) {
         match &d.action {
             Action::Fallback(_) => tracing::warn!(target: "atoll::decision", "{d}"),
+            // Boosts come and go every few epochs (see `crate::comm`).
+            Action::Boost { .. } => tracing::debug!(target: "atoll::decision", "{d}"),
             _ => tracing::info!(target: "atoll::decision", "{d}"),
         }
         if self.ring.len() == KEPT {
@@ -67,7 +69,7 @@ pub fn matches_subject(d: &Decision, subject: &str) -> bool {
         Action::Fallback(f) => path_matches(f.path.as_str()),
         Action::MoveProcess { to, .. } => path_matches(to.as_str()),
         Action::CreateUnit { unit, island } => unit == subject || island == subject,
-        Action::RemoveUnit { unit } => unit == subject,
+        Action::RemoveUnit { unit } | Action::Boost { unit, .. } => unit == subject,
         Action::RestoreProcess { .. } | Action::SetPolicy { .. } => false,
     }
 }

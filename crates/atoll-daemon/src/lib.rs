@@ -8,7 +8,9 @@
 
 pub mod adopt;
 pub mod api;
+pub mod apps;
 pub mod clock;
+pub mod comm;
 pub mod command;
 pub mod controller;
 pub mod coord;

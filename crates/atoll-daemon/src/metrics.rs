@@ -263,6 +263,7 @@ pub fn families() -> Vec<(String, &'static str)> {
     let mut out: Vec<(String, &'static str)> =
         OTHERS.iter().map(|(n, k, _)| (n.to_string(), *k)).collect();
     out.extend(ISOLATION.iter().map(|(n, k, _, _)| (n.to_string(), *k)));
+    out.extend(comm::COMM.iter().map(|(n, k, _, _)| (n.to_string(), *k)));
     out.extend(ACCOUNTS.iter().map(|(n, k, _, _)| (n.to_string(), *k)));
     for level in ["island", "unit"] {
         for s in STATS {
@@ -484,6 +485,19 @@ pub fn render(status: &StatusReport) -> String {
             .collect();
         out.family(name, kind, help, samples);
     }
+    for (name, kind, help, get) in comm::COMM {
+        let samples = status
+            .units
+            .iter()
+            .filter_map(|u| {
+                Some((
+                    labels(&[("island", &u.island), ("unit", &u.name)]),
+                    get(u.comm.as_ref()?),
+                ))
+            })
+            .collect();
+        out.family(name, kind, help, samples);
+    }
     if let Some(a) = &status.accounts {
         for (name, kind, help, get) in ACCOUNTS {
             out.family(name, kind, help, vec![(String::new(), get(a).render())]);
@@ -676,5 +690,6 @@ fn linger(stream: &mut TcpStream) {
     }
 }
 
+mod comm;
 #[cfg(test)]
 mod tests;

@@ -37,6 +37,14 @@ impl Controller {
                     g.settings = self
                         .coord
                         .merge_unit(island, &unit.name, g.settings.clone());
+                    g.settings = self.comm.merge_unit(
+                        self.reg.spec().comm.as_ref(),
+                        &unit.name,
+                        g.settings.clone(),
+                    );
+                    // An application's suspension and pinned CPUs (see
+                    // `crate::apps`).
+                    g.settings = self.merge_app_unit(&g.path, g.settings.clone());
                 }
             } else if g.path.depth() == 1 && g.path != GroupPath::host() {
                 let island = atoll_core::Name::new(g.path.as_str());
@@ -207,6 +215,11 @@ pub fn knob_diff(old: Option<&GroupSettings>, new: &GroupSettings) -> Vec<String
         old.io_max != new.io_max,
         "io.max",
         format!("{} devices", new.io_max.len()),
+    );
+    push(
+        old.frozen != new.frozen,
+        "cgroup.freeze",
+        if new.frozen { "frozen" } else { "thawed" }.into(),
     );
     out
 }

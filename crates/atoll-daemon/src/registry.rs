@@ -171,6 +171,8 @@ mod tests {
             epoch: atoll_core::spec::DEFAULT_EPOCH,
             isolation: Default::default(),
             overlays: Vec::new(),
+            comm: None,
+            apps: Default::default(),
         }
     }
 

@@ -158,9 +158,22 @@ pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
         self_pid,
         topology: topo_for_opts,
     };
+    let comm = spec.comm.is_some();
     let mut controller = Controller::new(env, spec, opts);
     if real {
         controller.set_recv_queues(Box::new(crate::coord::ProcRecvQueues::new(&o.proc_root)));
+        if comm {
+            // Opened only when asked for: the monitor keeps a netlink socket.
+            let monitor = atoll_netdiag::DiagMonitor::new(atoll_netdiag::MonitorOptions {
+                proc_root: o.proc_root.clone(),
+                ..Default::default()
+            });
+            let source = monitor.source_kind().as_str();
+            if let Some(why) = monitor.fallback_reason() {
+                tracing::warn!("comm: sock_diag unavailable ({why}); reading /proc/net instead");
+            }
+            controller.set_net_monitor(Box::new(monitor), source);
+        }
     }
     Ok((controller, description))
 }

@@ -40,6 +40,7 @@ impl Controller {
                     pids: b.processes(&g).unwrap_or_default(),
                     stats: stats(&g),
                     isolation: self.iso.accounts.get(u.name.as_str()).cloned(),
+                    comm: self.unit_comm(&u.name),
                 }
             })
             .collect();
@@ -78,6 +79,7 @@ impl Controller {
             fallbacks: self.fallbacks.values().cloned().collect(),
             isolation_mode: Some(spec.isolation.mode),
             accounts: self.env.system.accounts().ok(),
+            comm: self.comm_status(),
         }
     }
 }

@@ -138,6 +138,7 @@ impl Controller {
     /// exiting) is tried again for up to [`BUSY_WAIT`].
     pub fn teardown(&mut self) -> Result<(), ControllerError> {
         self.lift_isolation();
+        self.end_boosts();
         for _ in 0..ROUNDS {
             let groups = self.kernel_groups();
             let moved: usize = groups

@@ -100,6 +100,8 @@ fn spec(adopt_all: bool) -> PlatformSpec {
         epoch: DEFAULT_EPOCH,
         isolation: Default::default(),
         overlays: Vec::new(),
+        comm: None,
+        apps: Default::default(),
     }
 }
 
@@ -565,6 +567,8 @@ fn iso_spec(mode: atoll_core::spec::IsolationMode) -> PlatformSpec {
             ..Default::default()
         },
         overlays: Vec::new(),
+        comm: None,
+        apps: Default::default(),
     }
 }
 

@@ -6,14 +6,13 @@
 //! units stay empty), and a drop guard removes the groups even if an
 //! assertion fails. Time is a manual clock: nothing here waits.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+mod common;
 
-use atoll_cgroup::{can_write, choose, detect, open, Choice, RealFs, Requested};
+use std::path::Path;
+use std::time::Duration;
+
 use atoll_core::clock::ManualClock;
 use atoll_core::coord::{Direction, Message, Property, Resource};
-use atoll_core::process::CgroupMembership;
 use atoll_core::spec::{
     Entitlement, HostSpec, IslandSpec, OverlayConfig, PlatformSpec, SchedPolicy, UnitSpec,
     DEFAULT_EPOCH,
@@ -21,37 +20,8 @@ use atoll_core::spec::{
 use atoll_core::weight::weight_to_shares;
 use atoll_core::{CpuSet, Name};
 use atoll_daemon::command::{Caller, Command};
-use atoll_daemon::controller::{Controller, Env, Options};
-use atoll_procfs::{LinuxTaskControl, ProcFs};
+use atoll_daemon::controller::Controller;
 use atoll_proto::{Reply, Request};
-
-struct Guard {
-    root: String,
-    mounts: Vec<PathBuf>,
-}
-
-fn remove_tree(dir: &Path) {
-    if let Ok(rd) = std::fs::read_dir(dir) {
-        for e in rd.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                remove_tree(&e.path());
-            }
-        }
-    }
-    let _ = std::fs::remove_dir(dir);
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        assert!(self.root.starts_with("atoll-test-"));
-        for m in &self.mounts {
-            let d = m.join(&self.root);
-            if d.exists() {
-                remove_tree(&d);
-            }
-        }
-    }
-}
 
 fn n(s: &str) -> Name {
     Name::new(s).unwrap()
@@ -90,53 +60,15 @@ fn coordinate(c: &mut Controller, msg: Message) -> bool {
 
 #[test]
 fn coordination_on_the_real_cgroup1_kernel() {
-    // SAFETY: geteuid(2) has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        println!("skipped: not root");
-        return;
-    }
-    let mounts = match detect(Path::new("/proc/self/mountinfo")) {
-        Ok(m) => m,
-        Err(e) => {
-            println!("skipped: {e}");
+    let real = match common::real_v1() {
+        Ok(r) => r,
+        Err(why) => {
+            println!("skipped: {why}");
             return;
         }
     };
-    let choice = match choose(Requested::Cgroup1, &mounts, &RealFs, &can_write) {
-        Ok(c @ Choice::Cgroup1(_)) => c,
-        Ok(other) => {
-            println!("skipped: unexpected choice {other:?}");
-            return;
-        }
-        Err(e) => {
-            println!("skipped: {e}");
-            return;
-        }
-    };
-    let Choice::Cgroup1(paths) = &choice else {
-        unreachable!()
-    };
-    let topo = match atoll_topology::read_topology(Path::new("/sys")) {
-        Ok(t) => t,
-        Err(e) => {
-            println!("skipped: {e}");
-            return;
-        }
-    };
+    let (topo, root, paths) = (real.topo.clone(), real.root.clone(), real.paths().clone());
     let online = topo.online();
-    if online.len() < 2 {
-        println!("skipped: fewer than 2 CPUs");
-        return;
-    }
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let root = format!("atoll-test-{}-{nanos}", std::process::id());
-    let _guard = Guard {
-        root: root.clone(),
-        mounts: mounts.v1.iter().map(|m| m.mount.path.clone()).collect(),
-    };
     let first = online.first().unwrap();
     let a_cpus = CpuSet::range(first, first);
     let b_cpus = online.difference(&a_cpus);
@@ -185,27 +117,11 @@ fn coordination_on_the_real_cgroup1_kernel() {
                 react: Default::default(),
             },
         ],
+        comm: None,
+        apps: Default::default(),
     };
-    spec.validate(&topo).unwrap();
-    let procfs = ProcFs::new("/proc");
     let clock = ManualClock::new();
-    let env = Env {
-        backend: Box::new(open(&choice, &root, RealFs).unwrap()),
-        procs: Box::new(procfs.clone()),
-        tasks: Box::new(LinuxTaskControl::new()),
-        system: Box::new(procfs.clone()),
-        clock: Arc::new(clock.clone()),
-    };
-    let opts = Options {
-        state_dir: None,
-        self_origin: atoll_core::process::ProcessTable::info(&procfs, std::process::id())
-            .map(|i| i.cgroups)
-            .unwrap_or_else(|_| CgroupMembership::parse("0::/\n").unwrap()),
-        self_pid: std::process::id(),
-        topology: topo.clone(),
-    };
-    let mut c = Controller::new(env, spec, opts);
-    c.start().unwrap();
+    let mut c = real.start(spec, &clock);
     let cpu = |g: &str, f: &str| read(&paths.cpu.join(&root).join(g).join(f));
     // The platform cap: 0.1 each, the rest by CPUs.
     let b_share = 0.1 + 0.8 * b_cpus.len() as f64 / online.len() as f64;

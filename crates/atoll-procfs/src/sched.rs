@@ -99,6 +99,10 @@ impl TaskControl for LinuxTaskControl {
         Ok(())
     }
 
+    fn set_slice(&mut self, tid: u32, slice: std::time::Duration) -> Result<(), ProcessError> {
+        crate::slice::set_slice(tid, slice)
+    }
+
     fn policy(&self, tid: u32) -> Result<TaskPolicy, ProcessError> {
         let t = kernel_tid("sched_getscheduler", tid, "")?;
         // SAFETY: takes a plain integer and touches no memory of ours.

@@ -18,6 +18,7 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod apps;
 pub mod coord;
 
 use atoll_core::backend::GroupStats;
@@ -98,6 +99,42 @@ pub enum Request {
         /// The value.
         value: f64,
     },
+    /// A reconfigurable application registers (see [`apps`]): the daemon
+    /// plans it and answers with its first assignment.
+    AppRegister {
+        /// Its recipe.
+        recipe: apps::RecipeRef,
+        /// Its process (default: the caller).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pid: Option<u32>,
+    },
+    /// An application asks for its assignment; with `after`, whether it
+    /// changed since that generation.
+    AppPoll {
+        /// The application.
+        app: u64,
+        /// The generation it last acted on.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        after: Option<u64>,
+    },
+    /// An application reports its progress: cycles done since it
+    /// registered (a counter), and its goal in cycles per second.
+    AppReport {
+        /// The application.
+        app: u64,
+        /// Cycles done so far.
+        cycles: u64,
+        /// Its goal, cycles per second.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        goal_cps: Option<f64>,
+    },
+    /// An application is done: its resources go back.
+    AppDone {
+        /// The application.
+        app: u64,
+    },
+    /// The applications, their working modes, goal gaps and resources.
+    Apps {},
 }
 
 impl Request {
@@ -124,6 +161,22 @@ impl Request {
                 }
             }
             Self::Report { overlay, value } => format!("report {value} for overlay {overlay}"),
+            Self::AppRegister { recipe, pid } => {
+                let r = match recipe {
+                    apps::RecipeRef::Named(n) => n.clone(),
+                    apps::RecipeRef::Inline(r) => r.name.to_string(),
+                };
+                match pid {
+                    Some(p) => format!("register application {r} (pid {p})"),
+                    None => format!("register application {r}"),
+                }
+            }
+            Self::AppPoll { app, .. } => format!("poll application {app}"),
+            Self::AppReport { app, cycles, .. } => {
+                format!("application {app} reports {cycles} cycles")
+            }
+            Self::AppDone { app } => format!("application {app} is done"),
+            Self::Apps {} => "apps".into(),
         }
     }
 }
@@ -227,6 +280,32 @@ pub enum Reply {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         action: Option<String>,
     },
+    /// Answer to [`Request::AppRegister`].
+    AppRegistered {
+        /// The application's id.
+        app: u64,
+        /// Its first assignment.
+        assignment: apps::AppAssignment,
+    },
+    /// Answer to [`Request::AppPoll`].
+    AppAssignment(apps::AppAssignment),
+    /// Answer to [`Request::AppReport`].
+    AppReported {
+        /// The application.
+        app: u64,
+        /// Its goal gap now (0 without a goal).
+        goal_gap: f64,
+    },
+    /// Answer to [`Request::AppDone`].
+    AppDone {
+        /// The application.
+        app: u64,
+    },
+    /// Answer to [`Request::Apps`].
+    Apps {
+        /// Every application, by id.
+        apps: Vec<apps::AppStatus>,
+    },
 }
 
 /// A failed request.
@@ -286,6 +365,9 @@ pub struct StatusReport {
     /// What belongs to no unit: the `kernel` and `shared` accounts.
     #[serde(default)]
     pub accounts: Option<atoll_core::process::SystemAccounts>,
+    /// Communication-aware scheduling, when `[comm]` is configured.
+    #[serde(default)]
+    pub comm: Option<CommStatus>,
 }
 
 /// The host partition.
@@ -340,6 +422,56 @@ pub struct UnitStatus {
     /// What it has, lends and borrows under `quota`/`isolate`.
     #[serde(default)]
     pub isolation: Option<UnitIsolation>,
+    /// Its network figures and boosts, when `[comm]` watches it.
+    #[serde(default)]
+    pub comm: Option<UnitComm>,
+}
+
+/// Communication-aware scheduling as a whole.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CommStatus {
+    /// The mechanism boosts use (`slice`, `weight`, `idle_others`).
+    pub mechanism: String,
+    /// Features on: `recipient`, `anticipate`, `netpath`.
+    pub features: Vec<String>,
+    /// Where the socket figures come from (`sock_diag`, `procfs`, `sim`,
+    /// or `none` when no monitor could be opened).
+    pub source: String,
+    /// Units boosted now.
+    pub boosted: Vec<String>,
+    /// Cost of the last epoch's sampling and decision, µs.
+    pub last_cost_us: u64,
+    /// Epochs sampled.
+    pub epochs: u64,
+    /// Samples that failed (the epoch then boosts nothing).
+    pub sample_errors: u64,
+}
+
+/// One unit under communication-aware scheduling.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct UnitComm {
+    /// Boosted now.
+    pub boosted: bool,
+    /// Its reservation, CPUs (a slice of this share per period).
+    pub reservation_cpus: f64,
+    /// Bytes waiting in its receive queues at the last sample.
+    pub recv_queued: u64,
+    /// Bytes it received and sent since atoll watches it (sockets alive).
+    pub bytes_received: u64,
+    /// Bytes it sent (sockets alive).
+    pub bytes_sent: u64,
+    /// Boosts started.
+    pub boosts: u64,
+    /// Time spent boosted, µs.
+    pub boosted_us: u64,
+    /// Boosts refused because it had used its slice of the period.
+    pub over_reservation: u64,
+    /// Boosts started as a recipient (data waiting).
+    pub recipient: u64,
+    /// Boosts started as an anticipated sender.
+    pub sender: u64,
+    /// Boosts started as a unit on others' network path.
+    pub netpath: u64,
 }
 
 /// A unit's resources under the isolation model.

@@ -17,14 +17,14 @@
 //!   atoll's root 95%), and a group with RT tasks keeps a non-zero budget.
 //! - A group with processes or children cannot be removed (`EBUSY`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io;
 
 use atoll_core::backend::{BackendError, Fallback};
 use atoll_core::plan::{GroupPath, GroupSettings, Partition, RtBudget};
 use atoll_core::{CpuSet, NodeSet};
 
-use crate::state::{busy, invalid, CpuCounters, Group, SimState, RT_MACHINE_RATIO};
+use crate::state::{busy, invalid, CpuCounters, Group, Seg, SimState, RT_MACHINE_RATIO};
 
 /// Slack for comparing RT ratios.
 const EPS: f64 = 1e-9;
@@ -91,19 +91,38 @@ impl SimState {
             .iter()
             .map(|(p, g)| (p.clone(), g.partition_valid))
             .collect();
+        let now = self.now_ns();
+        let unchanged = self.groups.get(path).is_some_and(|g| &g.settings == s);
+        if !self.groups.contains_key(path) {
+            if let Some(parent) = path.parent() {
+                self.kids.entry(parent).or_default().insert(path.clone());
+            }
+        }
         let g = self.groups.entry(path.clone()).or_insert_with(|| Group {
             settings: GroupSettings::default(),
             effective_cpus: pcpus.clone(),
             effective_mems: pmems.clone(),
             partition_valid: false,
             procs: Default::default(),
-            cpu: CpuCounters::default(),
+            cpu: CpuCounters {
+                seg: Seg {
+                    t0: now,
+                    ..Seg::default()
+                },
+                ..CpuCounters::default()
+            },
+            io_read: 0,
+            io_write: 0,
         });
+        g.cpu.fold(now);
         if g.settings.cpu_max != s.cpu_max {
             g.cpu.period_phase_ns = 0;
         }
         g.settings = s.clone();
-        self.recompute();
+        if !unchanged {
+            self.recompute_sets();
+            self.model.tree = None;
+        }
         for (p, g) in &self.groups {
             let asked = g.settings.partition == Some(Partition::Root);
             let lost = before.get(p) == Some(&true) && !g.partition_valid;
@@ -127,7 +146,7 @@ impl SimState {
             .groups
             .get(path)
             .ok_or_else(|| BackendError::NoGroup(path.clone()))?;
-        if !g.procs.is_empty() || !self.children_of(path).is_empty() {
+        if !g.procs.is_empty() || self.has_children(path) {
             return Err(BackendError::Io {
                 op: "rmdir",
                 path: self.knob_path(path, ""),
@@ -136,7 +155,14 @@ impl SimState {
             });
         }
         self.groups.remove(path);
-        self.recompute();
+        if let Some(parent) = path.parent() {
+            if let Some(k) = self.kids.get_mut(&parent) {
+                k.remove(path);
+            }
+        }
+        self.kids.remove(path);
+        self.recompute_sets();
+        self.model.tree = None;
         Ok(())
     }
 
@@ -283,7 +309,13 @@ impl SimState {
             return Some("it would leave the rest of the machine no cpus".into());
         }
         let parent = path.parent()?;
-        for sib in self.children_of(&parent).iter().filter(|s| *s != path) {
+        for sib in self
+            .kids
+            .get(&parent)
+            .into_iter()
+            .flatten()
+            .filter(|s| *s != path)
+        {
             if let Some(theirs) = non_empty(&self.groups[sib].settings.cpus) {
                 let shared = cpus.intersection(theirs);
                 if !shared.is_empty() {
@@ -297,7 +329,7 @@ impl SimState {
 
     /// Recomputes partition validity and effective CPUs and mems, parents
     /// before children.
-    pub fn recompute(&mut self) {
+    pub fn recompute_sets(&mut self) {
         let mut by_depth: BTreeMap<usize, Vec<GroupPath>> = BTreeMap::new();
         for p in self.groups.keys() {
             by_depth.entry(p.depth()).or_default().push(p.clone());
@@ -310,8 +342,19 @@ impl SimState {
                     g.partition_valid = valid;
                 }
             }
+            // CPUs taken by valid partitions, per parent.
+            let mut taken: HashMap<Option<GroupPath>, CpuSet> = HashMap::new();
             for p in level {
-                let (cpus, mems) = self.effective_of(p);
+                let g = &self.groups[p];
+                let t = taken.entry(p.parent()).or_default();
+                if g.partition_valid {
+                    if let Some(c) = &g.settings.cpus {
+                        *t = t.union(c);
+                    }
+                }
+            }
+            for p in level {
+                let (cpus, mems) = self.effective_of(p, &taken[&p.parent()]);
                 if let Some(g) = self.groups.get_mut(p) {
                     g.effective_cpus = cpus;
                     g.effective_mems = mems;
@@ -322,7 +365,7 @@ impl SimState {
 
     /// Effective CPUs and mems of `p`, given its parent's and its siblings'
     /// partition validity.
-    fn effective_of(&self, p: &GroupPath) -> (CpuSet, NodeSet) {
+    fn effective_of(&self, p: &GroupPath, taken: &CpuSet) -> (CpuSet, NodeSet) {
         let (pcpus, pmems) = self
             .parent_effective(p)
             .unwrap_or_else(|| (self.online.clone(), self.topology.all_nodes()));
@@ -335,19 +378,12 @@ impl SimState {
             let cpus = g.settings.cpus.clone().unwrap_or_default();
             return (cpus, mems);
         }
-        let taken = p
-            .parent()
-            .map(|parent| self.children_of(&parent))
-            .unwrap_or_default()
-            .iter()
-            .filter(|s| *s != p && self.groups[*s].partition_valid)
-            .filter_map(|s| self.groups[s].settings.cpus.clone())
-            .fold(CpuSet::new(), |acc, c| acc.union(&c));
+        // `p` is not a valid partition, so what valid siblings hold is taken.
         let base = match non_empty(&g.settings.cpus) {
             Some(c) => c.intersection(&pcpus),
             None => pcpus.clone(),
         };
-        let cpus = [base.difference(&taken), pcpus.difference(&taken)]
+        let cpus = [base.difference(taken), pcpus.difference(taken)]
             .into_iter()
             .find(|c| !c.is_empty())
             .unwrap_or(pcpus);

@@ -1,20 +1,23 @@
 //! [`SimPlatform`]: the handle through which atoll and tests use a simulated
 //! machine.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use atoll_core::backend::{
-    Actuator, BackendError, BackendKind, Capabilities, Fallback, GroupStats, Monitor, Psi, PsiLine,
-    StatSelect,
+    Actuator, BackendError, BackendKind, Capabilities, Fallback, FreezeState, GroupStats, Monitor,
+    Psi, PsiLine, StatSelect,
 };
 use atoll_core::clock::{Clock, ManualClock};
+use atoll_core::comm::{NetError, NetMonitor, UnitNetSample};
 use atoll_core::plan::{GroupPath, GroupSettings, TaskPolicy};
 use atoll_core::process::{CgroupMembership, ProcessError, ProcessInfo, ProcessTable, TaskControl};
 use atoll_core::topology::Topology;
-use atoll_core::CpuSet;
+use atoll_core::{CpuSet, Name};
 
+use crate::model::ModelStats;
 use crate::state::{Location, SimState, SIM_CAPABILITIES};
 
 /// A simulated machine. Clones share it; every method locks it briefly, so a
@@ -39,7 +42,7 @@ impl SimPlatform {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, SimState> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, SimState> {
         // A panic while holding the lock leaves consistent-enough state for a
         // simulator; keep going rather than poison every later call.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
@@ -76,7 +79,10 @@ impl SimPlatform {
     /// Simulates a kernel with (`true`, the default) or without RT group
     /// scheduling.
     pub fn set_rt_groups(&self, on: bool) {
-        self.lock().rt_groups = on;
+        let mut s = self.lock();
+        s.sync();
+        s.rt_groups = on;
+        s.model.tree = None;
     }
 
     /// `execve` in `pid`: a new `comm` (cut to 15 bytes) and `exe`.
@@ -114,10 +120,90 @@ impl SimPlatform {
         self.lock().next_pid = pid.max(1);
     }
 
-    /// Marks all threads of `pid` runnable (`true`) or sleeping.
+    /// Marks all threads of `pid` runnable (`true`) or sleeping; threads
+    /// added later start that way too.
     pub fn set_busy(&self, pid: u32, busy: bool) -> Result<(), ProcessError> {
-        self.lock().process_mut(pid)?.busy = busy;
+        let mut s = self.lock();
+        let p = s.process_mut(pid)?;
+        p.busy = busy;
+        let tids: Vec<u32> = p.threads.iter().copied().collect();
+        for tid in tids {
+            s.set_thread_runnable(tid, busy);
+        }
         Ok(())
+    }
+
+    /// Marks one thread runnable (`true`) or sleeping.
+    pub fn set_thread_busy(&self, tid: u32, busy: bool) -> Result<(), ProcessError> {
+        let mut s = self.lock();
+        s.sync();
+        if !s.threads.contains_key(&tid) {
+            return Err(ProcessError::Gone(tid));
+        }
+        s.set_thread_runnable(tid, busy);
+        Ok(())
+    }
+
+    /// Whether thread `tid` is runnable (`None`: no such thread).
+    pub fn thread_busy(&self, tid: u32) -> Option<bool> {
+        self.lock().threads.get(&tid).map(|t| t.acct.runnable)
+    }
+
+    /// The CPUs thread `tid` gets now under the fluid model (0 when it
+    /// sleeps; `None`: no such thread).
+    pub fn thread_rate(&self, tid: u32) -> Option<f64> {
+        let mut s = self.lock();
+        s.sync();
+        s.refresh();
+        let t = s.threads.get(&tid)?;
+        Some(s.rate_of(t))
+    }
+
+    /// How long thread `tid` would wait for a CPU if it woke now (see the
+    /// wakeup model in `model::wake`).
+    pub fn wake_delay(&self, tid: u32) -> Duration {
+        let mut s = self.lock();
+        s.sync();
+        s.wake_delay(tid)
+    }
+
+    /// Gives runnable-or-not thread `tid` `cpu` of CPU work (replacing any
+    /// left); it is due when the thread has received that much CPU time.
+    /// The workload engine drives threads this way.
+    pub fn set_thread_work(&self, tid: u32, cpu: Duration) -> Result<(), ProcessError> {
+        let mut s = self.lock();
+        s.sync();
+        if !s.threads.contains_key(&tid) {
+            return Err(ProcessError::Gone(tid));
+        }
+        s.set_thread_work(tid, cpu.as_nanos() as f64);
+        Ok(())
+    }
+
+    /// When the first thread's work completes at the current rates.
+    pub fn next_completion(&self) -> Option<Duration> {
+        let mut s = self.lock();
+        s.sync();
+        s.next_completion().map(Duration::from_nanos)
+    }
+
+    /// Threads whose work has completed by now (their work is cleared).
+    pub fn take_completed(&self) -> Vec<u32> {
+        let mut s = self.lock();
+        s.sync();
+        let mut out = Vec::new();
+        s.take_completed(&mut out);
+        out
+    }
+
+    /// The kernel's default slice on this machine (EEVDF's base slice).
+    pub fn base_slice(&self) -> Duration {
+        Duration::from_nanos(self.lock().model.base_slice_ns)
+    }
+
+    /// What the CPU model has done so far.
+    pub fn model_stats(&self) -> ModelStats {
+        self.lock().model.stats
     }
 
     /// Sets the memory `pid` uses, bytes.
@@ -136,6 +222,11 @@ impl SimPlatform {
         self.lock().procs.get(&pid).map(|p| p.location.clone())
     }
 
+    /// Thread `tid`'s custom slice (`None`: the default, or no such thread).
+    pub fn slice(&self, tid: u32) -> Option<Duration> {
+        self.lock().slice(tid)
+    }
+
     /// CPU time used by all threads of `pid` so far.
     pub fn cpu_time(&self, pid: u32) -> Option<Duration> {
         let mut s = self.lock();
@@ -145,7 +236,7 @@ impl SimPlatform {
             .threads
             .iter()
             .filter_map(|t| s.threads.get(t))
-            .map(|t| t.cpu_ns)
+            .map(|t| s.cpu_ns_of(t))
             .sum();
         Some(Duration::from_nanos(ns.round() as u64))
     }
@@ -156,7 +247,7 @@ impl SimPlatform {
         s.sync();
         s.threads
             .get(&tid)
-            .map(|t| Duration::from_nanos(t.cpu_ns.round() as u64))
+            .map(|t| Duration::from_nanos(s.cpu_ns_of(t).round() as u64))
     }
 
     /// The settings last applied to a group.
@@ -238,6 +329,23 @@ impl Monitor for SimPlatform {
             .collect())
     }
 
+    /// Frozen when the group or an ancestor is (the simulated freezer
+    /// stops tasks at once, so there is no `Freezing`).
+    fn freeze_state(&self, path: &GroupPath) -> Result<Option<FreezeState>, BackendError> {
+        let s = self.lock();
+        if !s.groups.contains_key(path) {
+            return Err(BackendError::NoGroup(path.clone()));
+        }
+        let mut at = Some(path.clone());
+        while let Some(p) = at {
+            if s.groups.get(&p).is_some_and(|g| g.settings.frozen) {
+                return Ok(Some(FreezeState::Frozen));
+            }
+            at = p.parent();
+        }
+        Ok(Some(FreezeState::Thawed))
+    }
+
     fn processes(&self, path: &GroupPath) -> Result<Vec<u32>, BackendError> {
         let s = self.lock();
         let g = s
@@ -247,32 +355,43 @@ impl Monitor for SimPlatform {
         Ok(g.procs.iter().copied().collect())
     }
 
-    /// The simulator has every figure at hand and returns them all.
-    fn stats_of(&self, path: &GroupPath, _: StatSelect) -> Result<GroupStats, BackendError> {
+    /// The simulator has every figure at hand; it computes the selected
+    /// ones (memory and IO sums cost a pass over processes and groups).
+    fn stats_of(&self, path: &GroupPath, select: StatSelect) -> Result<GroupStats, BackendError> {
         let mut s = self.lock();
         s.sync();
-        let g = s
-            .groups
-            .get(path)
-            .ok_or_else(|| BackendError::NoGroup(path.clone()))?;
+        if !s.groups.contains_key(path) {
+            return Err(BackendError::NoGroup(path.clone()));
+        }
+        s.fold_group(path);
         let prefix = format!("{}/", path.as_str());
-        let memory: u64 = s
-            .procs
-            .values()
-            .filter(|p| match &p.location {
-                Location::Group(at) => {
-                    path.is_root() || at == path || at.as_str().starts_with(&prefix)
-                }
-                Location::Outside(_) => false,
-            })
-            .map(|p| p.memory)
-            .sum();
+        let within =
+            |at: &GroupPath| path.is_root() || at == path || at.as_str().starts_with(&prefix);
+        let memory = select.memory.then(|| {
+            s.procs
+                .values()
+                .filter(|p| match &p.location {
+                    Location::Group(at) => within(at),
+                    Location::Outside(_) => false,
+                })
+                .map(|p| p.memory)
+                .sum::<u64>()
+        });
+        let io = select.io.then(|| {
+            s.groups
+                .iter()
+                .filter(|(at, _)| within(at))
+                .fold((0, 0), |(r, w), (_, g)| (r + g.io_read, w + g.io_write))
+        });
+        let g = &s.groups[path];
         Ok(GroupStats {
             cpu_usage_us: Some((g.cpu.usage_ns / 1000.0).floor() as u64),
             nr_periods: Some(g.cpu.nr_periods),
             nr_throttled: Some(g.cpu.nr_throttled),
             throttled_us: Some((g.cpu.throttled_ns / 1000.0).floor() as u64),
-            memory_current: Some(memory),
+            memory_current: memory,
+            io_read_bytes: io.map(|x| x.0),
+            io_write_bytes: io.map(|x| x.1),
             cpu_pressure: Some(Psi {
                 some: PsiLine {
                     total_us: (g.cpu.pressure_ns / 1000.0).floor() as u64,
@@ -298,6 +417,42 @@ impl ProcessTable for SimPlatform {
         let s = self.lock();
         let p = s.procs.get(&pid).ok_or(ProcessError::Gone(pid))?;
         Ok(p.threads.iter().copied().collect())
+    }
+
+    fn comm(&self, pid: u32) -> Result<String, ProcessError> {
+        let s = self.lock();
+        let p = s.procs.get(&pid).ok_or(ProcessError::Gone(pid))?;
+        Ok(p.comm.clone())
+    }
+
+    /// Time runnable without a CPU: the fluid model's shortfall (`1 −
+    /// rate` per runnable ns) plus wakeup delays.
+    fn run_delay_ns(&self, tid: u32) -> Result<Option<u64>, ProcessError> {
+        let mut s = self.lock();
+        s.sync();
+        let t = s.threads.get(&tid).ok_or(ProcessError::Gone(tid))?;
+        Ok(Some(s.wait_ns_of(t).round() as u64))
+    }
+}
+
+impl NetMonitor for SimPlatform {
+    /// Sums the simulated sockets of each unit's processes (the workload
+    /// engine's network path fills them).
+    fn sample(
+        &mut self,
+        units: &BTreeMap<Name, Vec<u32>>,
+    ) -> Result<BTreeMap<Name, UnitNetSample>, NetError> {
+        let s = self.lock();
+        Ok(units
+            .iter()
+            .map(|(unit, pids)| {
+                let mut sum = UnitNetSample::default();
+                for p in pids.iter().filter_map(|pid| s.procs.get(pid)) {
+                    sum.add(&p.net);
+                }
+                (unit.clone(), sum)
+            })
+            .collect())
     }
 }
 
@@ -332,6 +487,10 @@ impl TaskControl for SimPlatform {
 
     fn policy(&self, tid: u32) -> Result<TaskPolicy, ProcessError> {
         self.lock().policy(tid)
+    }
+
+    fn set_slice(&mut self, tid: u32, slice: Duration) -> Result<(), ProcessError> {
+        self.lock().set_slice(tid, slice)
     }
 }
 

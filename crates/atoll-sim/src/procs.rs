@@ -15,7 +15,7 @@ use atoll_core::plan::{GroupPath, TaskPolicy};
 use atoll_core::process::{CgroupMembership, ProcessError, ProcessInfo};
 
 use crate::groups::admits_rt;
-use crate::state::{busy, invalid, Location, Process, SimState, Thread};
+use crate::state::{busy, invalid, Location, Process, SimState};
 
 /// The kernel's `TASK_COMM_LEN` minus the terminating NUL.
 const COMM_MAX: usize = 15;
@@ -73,19 +73,13 @@ impl SimState {
             start_ticks: self.ticks_now(),
             busy: false,
             memory: 0,
+            net: Default::default(),
             threads: [pid].into(),
             location: Location::Outside(CgroupMembership::default()),
             ..p
         };
         self.procs.insert(pid, child);
-        self.threads.insert(
-            pid,
-            Thread {
-                pid,
-                policy,
-                cpu_ns: 0.0,
-            },
-        );
+        self.add_thread(pid, pid, policy);
         self.place(pid, p.location);
         Ok(pid)
     }
@@ -110,14 +104,7 @@ impl SimState {
             .get(&pid)
             .map_or(TaskPolicy::Other, |t| t.policy);
         let tid = self.alloc_pid();
-        self.threads.insert(
-            tid,
-            Thread {
-                pid,
-                policy,
-                cpu_ns: 0.0,
-            },
-        );
+        self.add_thread(tid, pid, policy);
         if let Some(p) = self.procs.get_mut(&pid) {
             p.threads.insert(tid);
         }
@@ -135,6 +122,7 @@ impl SimState {
             }
         }
         for tid in &p.threads {
+            self.drop_thread(*tid);
             self.threads.remove(tid);
         }
         for child in self.procs.values_mut().filter(|c| c.ppid == pid) {
@@ -150,6 +138,7 @@ impl SimState {
         if pid == tid {
             return self.exit(pid);
         }
+        self.drop_thread(tid);
         self.threads.remove(&tid);
         if let Some(p) = self.procs.get_mut(&pid) {
             p.threads.remove(&tid);
@@ -179,7 +168,7 @@ impl SimState {
                 "kernel threads cannot be moved".into(),
             ));
         }
-        if !self.children_of(to).is_empty() {
+        if self.has_children(to) {
             return Err(busy(
                 "write",
                 knob,
@@ -223,7 +212,7 @@ impl SimState {
         let to = match inside {
             Some(mut g) => loop {
                 if self.groups.contains_key(&g) {
-                    break if self.children_of(&g).is_empty() {
+                    break if !self.has_children(&g) {
                         Location::Group(g)
                     } else {
                         machine_root()
@@ -283,6 +272,33 @@ impl SimState {
         })
     }
 
+    /// Sets a fair-class thread's custom slice under the kernel's rules:
+    /// zero (the default again) or 100 µs..=100 ms, fair policies only.
+    pub fn set_slice(&mut self, tid: u32, slice: std::time::Duration) -> Result<(), ProcessError> {
+        self.sync();
+        let sys = |errno: i32| ProcessError::Sys {
+            call: "sched_setattr",
+            tid,
+            value: format!("slice {}us", slice.as_micros()),
+            source: io::Error::from_raw_os_error(errno),
+        };
+        let range = std::time::Duration::from_micros(100)..=std::time::Duration::from_millis(100);
+        if tid == 0 || (!slice.is_zero() && !range.contains(&slice)) {
+            return Err(sys(libc::EINVAL));
+        }
+        let t = self.threads.get_mut(&tid).ok_or(ProcessError::Gone(tid))?;
+        if !matches!(t.policy, TaskPolicy::Other | TaskPolicy::Batch) {
+            return Err(sys(libc::EINVAL));
+        }
+        t.slice = (!slice.is_zero()).then_some(slice);
+        Ok(())
+    }
+
+    /// A thread's custom slice (`None`: the default).
+    pub fn slice(&self, tid: u32) -> Option<std::time::Duration> {
+        self.threads.get(&tid).and_then(|t| t.slice)
+    }
+
     /// Sets a thread's policy under the kernel's rules: RT priorities
     /// 1..=99, and RT only in groups with an RT budget (`EPERM`).
     pub fn set_policy(&mut self, tid: u32, policy: TaskPolicy) -> Result<(), ProcessError> {
@@ -314,6 +330,7 @@ impl SimState {
         if let Some(t) = self.threads.get_mut(&tid) {
             t.policy = policy;
         }
+        self.reclass(tid);
         Ok(())
     }
 

@@ -5,17 +5,20 @@
 //! cgroups, recorded as a [`CgroupMembership`]) or in one of atoll's groups.
 //! Threads belong to a process and carry their own scheduling policy.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use atoll_core::backend::{BackendError, Capabilities};
 use atoll_core::clock::{Clock, ManualClock};
+use atoll_core::comm::UnitNetSample;
 use atoll_core::plan::{GroupPath, GroupSettings, TaskPolicy};
 use atoll_core::process::CgroupMembership;
 use atoll_core::topology::Topology;
 use atoll_core::{CpuSet, NodeSet};
+
+use crate::model::{Model, ThreadAcct};
 
 /// Clock ticks per second of `start_ticks` (the kernel's `USER_HZ`).
 pub const USER_HZ: u64 = 100;
@@ -36,8 +39,10 @@ pub const OUTSIDE_WEIGHT: u32 = 100;
 /// (the kernel's default `sched_rt_runtime_us` / `sched_rt_period_us`).
 pub(crate) const RT_MACHINE_RATIO: f64 = 0.95;
 
-/// What the simulator enforces. IO knobs are recorded but not modelled; PSI
-/// is not modelled (stats report `None`).
+/// What the simulator enforces. IO weights order the simulated disk's
+/// weighted queue (see the engine's disk model); IO limits are recorded but
+/// not enforced. CPU pressure (`some`) is modelled and reported, though the
+/// capability says no PSI (other pressure files are absent).
 pub const SIM_CAPABILITIES: Capabilities = Capabilities {
     cpuset: true,
     cpu: true,
@@ -47,6 +52,7 @@ pub const SIM_CAPABILITIES: Capabilities = Capabilities {
     memory: true,
     io: true,
     psi: false,
+    freezer: true,
 };
 
 /// Where a process is.
@@ -56,6 +62,26 @@ pub enum Location {
     Outside(CgroupMembership),
     /// In one of atoll's groups.
     Group(GroupPath),
+}
+
+/// What a group's CPU figures grow by, per ns, since `t0` (set at each
+/// rate recomputation; see `model`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Seg {
+    /// Start of the segment, ns.
+    pub t0: u64,
+    /// CPUs used (fair and RT) in the group and below.
+    pub rate: f64,
+    /// Of those, fair-class CPUs (what `cpu.max` limits).
+    pub fair: f64,
+    /// Fair demand without the group's own cap, CPUs.
+    pub uncapped: f64,
+    /// The cap, CPUs.
+    pub cap: Option<f64>,
+    /// The `cpu.max` period, ns (0: none).
+    pub period_ns: u64,
+    /// Some runnable thread below gets less than a CPU.
+    pub stalled: bool,
 }
 
 /// CPU accounting of one group.
@@ -74,6 +100,8 @@ pub(crate) struct CpuCounters {
     /// Time some busy thread of the group or its descendants got less than
     /// a whole CPU, ns: `cpu.pressure`'s `some total`.
     pub pressure_ns: f64,
+    /// The rates in force since the last fold.
+    pub seg: Seg,
 }
 
 /// One of atoll's groups.
@@ -91,6 +119,9 @@ pub(crate) struct Group {
     pub procs: BTreeSet<u32>,
     /// CPU accounting.
     pub cpu: CpuCounters,
+    /// Bytes read and written by processes while in it (not its children).
+    pub io_read: u64,
+    pub io_write: u64,
 }
 
 /// One process.
@@ -103,10 +134,12 @@ pub(crate) struct Process {
     pub start_ticks: u64,
     pub kernel_thread: bool,
     pub location: Location,
-    /// All threads runnable (true) or all sleeping (false).
+    /// Whether new threads start runnable (`set_busy` sets all threads).
     pub busy: bool,
     /// Memory charged to its group, bytes.
     pub memory: u64,
+    /// Its sockets' figures (the simulated network path).
+    pub net: UnitNetSample,
     /// Thread ids, the main thread (tid = pid) included.
     pub threads: BTreeSet<u32>,
 }
@@ -118,8 +151,10 @@ pub(crate) struct Thread {
     pub pid: u32,
     /// Its scheduling policy.
     pub policy: TaskPolicy,
-    /// CPU time it used, ns.
-    pub cpu_ns: f64,
+    /// Its custom slice (fair class only; `None`: the default).
+    pub slice: Option<std::time::Duration>,
+    /// Its class, runnable state, CPU time and work in the model.
+    pub acct: ThreadAcct,
 }
 
 /// The whole simulated machine.
@@ -130,8 +165,10 @@ pub(crate) struct SimState {
     pub clock: ManualClock,
     pub root: String,
     pub groups: BTreeMap<GroupPath, Group>,
+    /// Each group's children, kept with `groups`.
+    pub kids: HashMap<GroupPath, BTreeSet<GroupPath>>,
     pub procs: BTreeMap<u32, Process>,
-    pub threads: BTreeMap<u32, Thread>,
+    pub threads: TidMap<Thread>,
     /// Next pid to try.
     pub next_pid: u32,
     /// How far the CPU model has run.
@@ -140,6 +177,8 @@ pub(crate) struct SimState {
     /// Without it (as on Debian's kernels with cgroup v2) RT budgets cannot
     /// be set on groups and RT tasks may run in any group.
     pub rt_groups: bool,
+    /// The CPU model's classes, tree and completion heap.
+    pub model: Model,
 }
 
 impl SimState {
@@ -148,17 +187,20 @@ impl SimState {
     pub fn new(topology: Topology, root: &str, clock: ManualClock) -> Self {
         let online = topology.online();
         let modeled_until = clock.now();
+        let model = Model::new(online.len());
         let mut s = Self {
             topology,
             online,
             clock,
             root: root.trim_matches('/').to_string(),
             groups: BTreeMap::new(),
+            kids: HashMap::new(),
             procs: BTreeMap::new(),
-            threads: BTreeMap::new(),
+            threads: TidMap::default(),
             next_pid: FIRST_USER_PID,
             modeled_until,
             rt_groups: true,
+            model,
         };
         s.insert_process(
             1,
@@ -172,12 +214,13 @@ impl SimState {
         s
     }
 
-    /// Runs the CPU model up to the clock's current time.
+    /// Brings the CPU model up to the clock's current time: changes made
+    /// since the last call took effect at the time they were made (the
+    /// last call's time), the rates they lead to hold until now.
     pub fn sync(&mut self) {
         let now = self.clock.now();
         if now > self.modeled_until {
-            let dt = now - self.modeled_until;
-            self.run_cpu_model(dt);
+            self.refresh();
             self.modeled_until = now;
         }
     }
@@ -234,17 +277,11 @@ impl SimState {
                 location: Location::Outside(membership),
                 busy: false,
                 memory: 0,
+                net: UnitNetSample::default(),
                 threads: BTreeSet::from([pid]),
             },
         );
-        self.threads.insert(
-            pid,
-            Thread {
-                pid,
-                policy: TaskPolicy::Other,
-                cpu_ns: 0.0,
-            },
-        );
+        self.add_thread(pid, pid, TaskPolicy::Other);
     }
 
     /// The pseudo-path of a group's knob file, for errors:
@@ -284,11 +321,15 @@ impl SimState {
 
     /// Paths of the direct children of `path`.
     pub fn children_of(&self, path: &GroupPath) -> Vec<GroupPath> {
-        self.groups
-            .keys()
-            .filter(|k| k.parent().as_ref() == Some(path))
-            .cloned()
-            .collect()
+        self.kids
+            .get(path)
+            .map(|k| k.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Whether `path` has child groups.
+    pub fn has_children(&self, path: &GroupPath) -> bool {
+        self.kids.get(path).is_some_and(|k| !k.is_empty())
     }
 
     /// Whether thread policies of process `pid` include an RT one.
@@ -318,8 +359,43 @@ impl SimState {
             }
         }
         p.location = to;
+        let tids: Vec<u32> = p.threads.iter().copied().collect();
+        for tid in tids {
+            self.reclass(tid);
+        }
     }
 }
+
+/// A hasher for small integer keys (pids, tids): one multiply, no
+/// per-process random state (runs are reproducible anyway; the keys are
+/// not adversarial).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .rotate_left(29);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+}
+
+/// A map keyed by thread or process id.
+pub(crate) type TidMap<V> = HashMap<u32, V, std::hash::BuildHasherDefault<IdHasher>>;
 
 /// Whether `policy` is a realtime one.
 pub(crate) fn is_rt(policy: TaskPolicy) -> bool {

@@ -15,12 +15,19 @@
 //! | `memhog --mib M [--seconds S]` | keeps writing every page of M MiB | MiB touched per second |
 //! | `diskwriter --dir D --mib M [--rounds R]` | writes M MiB, fsyncs, repeats | MB/s |
 //! | `probe --period-us P --samples N [--burst-us B] [--jitter-us J] [--start-delay-ms D] [--raw]` | sleeps P µs N times | wakeup lateness summary, µs |
+//! | `kvfront --backends A,B --rate R [--seconds S] [--conns C] [--work W] [--keys K] [--value-bytes V] [--percentile P] [--report-ms M] [--overlay O] [--socket PATH] [--timeout-ms T]` | front end of Redis back ends: R requests/s, open loop, each a GET (and an EVAL of a W-iteration Lua loop) on every back end; reports each window's percentile to overlay O | count, throughput, latency percentiles (µs), errors, the per-window values |
+//! | `http-load --addr H:P --rate R --seconds S [--path P] [--warmup W] [--connections C]` | GETs at a fixed rate (open loop) over keep-alive connections | response time summary (ms, with p95), throughput, errors |
+//! | `stream-server --port P --bytes-per-s R [--interval-ms T]` | sends each client R bytes/s in batches every T ms (HTTP/1.0 on loopback) | connections, bytes, late sends |
+//! | `stream-client --addr H:P --clients N --bytes-per-s R --buffer-ms B --seconds S [--path P]` | plays N streams through B ms playback buffers | buffer under-runs per client |
 
 mod cpu;
 mod disk;
+mod http_load;
+mod kvfront;
 mod memory;
 mod net;
 mod probe;
+mod stream;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -28,7 +35,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 pub use cpu::cpu_work;
+pub use http_load::{get as http_get, read_response, HttpLoadArgs, Response};
+pub use kvfront::KvFrontArgs;
 pub use probe::ProbeArgs;
+pub use stream::{Playback, StreamClientArgs, StreamServerArgs};
 
 /// One worker and its arguments.
 #[derive(Clone, Debug, PartialEq)]
@@ -79,6 +89,14 @@ pub enum Worker {
     },
     /// The wakeup-latency probe.
     Probe(ProbeArgs),
+    /// A fixed-rate HTTP load generator.
+    HttpLoad(HttpLoadArgs),
+    /// A constant-rate streaming server.
+    StreamServer(StreamServerArgs),
+    /// Streaming clients with playback buffers.
+    StreamClient(StreamClientArgs),
+    /// The front end of a key-value application over Redis back ends.
+    KvFront(KvFrontArgs),
 }
 
 /// Why the worker arguments were refused.
@@ -129,7 +147,7 @@ pub enum ArgError {
 }
 
 /// The worker kinds.
-pub const KINDS: [&str; 7] = [
+pub const KINDS: [&str; 11] = [
     "spin",
     "cpujob",
     "echo-server",
@@ -137,6 +155,10 @@ pub const KINDS: [&str; 7] = [
     "memhog",
     "diskwriter",
     "probe",
+    "kvfront",
+    "http-load",
+    "stream-server",
+    "stream-client",
 ];
 
 /// Options with values, and flags, of one kind.
@@ -163,6 +185,10 @@ fn spec(kind: &str) -> Option<Spec> {
             ],
             &["--raw"],
         ),
+        "kvfront" => (kvfront::OPTIONS, &[]),
+        "http-load" => (http_load::OPTIONS, &[]),
+        "stream-server" => (stream::SERVER_OPTIONS, &[]),
+        "stream-client" => (stream::CLIENT_OPTIONS, &[]),
         _ => return None,
     };
     Some(Spec { valued, flags })
@@ -292,6 +318,10 @@ impl Worker {
                 start_delay_ms: o.num("--start-delay-ms")?.unwrap_or(0),
                 raw: o.flag("--raw"),
             }),
+            "kvfront" => Self::KvFront(kvfront::parse(&o)?),
+            "http-load" => Self::HttpLoad(HttpLoadArgs::from_opts(&o)?),
+            "stream-server" => Self::StreamServer(StreamServerArgs::from_opts(&o)?),
+            "stream-client" => Self::StreamClient(StreamClientArgs::from_opts(&o)?),
             _ => unreachable!("spec() knows only the kinds matched here"),
         })
     }
@@ -311,6 +341,10 @@ impl Worker {
             Self::MemHog { mib, seconds } => memory::memhog(*mib, secs(*seconds)),
             Self::DiskWriter { dir, mib, rounds } => disk::diskwriter(dir, *mib, *rounds),
             Self::Probe(a) => Ok(probe::probe(a)),
+            Self::HttpLoad(a) => http_load::http_load(a),
+            Self::StreamServer(a) => stream::stream_server(a),
+            Self::StreamClient(a) => stream::stream_client(a),
+            Self::KvFront(a) => kvfront::kvfront(a),
         }
     }
 }
@@ -442,6 +476,38 @@ mod tests {
                 raw: false
             })
         );
+        assert_eq!(
+            p(
+                "kvfront --backends 6379,127.0.0.1:6380 --rate 50 --seconds 2 --work 300 \
+               --overlay app --percentile 95 --report-ms 500 --socket /s"
+            )
+            .unwrap(),
+            Worker::KvFront(KvFrontArgs {
+                backends: vec![
+                    "127.0.0.1:6379".parse().unwrap(),
+                    "127.0.0.1:6380".parse().unwrap()
+                ],
+                rate: 50.0,
+                seconds: Some(2.0),
+                conns: 4,
+                work: 300,
+                keys: 1000,
+                value_bytes: 64,
+                percentile: 95.0,
+                report_ms: 500,
+                overlay: Some("app".into()),
+                socket: "/s".into(),
+                timeout_ms: 2000,
+            })
+        );
+        let Worker::KvFront(a) = p("kvfront --backends 1 --rate 1").unwrap() else {
+            panic!("not kvfront")
+        };
+        assert_eq!(
+            a.socket,
+            PathBuf::from(atoll_client::atoll_proto::DEFAULT_SOCKET)
+        );
+        assert_eq!((a.overlay, a.percentile, a.report_ms), (None, 99.0, 1000));
     }
 
     #[test]
@@ -475,6 +541,17 @@ mod tests {
         assert!(e.to_string().contains("must be positive"), "{e}");
         let e = p("spin --threads -2").unwrap_err();
         assert!(matches!(e, ArgError::BadValue { .. }), "{e}");
+        let e = p("kvfront --backends redis:6379 --rate 5").unwrap_err();
+        assert!(e.to_string().contains("--backends \"redis:6379\""), "{e}");
+        let e = p("kvfront --backends 6379 --rate 5 --percentile 101").unwrap_err();
+        assert!(e.to_string().contains("at most 100"), "{e}");
+        assert_eq!(
+            p("kvfront --backends 6379"),
+            Err(ArgError::Required {
+                kind: "kvfront".into(),
+                option: "--rate"
+            })
+        );
         // A flag does not take a value.
         assert!(p("probe --period-us 1 --samples 1 --raw=yes").is_err());
     }

@@ -39,7 +39,13 @@ fn fake_loop(rx: Receiver<Command>, callers: Sender<Caller>) -> JoinHandle<()> {
                 Request::Overlays {} => Reply::Overlays {
                     overlays: Vec::new(),
                 },
-                Request::Coordinate { .. } | Request::Report { .. } => Reply::Stopping,
+                Request::Coordinate { .. }
+                | Request::Report { .. }
+                | Request::AppRegister { .. }
+                | Request::AppPoll { .. }
+                | Request::AppReport { .. }
+                | Request::AppDone { .. }
+                | Request::Apps {} => Reply::Stopping,
                 Request::Status {} => {
                     // Answer with a wrong id: the server must fix it.
                     let _ = reply.send(ResponseEnvelope::ok(id + 1000, Reply::Stopping));

@@ -308,22 +308,40 @@ impl Controller {
         let mut said = Vec::new();
         match want {
             ReportWant::More { urgent } => {
-                let (_, _, island, unit) = ranked.first()?.clone();
+                // Units tied for the most pressure (their island's, when
+                // their own is not measured) take turns.
+                let top = ranked.first()?;
+                let tied = ranked
+                    .iter()
+                    .take_while(|r| r.0 == top.0 && r.1 == top.1)
+                    .count();
+                let turn = self.coord.overlays.get_mut(overlay).map_or(0, |s| {
+                    s.report_turn += 1;
+                    s.report_turn - 1
+                });
+                ranked[..tied].rotate_left(turn % tied);
                 if urgent {
+                    // Far off: an immediate, bounded boost, and a lasting
+                    // step below.
+                    let (_, _, island, unit) = ranked[0].clone();
                     let msg = Message::Trigger {
                         resource: Resource::CpuTime,
                         overlay: overlay.clone(),
-                        unit: unit.clone(),
+                        unit,
                     };
                     let (reply, _) = self.send(&island, &msg, context)?;
                     said.push(format!("{msg}: {reply}"));
+                }
+                // The first unit whose coordinator can still give it more:
+                // one at its island's capacity refuses, the next is asked.
+                for (_, _, island, unit) in &ranked {
+                    let msg = tune(Direction::Up, unit);
+                    let (reply, _) = self.send(island, &msg, context)?;
+                    said.push(format!("{msg}: {reply}"));
                     if reply.is_ack() {
-                        return Some(said.join("; then "));
+                        break;
                     }
                 }
-                let msg = tune(Direction::Up, &unit);
-                let (reply, _) = self.send(&island, &msg, context)?;
-                said.push(format!("{msg}: {reply}"));
             }
             ReportWant::Less => {
                 let (_, _, island, unit) = ranked

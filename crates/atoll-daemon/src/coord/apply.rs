@@ -235,7 +235,11 @@ impl Controller {
             Some(s) => s.clone(),
             None => self.reg.plan().get(group)?.settings.clone(),
         };
-        Some(self.coord.merge_unit(island, &unit.name, base))
+        let s = self.coord.merge_unit(island, &unit.name, base);
+        let s = self
+            .comm
+            .merge_unit(self.reg.spec().comm.as_ref(), &unit.name, s);
+        Some(self.merge_app_unit(group, s))
     }
 
     fn write_island(&mut self, island: &Name, why: Reason) -> Result<(), String> {

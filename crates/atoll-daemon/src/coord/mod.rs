@@ -72,6 +72,9 @@ pub(crate) struct OverlayState {
     pub holds: Option<bool>,
     pub acked: u64,
     pub nacked: u64,
+    /// Reports asking for more so far: units tied for the most pressure
+    /// take turns by it.
+    pub report_turn: usize,
 }
 
 impl OverlayState {
@@ -83,6 +86,7 @@ impl OverlayState {
             holds: None,
             acked: 0,
             nacked: 0,
+            report_turn: 0,
         }
     }
 }

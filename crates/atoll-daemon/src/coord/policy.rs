@@ -4,11 +4,12 @@
 //! *Proactive* (the application reports its property's value through the
 //! API, [`report_step`]):
 //! - a latency percentile above its bound asks for more CPU time for the
-//!   overlay's unit on the most pressured island: a tune up, or a trigger
-//!   when the value is more than [`FAR_ABOVE`] times the bound (a tune up
-//!   if the trigger is refused); below [`FAR_BELOW`] times the bound it
-//!   gives one step back (a tune down of a unit above its configured
-//!   knobs);
+//!   overlay's most pressured unit: a tune up (units tied for the most
+//!   pressure take turns, and if its coordinator refuses, at capacity, the
+//!   next unit is asked), and first a trigger as well when the value is
+//!   more than [`FAR_ABOVE`] times the bound; below [`FAR_BELOW`] times the
+//!   bound it gives one step back (a tune down of a unit above its
+//!   configured knobs);
 //! - a throughput below its floor asks for a tune up (a trigger below half
 //!   the floor); above [`FAR_ABOVE`] times the floor it gives a step back;
 //! - a platform CPU cap is kept by the platform manager itself: a reported

@@ -238,7 +238,7 @@ impl Controller {
                                         island: lender,
                                     },
                                     format!(
-                                        " (island {island} utilization {util:.2} would stay below {} without them)",
+                                        " (island {island} utilization {util:.2} would stay below {:.2} without them)",
                                         threshold * policy::RELEASE_BELOW
                                     ),
                                 )

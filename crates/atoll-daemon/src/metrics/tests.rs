@@ -68,6 +68,7 @@ fn report() -> StatusReport {
         }],
         isolation_mode: None,
         accounts: None,
+        comm: None,
         units: vec![UnitStatus {
             name: "api".into(),
             island: "web".into(),
@@ -80,6 +81,7 @@ fn report() -> StatusReport {
                 ..Default::default()
             },
             isolation: None,
+            comm: None,
         }],
         fallbacks: vec![Fallback {
             path: GroupPath::from_relative("web"),
@@ -117,6 +119,11 @@ fn full_report() -> StatusReport {
     });
     r.units[0].isolation = Some(atoll_proto::UnitIsolation {
         memory_limit: Some(1 << 30),
+        ..Default::default()
+    });
+    r.units[0].comm = Some(atoll_proto::UnitComm {
+        boosted: true,
+        boosted_us: 1_500_000,
         ..Default::default()
     });
     r
@@ -203,10 +210,11 @@ fn unknown_values_are_omitted_not_zero() {
     r.units[0].stats = GroupStats::default();
     let text = render(&r);
     for (name, _) in families() {
-        // Stats the backend does not give, and isolation figures of units
-        // without any (smp mode), must be absent.
+        // Stats the backend does not give, and isolation and comm figures
+        // of units without any (smp mode, no `[comm]`), must be absent.
         let is_stat = STATS.iter().any(|s| name.ends_with(s.suffix))
             || ISOLATION.iter().any(|(n, ..)| *n == name)
+            || super::comm::COMM.iter().any(|(n, ..)| *n == name)
             || ACCOUNTS.iter().any(|(n, ..)| *n == name);
         assert_eq!(
             text.contains(&format!("\n{name}")),

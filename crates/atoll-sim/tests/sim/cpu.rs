@@ -234,3 +234,81 @@ fn memory_is_summed_per_group_and_up_the_tree() {
     assert_eq!(mem(""), 123);
     assert!(sim.set_memory(4242, 1).is_err());
 }
+
+#[test]
+fn frozen_groups_get_no_cpu_until_thawed() {
+    use atoll_core::backend::FreezeState;
+    let mut sim = machine(2);
+    ok(&mut sim, "", GroupSettings::default());
+    ok(&mut sim, "a", GroupSettings::default());
+    ok(&mut sim, "a/x", GroupSettings::default());
+    ok(&mut sim, "b", GroupSettings::default());
+    let x = busy_in(&mut sim, "a/x");
+    let b1 = busy_in(&mut sim, "b");
+    let b2 = busy_in(&mut sim, "b");
+    sim.advance(secs(1.0));
+    assert!(near(sim.cpu_time(x).unwrap(), secs(1.0)));
+    let frozen = GroupSettings {
+        frozen: true,
+        ..Default::default()
+    };
+    ok(&mut sim, "a", frozen);
+    assert_eq!(
+        sim.freeze_state(&g("a/x")).unwrap(),
+        Some(FreezeState::Frozen)
+    );
+    assert_eq!(
+        sim.freeze_state(&g("b")).unwrap(),
+        Some(FreezeState::Thawed)
+    );
+    sim.advance(secs(1.0));
+    // x stopped; b's two threads have both CPUs.
+    assert!(near(sim.cpu_time(x).unwrap(), secs(1.0)));
+    assert!(near(sim.cpu_time(b1).unwrap(), secs(1.5)));
+    assert!(near(sim.cpu_time(b2).unwrap(), secs(1.5)));
+    assert_eq!(usage(&sim, "a"), 1_000_000);
+    let p = sim
+        .stats(&g("a"))
+        .unwrap()
+        .cpu_pressure
+        .unwrap()
+        .some
+        .total_us;
+    ok(&mut sim, "a", GroupSettings::default());
+    sim.advance(secs(1.0));
+    // a and b share the CPUs 1:1 again.
+    assert!(near(sim.cpu_time(x).unwrap(), secs(2.0)));
+    // Frozen time is not pressure.
+    assert_eq!(p, 0);
+}
+
+#[test]
+fn thread_work_completes_at_the_rate_it_gets() {
+    let mut sim = machine(1);
+    ok(&mut sim, "", GroupSettings::default());
+    ok(&mut sim, "u", GroupSettings::default());
+    let a = busy_in(&mut sim, "u");
+    sim.set_thread_work(a, secs(0.010)).unwrap();
+    assert_eq!(sim.next_completion(), Some(secs(0.010)));
+    assert_eq!(sim.thread_rate(a), Some(1.0));
+    // A second runnable thread halves the rate from 4 ms on: 6 ms left
+    // take 12 ms.
+    sim.advance(secs(0.004));
+    let b = busy_in(&mut sim, "u");
+    assert_eq!(sim.next_completion(), Some(secs(0.016)));
+    assert_eq!(sim.thread_rate(b), Some(0.5));
+    sim.advance(secs(0.011));
+    assert!(sim.take_completed().is_empty());
+    sim.advance(secs(0.001));
+    assert_eq!(sim.take_completed(), [a]);
+    assert_eq!(sim.next_completion(), None);
+    assert!(near(sim.thread_cpu_time(a).unwrap(), secs(0.010)));
+    // Work survives blocking: it resumes where it was (a is still
+    // runnable, so b gets half the CPU).
+    sim.set_thread_work(b, secs(0.004)).unwrap();
+    sim.set_thread_busy(b, false).unwrap();
+    sim.advance(secs(1.0));
+    sim.set_thread_busy(b, true).unwrap();
+    assert_eq!(sim.next_completion(), Some(secs(1.024)));
+    assert_eq!(sim.thread_busy(b), Some(true));
+}

@@ -1,0 +1,845 @@
+//! Running `atoll bench comm`: one daemon per run, real servers in units,
+//! hogs beside them, a load generator on the host CPUs.
+//!
+//! Each run is self-contained: it starts the daemon with the variant's
+//! config (a unique cgroup root), starts nginx (and the streaming server)
+//! with `atoll run --unit U`, checks they answer, starts the five hogs the
+//! same way, runs the load, reads the counters, stops everything and the
+//! daemon. Processes are [`Proc`]s (their whole group killed on drop) and
+//! declared after the [`Daemon`] (stopped and swept on drop), so an error,
+//! a panic or Ctrl-C leaves nothing behind, in that order. A daemon that
+//! refuses an `[comm]` config makes that variant *unavailable* (with the
+//! reason) and the run goes on with the others.
+
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use atoll_core::CpuSet;
+
+use super::config::{
+    daemon_config, hog_name, nginx_back, nginx_front, page_text, tag, Layout, BACK, FRONT,
+    HOG_SHARE, STREAM,
+};
+use super::procstat::{
+    busy_now, clock_ticks_per_s, delta, group_members, snapshot, Counters, Snapshot,
+};
+use super::search::{bounds, next_probe};
+use super::{
+    assemble, best_mechanism, headline, rep_order, stream_feature_variants, two_tier_variants,
+    CommOptions, CommReport, Mechanism, Settings, StreamProbe, StreamReport, StreamSearch,
+    TwoTierSample, UnitComm, Variant,
+};
+use crate::cgroups::choose_here;
+use crate::error::BenchError;
+use crate::interrupt;
+use crate::isolation::daemon::Daemon;
+use crate::machine;
+use crate::procs::{worker_command, Output, Proc};
+use crate::progress::Progress;
+use crate::worker::http_get;
+
+/// The script that installs what the benchmark needs.
+pub const DEPS_SCRIPT: &str = "scripts/bench-deps.sh";
+/// How long servers get to answer after they start.
+const READY_WAIT: Duration = Duration::from_secs(15);
+/// A run during which processes that are not the benchmark's used more of
+/// the island than this (CPUs) is run again ...
+pub const MAX_OUTSIDE_CPU: f64 = 0.10;
+/// ... up to this many more times; the quietest run is kept.
+pub const NOISY_RETRIES: usize = 2;
+/// After this many disturbed runs in a row the machine is taken to be
+/// busy for a while, and runs are no longer repeated (until a quiet one).
+const BUSY_STREAK: usize = 4;
+
+/// A sample that knows how much other load it saw.
+trait Outside {
+    fn outside(&self) -> f64;
+}
+
+impl Outside for TwoTierSample {
+    fn outside(&self) -> f64 {
+        self.outside_cpu.unwrap_or(0.0)
+    }
+}
+
+impl Outside for StreamProbe {
+    fn outside(&self) -> f64 {
+        self.outside_cpu.unwrap_or(0.0)
+    }
+}
+
+/// Why a run did not give a sample.
+enum RunError {
+    /// The daemon would not start with this variant's `[comm]`.
+    Refused(String),
+    /// Anything else: the benchmark stops.
+    Bench(BenchError),
+}
+
+impl From<BenchError> for RunError {
+    fn from(e: BenchError) -> Self {
+        Self::Bench(e)
+    }
+}
+
+/// Where programs are looked for: `PATH`, then the sbin directories
+/// (nginx lives in `/usr/sbin`, which a user's `PATH` may lack).
+pub fn search_dirs() -> Vec<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/sbin", "/usr/local/sbin"].map(PathBuf::from))
+        .collect()
+}
+
+/// The first executable `program` in `dirs`.
+pub fn find_program(program: &str, dirs: &[PathBuf]) -> Option<PathBuf> {
+    dirs.iter().map(|d| d.join(program)).find(|p| {
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
+}
+
+/// The programs the benchmark needs, found in `dirs`, or an error naming
+/// the missing one and the script that installs it.
+pub fn check_dependencies(dirs: &[PathBuf]) -> Result<PathBuf, BenchError> {
+    find_program("nginx", dirs).ok_or_else(|| {
+        BenchError::Unusable(format!(
+            "nginx not found (on PATH or in /usr/sbin): install it with `sudo {DEPS_SCRIPT}` \
+             (apt-get install nginx)"
+        ))
+    })
+}
+
+/// Runs every variant; see the module docs.
+pub fn run(opts: &CommOptions, progress: &Progress) -> Result<CommReport, BenchError> {
+    progress.phase("", "checking the machine");
+    let nginx = check_dependencies(&search_dirs())?;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(BenchError::Unusable(
+            "needs root: it starts the daemon on real cgroups".into(),
+        ));
+    }
+    let backend = choose_here()?.kind().as_str().to_string();
+    let machine = machine::describe(&backend);
+    let online = CpuSet::parse(&machine.online)
+        .map_err(|e| BenchError::Unusable(format!("online CPUs {:?}: {e}", machine.online)))?;
+    let layout =
+        Layout::for_cpus(&online).ok_or_else(|| BenchError::Unusable("no online CPU".into()))?;
+    let mut settings = opts.settings.clone();
+    settings.hog_threads = layout.island.len();
+    settings.island_cpus = layout.island.to_string();
+    settings.load_cpus = layout.load_cpus().to_string();
+    let dir = prepare_dir(&settings)?;
+    let first = opts.mechanisms.first().copied().unwrap_or(Mechanism::Slice);
+    let on = Variant::all(first);
+    let mut b = Bench {
+        exe: opts.exe.clone(),
+        nginx,
+        dir: dir.path().to_path_buf(),
+        layout,
+        s: settings,
+        progress,
+        unavailable: BTreeMap::new(),
+        noisy_streak: 0,
+    };
+
+    let variants = two_tier_variants(&opts.mechanisms);
+    let mut measured: Vec<(Variant, Vec<TwoTierSample>)> =
+        variants.iter().map(|v| (*v, Vec::new())).collect();
+    for rep in 0..b.s.reps {
+        for v in rep_order(&variants, rep) {
+            let what = format!("two-tier, rep {}/{}", rep + 1, b.s.reps);
+            if let Some(s) = b.attempt(&v, &what, |b| b.two_tier(&v, rep))? {
+                if let Some(m) = measured.iter_mut().find(|(x, _)| *x == v) {
+                    m.1.push(s);
+                }
+            }
+        }
+    }
+    measured.retain(|(_, s)| !s.is_empty());
+    let two_tier = assemble(measured);
+    let headline = match (two_tier.get("off"), two_tier.get(&on.name())) {
+        (Some(off), Some(o)) => headline(off, o),
+        _ => Vec::new(),
+    };
+    let stream = if opts.skip_stream {
+        None
+    } else {
+        Some(b.stream_all(on, first)?)
+    };
+    Ok(CommReport {
+        on: on.name(),
+        headline,
+        best_mechanism: best_mechanism(&two_tier),
+        two_tier,
+        stream,
+        unavailable: b.unavailable,
+        settings: b.s,
+        machine,
+        command: opts.command.clone(),
+    })
+}
+
+/// The run's temp dir: readable by nginx's workers (which drop to
+/// `nobody`), with the page and a dir for nginx's temp files.
+fn prepare_dir(s: &Settings) -> Result<tempfile::TempDir, BenchError> {
+    let io = |op, path: &Path| {
+        let path = path.to_path_buf();
+        move |source| BenchError::Io { op, path, source }
+    };
+    let dir = tempfile::Builder::new()
+        .prefix("atoll-bench-comm-")
+        .tempdir()
+        .map_err(io("create", &std::env::temp_dir()))?;
+    let p = dir.path();
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).map_err(io("chmod", p))?;
+    for sub in ["www", "tmp"] {
+        std::fs::create_dir(p.join(sub)).map_err(io("create", &p.join(sub)))?;
+    }
+    let page = p.join("www/page.txt");
+    std::fs::write(&page, page_text(s.page_kib * 1024)).map_err(io("write", &page))?;
+    Ok(dir)
+}
+
+/// Three free loopback ports (held together while chosen, so distinct).
+fn free_ports() -> Result<[u16; 3], BenchError> {
+    let bind = || {
+        TcpListener::bind("127.0.0.1:0").map_err(|e| BenchError::Setup {
+            what: "choosing a loopback port".into(),
+            reason: e.to_string(),
+        })
+    };
+    let ls = [bind()?, bind()?, bind()?];
+    let port = |l: &TcpListener| l.local_addr().map_or(0, |a| a.port());
+    Ok([port(&ls[0]), port(&ls[1]), port(&ls[2])])
+}
+
+/// Pins `cmd` to `cpus` before it runs.
+fn pin(cmd: &mut Command, cpus: &CpuSet) {
+    let list: Vec<usize> = cpus.iter().map(|c| c as usize).collect();
+    // SAFETY: the closure runs in the child between fork and exec and only
+    // calls sched_setaffinity on a set built on its stack.
+    unsafe {
+        cmd.pre_exec(move || {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            for &c in &list {
+                libc::CPU_SET(c, &mut set);
+            }
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// The threads' counters of a unit started as `p`.
+fn unit_snapshot(p: &Proc) -> Snapshot {
+    let proc_root = Path::new("/proc");
+    snapshot(proc_root, &group_members(proc_root, p.pid()))
+}
+
+/// A measured window: the counters of some units' processes and the
+/// island's busy time at its start.
+struct Window {
+    start: Instant,
+    units: Vec<Snapshot>,
+    busy: Option<u64>,
+}
+
+/// What a window measured.
+struct Measured {
+    /// The growth per unit, in the order given.
+    units: Vec<Counters>,
+    window_s: f64,
+    /// CPU of the island used by others, CPUs.
+    outside_cpu: Option<f64>,
+}
+
+impl Window {
+    fn start(units: &[&Proc], island: &[u32]) -> Self {
+        Self {
+            units: units.iter().map(|p| unit_snapshot(p)).collect(),
+            busy: busy_now(island),
+            start: Instant::now(),
+        }
+    }
+
+    fn end(self, units: &[&Proc], island: &[u32]) -> Measured {
+        let after: Vec<Snapshot> = units.iter().map(|p| unit_snapshot(p)).collect();
+        let busy = busy_now(island);
+        let window_s = self.start.elapsed().as_secs_f64();
+        let units: Vec<Counters> = self
+            .units
+            .iter()
+            .zip(&after)
+            .map(|(b, a)| delta(b, a))
+            .collect();
+        let ours: f64 = units.iter().map(|c| c.run_ns as f64 / 1e9).sum();
+        let outside_cpu = self.busy.zip(busy).map(|(b, a)| {
+            let busy_s = a.saturating_sub(b) as f64 / clock_ticks_per_s();
+            ((busy_s - ours) / window_s).max(0.0)
+        });
+        Measured {
+            units,
+            window_s,
+            outside_cpu,
+        }
+    }
+}
+
+/// The daemon's comm accounting by unit; `None` when it reports none.
+fn comm_status(socket: &Path) -> Option<BTreeMap<String, UnitComm>> {
+    let mut c = atoll_client::Client::connect(socket).ok()?;
+    let st = c.status().ok()?;
+    let m: BTreeMap<String, UnitComm> = st
+        .units
+        .iter()
+        .filter_map(|u| {
+            let c = u.comm.as_ref()?;
+            Some((
+                u.name.clone(),
+                UnitComm {
+                    boosts: c.boosts,
+                    boosted_us: c.boosted_us,
+                    over_reservation: c.over_reservation,
+                    recipient: c.recipient,
+                    sender: c.sender,
+                    netpath: c.netpath,
+                },
+            ))
+        })
+        .collect();
+    (!m.is_empty()).then_some(m)
+}
+
+/// The spin hogs of a run.
+struct Hogs(Vec<Proc>);
+
+impl Hogs {
+    /// Stops them; their summed work rate (`None` if one gave none).
+    fn finish(self) -> Result<Option<f64>, BenchError> {
+        let mut sum = Some(0.0);
+        for (i, p) in self.0.into_iter().enumerate() {
+            let what = format!("cpu hog ({})", hog_name(i + 1));
+            let rate = p.finish(Duration::from_secs(30))?.report(&what)?["chunks_per_s"].as_f64();
+            sum = sum.zip(rate).map(|(a, b)| a + b);
+        }
+        Ok(sum)
+    }
+}
+
+struct Bench<'a> {
+    exe: PathBuf,
+    nginx: PathBuf,
+    dir: PathBuf,
+    layout: Layout,
+    s: Settings,
+    progress: &'a Progress,
+    unavailable: BTreeMap<String, String>,
+    /// Disturbed runs in a row.
+    noisy_streak: usize,
+}
+
+impl Bench<'_> {
+    /// Runs `f` as one progress step of `v`, unless `v` is unavailable; a
+    /// refusal marks it so. A run that other load disturbed (more than
+    /// [`MAX_OUTSIDE_CPU`] of the island) is repeated, and the quietest of
+    /// the tries kept.
+    fn attempt<T: Outside>(
+        &mut self,
+        v: &Variant,
+        what: &str,
+        f: impl Fn(&Self) -> Result<T, RunError>,
+    ) -> Result<Option<T>, BenchError> {
+        let name = v.name();
+        if self.unavailable.contains_key(&name) {
+            return Ok(None);
+        }
+        self.progress.phase(&name, what);
+        let mut kept: Option<T> = None;
+        let mut attempt = 0;
+        loop {
+            match f(self) {
+                Ok(t) => {
+                    let outside = t.outside();
+                    if kept.as_ref().is_none_or(|k| outside < k.outside()) {
+                        kept = Some(t);
+                    }
+                    if outside <= MAX_OUTSIDE_CPU {
+                        self.noisy_streak = 0;
+                        break;
+                    }
+                    self.noisy_streak += 1;
+                    let again = attempt < NOISY_RETRIES && self.noisy_streak < BUSY_STREAK;
+                    self.progress.note(&format!(
+                        "{name} ({what}): other processes used {outside:.2} CPUs of the \
+                         island; {}",
+                        if again {
+                            "running it again"
+                        } else if self.noisy_streak >= BUSY_STREAK {
+                            "the machine stays busy: keeping it"
+                        } else {
+                            "keeping the quietest try"
+                        }
+                    ));
+                    if !again {
+                        break;
+                    }
+                    attempt += 1;
+                }
+                Err(RunError::Refused(why)) => {
+                    self.progress.note(&format!(
+                        "{name}: unavailable (the daemon refused it): {why}"
+                    ));
+                    self.unavailable.insert(name, why);
+                    return Ok(None);
+                }
+                Err(RunError::Bench(e)) => return Err(e),
+            }
+        }
+        Ok(kept)
+    }
+
+    /// The daemon for `v`; a start-up failure of a policy-on variant is a
+    /// refusal (carrying the daemon's last words).
+    fn daemon(&self, v: &Variant) -> Result<Daemon, RunError> {
+        let config = daemon_config(&self.layout, v, &self.s);
+        match Daemon::start(&self.exe, &tag(v), &config, &self.dir) {
+            Ok(d) => Ok(d),
+            Err(BenchError::Daemon { reason, log, .. }) if v.is_on() => {
+                let last = log
+                    .lines()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("")
+                    .trim()
+                    .to_string();
+                Err(RunError::Refused(format!("{reason}: {last}")))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// `atoll run --unit UNIT -- PROGRAM ARGS...` against `d`.
+    fn in_unit(&self, d: &Daemon, unit: &str, program: &Path, args: &[String]) -> Command {
+        let mut cmd = Command::new(&self.exe);
+        cmd.arg("run")
+            .arg("--socket")
+            .arg(d.socket())
+            .args(["--unit", unit, "--"])
+            .arg(program)
+            .args(args);
+        cmd
+    }
+
+    /// nginx in `unit` with `conf` (written to the run dir).
+    fn nginx(&self, d: &Daemon, unit: &str, conf: &str) -> Result<Proc, BenchError> {
+        let path = self.dir.join(format!("{unit}.conf"));
+        std::fs::write(&path, conf).map_err(|source| BenchError::Io {
+            op: "write",
+            path: path.clone(),
+            source,
+        })?;
+        let args: Vec<String> = vec![
+            "-p".into(),
+            self.dir.display().to_string(),
+            "-c".into(),
+            path.display().to_string(),
+            "-e".into(),
+            self.dir
+                .join(format!("{unit}-error.log"))
+                .display()
+                .to_string(),
+        ];
+        Proc::spawn(
+            format!("nginx ({unit})"),
+            self.in_unit(d, unit, &self.nginx, &args),
+        )
+    }
+
+    /// The last lines of nginx's error log for `unit`.
+    fn nginx_log(&self, unit: &str) -> String {
+        let text =
+            std::fs::read_to_string(self.dir.join(format!("{unit}-error.log"))).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(10)..].join("\n")
+    }
+
+    /// Waits until `GET path` on `port` answers 200; a server that exits
+    /// meanwhile is an error with what it printed and its error log.
+    fn wait_http(
+        &self,
+        port: u16,
+        path: &str,
+        servers: &mut [(&str, &mut Proc)],
+    ) -> Result<(), BenchError> {
+        let addr = format!("127.0.0.1:{port}");
+        let t0 = Instant::now();
+        loop {
+            interrupt::check()?;
+            for (unit, p) in servers.iter_mut() {
+                if p.exited() {
+                    return Err(BenchError::Setup {
+                        what: format!("server in unit {unit}"),
+                        reason: format!("exited during start-up\n{}", self.nginx_log(unit)),
+                    });
+                }
+            }
+            let last = match http_get(&addr, path) {
+                Ok(r) if r.status == 200 => return Ok(()),
+                Ok(r) => format!("status {}", r.status),
+                Err(e) => e.to_string(),
+            };
+            if t0.elapsed() > READY_WAIT {
+                let logs: Vec<String> = servers.iter().map(|(u, _)| self.nginx_log(u)).collect();
+                return Err(BenchError::Setup {
+                    what: format!("GET {path} on {addr}"),
+                    reason: format!(
+                        "no answer within {READY_WAIT:?} ({last})\n{}",
+                        logs.join("\n")
+                    ),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The hogs, one `spin` per unit.
+    fn hogs(&self, d: &Daemon) -> Result<Hogs, BenchError> {
+        let args = vec!["--threads".to_string(), self.s.hog_threads.to_string()];
+        let mut v = Vec::new();
+        for i in 1..=self.s.hogs {
+            let unit = hog_name(i);
+            let cmd = d.run_worker(&unit, "spin", &args);
+            v.push(Proc::spawn(format!("cpu hog ({unit})"), cmd)?);
+        }
+        Ok(Hogs(v))
+    }
+
+    /// A worker on the host CPUs, outside every unit.
+    fn load(&self, kind: &str, args: &[String]) -> Result<Proc, BenchError> {
+        let mut cmd = worker_command(&self.exe, kind, args);
+        pin(&mut cmd, self.layout.load_cpus());
+        Proc::spawn(format!("{kind} (load)"), cmd)
+    }
+
+    /// Each hog's reservation, CPUs.
+    fn hog_reservation(&self) -> f64 {
+        HOG_SHARE * self.layout.island.len() as f64
+    }
+
+    /// One two-tier run of `v`.
+    fn two_tier(&self, v: &Variant, rep: usize) -> Result<TwoTierSample, RunError> {
+        let s = &self.s;
+        let daemon = self.daemon(v)?;
+        let [front_port, back_port, stream_port] = free_ports()?;
+        let mut back = self.nginx(
+            &daemon,
+            BACK,
+            &nginx_back(&self.dir, back_port, s.gzip_level),
+        )?;
+        let mut front = self.nginx(
+            &daemon,
+            FRONT,
+            &nginx_front(&self.dir, front_port, back_port, stream_port),
+        )?;
+        self.wait_http(
+            front_port,
+            "/page.txt",
+            &mut [(BACK, &mut back), (FRONT, &mut front)],
+        )?;
+        let hogs = self.hogs(&daemon)?;
+        let total = s.warmup_s + s.seconds;
+        let args: Vec<String> = [
+            "--addr",
+            &format!("127.0.0.1:{front_port}"),
+            "--path",
+            "/page.txt",
+            "--rate",
+            &s.rate.to_string(),
+            "--seconds",
+            &total.to_string(),
+            "--warmup",
+            &s.warmup_s.to_string(),
+            "--connections",
+            &s.connections.to_string(),
+        ]
+        .map(String::from)
+        .into();
+        let load = self.load("http-load", &args)?;
+        interrupt::sleep(Duration::from_secs_f64(s.warmup_s))?;
+        let island: Vec<u32> = self.layout.island.iter().collect();
+        let mut units = vec![&front, &back];
+        units.extend(hogs.0.iter());
+        let window = Window::start(&units, &island);
+        let out = load.wait(Duration::from_secs_f64(total) + Duration::from_secs(60))?;
+        let m = window.end(&units, &island);
+        let r = out.report("http-load (load)")?;
+        let hog_chunks_per_s = hogs.finish()?;
+        let comm = comm_status(daemon.socket());
+        stop_quietly(front);
+        stop_quietly(back);
+        daemon.stop()?;
+
+        let window_s = m.window_s;
+        let cpu = |ns: u64| ns as f64 / 1e9 / window_s;
+        let (f, b) = (m.units[0], m.units[1]);
+        let hog_deltas = &m.units[2..];
+        let mut hogs_ctx = Counters::default();
+        for h in hog_deltas {
+            hogs_ctx.voluntary += h.voluntary;
+            hogs_ctx.involuntary += h.involuntary;
+            hogs_ctx.run_ns += h.run_ns;
+        }
+        let rt = &r["rt_ms"];
+        Ok(TwoTierSample {
+            rep,
+            avg_ms: rt["mean"].as_f64(),
+            p50_ms: rt["p50"].as_f64(),
+            p95_ms: rt["p95"].as_f64(),
+            p99_ms: rt["p99"].as_f64(),
+            max_ms: rt["max"].as_f64(),
+            throughput_rps: r["throughput_rps"].as_f64().unwrap_or(0.0),
+            completed: r["completed"].as_u64().unwrap_or(0),
+            errors: r["errors"].as_u64().unwrap_or(0),
+            hog_chunks_per_s,
+            hog_cpu: hog_deltas.iter().map(|h| cpu(h.run_ns)).collect(),
+            hog_reservation: self.hog_reservation(),
+            front_cpu: cpu(f.run_ns),
+            back_cpu: cpu(b.run_ns),
+            servers_ctx: Counters {
+                voluntary: f.voluntary + b.voluntary,
+                involuntary: f.involuntary + b.involuntary,
+                run_ns: f.run_ns + b.run_ns,
+            },
+            hogs_ctx,
+            window_s,
+            outside_cpu: m.outside_cpu,
+            comm,
+        })
+    }
+
+    /// One streaming run of `v` with `n` clients.
+    fn stream(&self, v: &Variant, rep: usize, n: usize) -> Result<StreamProbe, RunError> {
+        let s = &self.s;
+        let daemon = self.daemon(v)?;
+        let [front_port, back_port, stream_port] = free_ports()?;
+        let server_args: Vec<String> = [
+            "--port",
+            &stream_port.to_string(),
+            "--bytes-per-s",
+            &s.stream_bytes_per_s.to_string(),
+            "--interval-ms",
+            &s.stream_interval_ms.to_string(),
+        ]
+        .map(String::from)
+        .into();
+        let mut server = Proc::spawn(
+            "stream server (stream)",
+            daemon.run_worker(STREAM, "stream-server", &server_args),
+        )?;
+        let mut front = self.nginx(
+            &daemon,
+            FRONT,
+            &nginx_front(&self.dir, front_port, back_port, stream_port),
+        )?;
+        self.wait_http(
+            front_port,
+            "/health",
+            &mut [(STREAM, &mut server), (FRONT, &mut front)],
+        )?;
+        let hogs = self.hogs(&daemon)?;
+        let seconds = s.seconds + s.buffer_ms as f64 / 1000.0;
+        let args: Vec<String> = [
+            "--addr",
+            &format!("127.0.0.1:{front_port}"),
+            "--path",
+            "/stream",
+            "--clients",
+            &n.to_string(),
+            "--bytes-per-s",
+            &s.stream_bytes_per_s.to_string(),
+            "--buffer-ms",
+            &s.buffer_ms.to_string(),
+            "--seconds",
+            &seconds.to_string(),
+        ]
+        .map(String::from)
+        .into();
+        let client = self.load("stream-client", &args)?;
+        let island: Vec<u32> = self.layout.island.iter().collect();
+        let mut units = vec![&server, &front];
+        units.extend(hogs.0.iter());
+        let window = Window::start(&units, &island);
+        let out = client.wait(Duration::from_secs_f64(seconds) + Duration::from_secs(60))?;
+        let outside_cpu = window.end(&units, &island).outside_cpu;
+        let r = out.report("stream-client (load)")?;
+        let hog_chunks_per_s = hogs.finish()?;
+        let comm = comm_status(daemon.socket());
+        let late_sends = server
+            .finish(Duration::from_secs(30))
+            .and_then(|o: Output| o.report("stream server (stream)"))
+            .ok()
+            .and_then(|r| r["late_sends"].as_u64());
+        stop_quietly(front);
+        daemon.stop()?;
+
+        let underruns: Vec<u64> = r["underruns"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|u| u.as_u64()).collect())
+            .unwrap_or_default();
+        let firsts: Vec<Option<f64>> = r["first_underrun_s"]
+            .as_array()
+            .map(|a| a.iter().map(|x| x.as_f64()).collect())
+            .unwrap_or_default();
+        let clients_ok = r["clients_ok"].as_u64().unwrap_or(0) as usize;
+        Ok(StreamProbe {
+            rep,
+            n,
+            ok: clients_ok == n,
+            underruns_max: underruns.iter().copied().max().unwrap_or(0),
+            underruns_mean: if underruns.is_empty() {
+                0.0
+            } else {
+                crate::stats::round(
+                    underruns.iter().sum::<u64>() as f64 / underruns.len() as f64,
+                    3,
+                )
+            },
+            clients_ok,
+            failed: r["failed"].as_u64().unwrap_or(0) as usize,
+            first_underrun_s: super::mean(firsts).map(|x| crate::stats::round(x, 3)),
+            stalled_s: r["stalled_s"].as_f64().unwrap_or(0.0),
+            late_sends,
+            outside_cpu: outside_cpu.map(|x| crate::stats::round(x, 3)),
+            hog_chunks_per_s,
+            comm,
+        })
+    }
+
+    /// The streaming workload: a search for the largest N per rep, off and
+    /// on interleaved probe by probe, then every feature at the N where
+    /// `off` first failed.
+    fn stream_all(&mut self, on: Variant, first: Mechanism) -> Result<StreamReport, BenchError> {
+        let mut report = StreamReport::default();
+        let pair = [Variant::Off, on];
+        for rep in 0..self.s.reps {
+            let mut probes: Vec<Vec<StreamProbe>> = vec![Vec::new(); pair.len()];
+            loop {
+                let mut ran = false;
+                for v in rep_order(&pair, rep) {
+                    let i = usize::from(v.is_on());
+                    let hist: Vec<(usize, bool)> = probes[i].iter().map(|p| (p.n, p.ok)).collect();
+                    let Some(n) = next_probe(&self.s.search, &hist) else {
+                        continue;
+                    };
+                    let what = format!("stream N={n}, rep {}/{}", rep + 1, self.s.reps);
+                    if let Some(p) = self.attempt(&v, &what, |b| b.stream(&v, rep, n))? {
+                        probes[i].push(p);
+                        ran = true;
+                    }
+                }
+                if !ran {
+                    break;
+                }
+            }
+            for (v, p) in pair.iter().zip(probes) {
+                if p.is_empty() {
+                    continue;
+                }
+                let hist: Vec<(usize, bool)> = p.iter().map(|p| (p.n, p.ok)).collect();
+                let (max_clients, first_failing) = bounds(&hist);
+                report
+                    .searches
+                    .entry(v.name())
+                    .or_default()
+                    .push(StreamSearch {
+                        rep,
+                        max_clients,
+                        first_failing,
+                        probes: p,
+                    });
+            }
+        }
+        report.summarize(&on.name());
+        report.breakdown_n = report.pick_breakdown_n();
+        if let Some(n) = report.breakdown_n {
+            let variants = stream_feature_variants(first);
+            for rep in 0..self.s.reps {
+                for v in rep_order(&variants, rep) {
+                    let what = format!("stream features N={n}, rep {}/{}", rep + 1, self.s.reps);
+                    if let Some(p) = self.attempt(&v, &what, |b| b.stream(&v, rep, n))? {
+                        report.breakdown.entry(v.name()).or_default().push(p);
+                    }
+                }
+            }
+        } else {
+            self.progress
+                .note("streaming: off never failed up to the largest N; no per-feature runs");
+        }
+        Ok(report)
+    }
+}
+
+/// Stops a server; its exit status does not matter (it was asked to stop).
+fn stop_quietly(p: Proc) {
+    let _ = p.finish(Duration::from_secs(15));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_programs_on_path_or_in_sbin() {
+        assert!(find_program("sh", &search_dirs()).is_some());
+        assert!(find_program("surely-not-a-program-atoll", &search_dirs()).is_none());
+        let d = tempfile::tempdir().unwrap();
+        let nginx = d.path().join("nginx");
+        std::fs::write(&nginx, "#!/bin/sh\n").unwrap();
+        let dirs = vec![d.path().to_path_buf()];
+        // Not executable: not found.
+        let e = check_dependencies(&dirs).unwrap_err().to_string();
+        assert!(
+            e.contains("nginx not found") && e.contains(DEPS_SCRIPT),
+            "{e}"
+        );
+        std::fs::set_permissions(&nginx, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(check_dependencies(&dirs).unwrap(), nginx);
+    }
+
+    #[test]
+    fn three_distinct_ports() {
+        let [a, b, c] = free_ports().unwrap();
+        assert!(a != b && b != c && a != c && a > 0);
+    }
+
+    #[test]
+    fn pinning_restricts_the_child() {
+        let one = CpuSet::range(0, 0);
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "grep Cpus_allowed_list /proc/self/status"]);
+        pin(&mut cmd, &one);
+        let out = cmd.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.trim().ends_with("\t0"), "{text}");
+    }
+
+    #[test]
+    fn the_run_dir_is_readable_and_holds_the_page() {
+        let s = Settings::new(true, None, None, None);
+        let d = prepare_dir(&s).unwrap();
+        let mode = d.path().metadata().unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o755);
+        let page = std::fs::read(d.path().join("www/page.txt")).unwrap();
+        assert_eq!(page.len(), s.page_kib * 1024);
+        assert!(d.path().join("tmp").is_dir());
+    }
+}

@@ -1,0 +1,484 @@
+//! Communication-aware scheduling (seed 003) in the control loop.
+//!
+//! Every epoch, when the platform has a `[comm]` section:
+//!
+//! 1. the [`NetMonitor`] samples the sockets of each watched unit's
+//!    processes (queues now, bytes received and sent so far), and the
+//!    backend each unit's CPU time;
+//! 2. one pure [`CommPolicy`] per island (boosts compete for the island's
+//!    CPUs) decides which units are boosted for the coming epoch: the most
+//!    intense receivers, anticipated senders and network-path units, each
+//!    only while it has used less than its slice of the period;
+//! 3. the mechanism carries the boosts out:
+//!    - `slice`: the boosted unit's threads get the custom EEVDF slice
+//!      `boost_slice` (picked sooner at wakeup, same share), back to the
+//!      default when the boost ends; threads that appear while it lasts get
+//!      it at the next epoch;
+//!    - `weight`: the unit's `cpu.weight` is multiplied by `boost_weight`;
+//!    - `idle_others`: every other unit of the island is `cpu.idle` while a
+//!      unit of the island is boosted;
+//! 4. every start and end is a decision (`atoll why UNIT`) with the figures
+//!    that made it. Boosts come and go every few epochs, so they are logged
+//!    at debug level; the ring keeps them.
+//!
+//! The weight and idle knobs are merged into the unit's settings the way
+//! every writer merges them (see [`Controller::unit_settings`]), so the
+//! periodic reconcile keeps them while they last.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use atoll_core::backend::StatSelect;
+use atoll_core::comm::{
+    reservations, CommDecision, CommPolicy, CommSpec, Mechanism, NetMonitor, UnitInput,
+    UnitNetSample,
+};
+use atoll_core::decision::{Action, Reason};
+use atoll_core::plan::{GroupPath, GroupSettings};
+use atoll_core::Name;
+use atoll_proto::{CommStatus, UnitComm};
+
+use crate::controller::Controller;
+
+/// The most a boosted weight may be (the kernel's `cpu.weight` range).
+const MAX_WEIGHT: u32 = 10_000;
+
+/// Communication-aware scheduling's state in the daemon.
+#[derive(Default)]
+pub struct Comm {
+    monitor: Option<Box<dyn NetMonitor>>,
+    source: String,
+    /// One policy per island with watched units.
+    policies: BTreeMap<Name, CommPolicy>,
+    /// Boosted units, with the threads given a custom slice.
+    boosted: BTreeMap<Name, Boosted>,
+    /// Units made idle for others' boosts (`idle_others`).
+    idle: BTreeSet<Name>,
+    /// Last sample per watched unit, and its reservation.
+    last: BTreeMap<Name, (UnitNetSample, f64)>,
+    epochs: u64,
+    sample_errors: u64,
+    last_cost_us: u64,
+}
+
+/// A unit boosted now.
+#[derive(Clone, Debug)]
+struct Boosted {
+    island: Name,
+    /// Threads given the boost slice (`slice` mechanism).
+    tids: BTreeSet<u32>,
+    /// Threads that refused it (so they are not retried every epoch).
+    refused: BTreeSet<u32>,
+}
+
+impl std::fmt::Debug for Comm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Comm")
+            .field("source", &self.source)
+            .field("boosted", &self.boosted.keys().collect::<Vec<_>>())
+            .field("idle", &self.idle)
+            .field("epochs", &self.epochs)
+            .finish()
+    }
+}
+
+impl Comm {
+    /// A unit group's settings with the boost's knobs over `s`.
+    pub(crate) fn merge_unit(
+        &self,
+        spec: Option<&CommSpec>,
+        unit: &Name,
+        mut s: GroupSettings,
+    ) -> GroupSettings {
+        let Some(spec) = spec else {
+            return s;
+        };
+        match spec.mechanism {
+            Mechanism::Weight if self.boosted.contains_key(unit) => {
+                let base = s.cpu_weight.unwrap_or(100);
+                s.cpu_weight = Some(base.saturating_mul(spec.boost_weight).clamp(1, MAX_WEIGHT));
+            }
+            Mechanism::IdleOthers if self.idle.contains(unit) => s.cpu_idle = true,
+            _ => {}
+        }
+        s
+    }
+}
+
+/// How a boost is carried out, in words.
+fn how(spec: &CommSpec, threads: usize) -> String {
+    match spec.mechanism {
+        Mechanism::Slice => format!(
+            "slice {}us on {threads} thread{}",
+            spec.boost_slice.as_micros(),
+            if threads == 1 { "" } else { "s" }
+        ),
+        Mechanism::Weight => format!("cpu.weight x{}", spec.boost_weight),
+        Mechanism::IdleOthers => "the island's other units idle".into(),
+    }
+}
+
+/// A unit of the platform as this module sees it.
+struct UnitRow {
+    name: Name,
+    group: GroupPath,
+    entitled: Option<f64>,
+}
+
+impl Controller {
+    /// Sets the reader of units' sockets; `source` names it in the status
+    /// (`sock_diag`, `procfs`, ...).
+    pub fn set_net_monitor(&mut self, monitor: Box<dyn NetMonitor>, source: &str) {
+        self.comm.monitor = Some(monitor);
+        self.comm.source = source.to_string();
+    }
+
+    /// One epoch of communication-aware scheduling (see the module docs).
+    pub(crate) fn communicate(&mut self) {
+        let Some(spec) = self.reg.spec().comm.clone() else {
+            return;
+        };
+        if self.comm.monitor.is_none() {
+            return;
+        }
+        let started = Instant::now();
+        let now = self.now();
+        // Units by island (islands with no watched unit left out).
+        let mut islands: BTreeMap<Name, Vec<UnitRow>> = BTreeMap::new();
+        for (u, _) in self.reg.units() {
+            islands.entry(u.island.clone()).or_default().push(UnitRow {
+                name: u.name.clone(),
+                group: GroupPath::unit(&u.island, &u.name),
+                entitled: u.entitlement.cpus,
+            });
+        }
+        islands.retain(|_, units| units.iter().any(|u| spec.watches(&u.name)));
+        let mut pids = BTreeMap::new();
+        for u in islands.values().flatten().filter(|u| spec.watches(&u.name)) {
+            pids.insert(
+                u.name.clone(),
+                self.env.backend.processes(&u.group).unwrap_or_default(),
+            );
+        }
+        let samples = match self.comm.monitor.as_mut().map(|m| m.sample(&pids)) {
+            Some(Ok(s)) => s,
+            Some(Err(e)) => {
+                self.comm.sample_errors += 1;
+                if self.comm.sample_errors == 1 || self.comm.sample_errors.is_power_of_two() {
+                    tracing::warn!(
+                        "comm: reading sockets failed ({} times so far): {e}",
+                        self.comm.sample_errors
+                    );
+                }
+                BTreeMap::new()
+            }
+            None => return,
+        };
+        let cpu_only = StatSelect {
+            pressure: false,
+            ..StatSelect::CPU
+        };
+        let mut decisions = Vec::new();
+        for (island, units) in &islands {
+            let Some(ispec) = self.reg.spec().island(island) else {
+                continue;
+            };
+            let capacity = self.island_cpus(ispec).len().max(1) as f64;
+            let entitled: Vec<(Name, Option<f64>)> =
+                units.iter().map(|u| (u.name.clone(), u.entitled)).collect();
+            let res = reservations(capacity, &entitled);
+            let inputs: Vec<UnitInput> = units
+                .iter()
+                .map(|u| {
+                    let net = samples.get(&u.name).copied().unwrap_or_default();
+                    let reservation_cpus = res.get(&u.name).copied().unwrap_or(0.0);
+                    if spec.watches(&u.name) {
+                        self.comm
+                            .last
+                            .insert(u.name.clone(), (net, reservation_cpus));
+                    }
+                    UnitInput {
+                        unit: u.name.clone(),
+                        net,
+                        cpu_usage_us: self
+                            .env
+                            .backend
+                            .stats_of(&u.group, cpu_only)
+                            .ok()
+                            .and_then(|s| s.cpu_usage_us)
+                            .unwrap_or(0),
+                        reservation_cpus,
+                    }
+                })
+                .collect();
+            let policy = match self.comm.policies.entry(island.clone()) {
+                std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    match CommPolicy::new(spec.clone()) {
+                        Ok(p) => v.insert(p),
+                        Err(e) => {
+                            tracing::error!("comm: {e}");
+                            return;
+                        }
+                    }
+                }
+            };
+            match policy.step(now, &inputs) {
+                Ok(d) => decisions.push((island.clone(), d)),
+                Err(e) => tracing::warn!("comm: island {island}: {e}"),
+            }
+        }
+        self.forget_removed_units();
+        for (island, d) in decisions {
+            self.carry_out(&spec, &island, d);
+        }
+        self.comm.epochs += 1;
+        self.comm.last_cost_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    }
+
+    /// Drops the state of units that no longer exist.
+    fn forget_removed_units(&mut self) {
+        let live: BTreeSet<Name> = self.reg.units().map(|(u, _)| u.name.clone()).collect();
+        for p in self.comm.policies.values_mut() {
+            let gone: Vec<Name> = p
+                .accounts()
+                .keys()
+                .filter(|u| !live.contains(*u))
+                .cloned()
+                .collect();
+            for u in gone {
+                p.forget(&u);
+            }
+        }
+        self.comm.boosted.retain(|u, _| live.contains(u));
+        self.comm.idle.retain(|u| live.contains(u));
+        self.comm.last.retain(|u, _| live.contains(u));
+    }
+
+    /// Applies one island's decision: ends first, then starts, then the
+    /// slice for threads that appeared in boosted units.
+    fn carry_out(&mut self, spec: &CommSpec, island: &Name, d: CommDecision) {
+        for (unit, why) in &d.ended {
+            let Some(b) = self.comm.boosted.remove(unit) else {
+                continue;
+            };
+            let threads = b.tids.len();
+            for tid in b.tids {
+                // A thread that exited took its slice with it.
+                let _ = self.env.tasks.set_slice(tid, Duration::ZERO);
+            }
+            if spec.mechanism == Mechanism::Weight {
+                self.write_unit_quietly(island, unit);
+            }
+            self.decide(
+                Action::Boost {
+                    unit: unit.to_string(),
+                    how: how(spec, threads),
+                    start: false,
+                },
+                Reason::Comm {
+                    detail: why.to_string(),
+                },
+            );
+        }
+        for b in &d.started {
+            self.comm.boosted.insert(
+                b.unit.clone(),
+                Boosted {
+                    island: island.clone(),
+                    tids: BTreeSet::new(),
+                    refused: BTreeSet::new(),
+                },
+            );
+            let threads = match spec.mechanism {
+                Mechanism::Slice => self.slice_threads(spec, &b.unit),
+                Mechanism::Weight => {
+                    self.write_unit_quietly(island, &b.unit);
+                    0
+                }
+                Mechanism::IdleOthers => 0,
+            };
+            let reasons: Vec<String> = b.reasons.iter().map(|r| r.to_string()).collect();
+            self.decide(
+                Action::Boost {
+                    unit: b.unit.to_string(),
+                    how: how(spec, threads),
+                    start: true,
+                },
+                Reason::Comm {
+                    detail: format!("intensity {} bytes: {}", b.intensity, reasons.join("; ")),
+                },
+            );
+        }
+        match spec.mechanism {
+            Mechanism::Slice => {
+                let still: Vec<Name> = d
+                    .boosted
+                    .iter()
+                    .filter(|b| !d.started.iter().any(|s| s.unit == b.unit))
+                    .map(|b| b.unit.clone())
+                    .collect();
+                for unit in still {
+                    self.slice_threads(spec, &unit);
+                }
+            }
+            Mechanism::IdleOthers => self.idle_others(island, !d.boosted.is_empty()),
+            Mechanism::Weight => {}
+        }
+    }
+
+    /// Gives the boost slice to the unit's threads that do not have it yet;
+    /// returns how many threads have it.
+    fn slice_threads(&mut self, spec: &CommSpec, unit: &Name) -> usize {
+        let Some(island) = self.comm.boosted.get(unit).map(|b| b.island.clone()) else {
+            return 0;
+        };
+        let group = GroupPath::unit(&island, unit);
+        let mut tids = Vec::new();
+        for pid in self.env.backend.processes(&group).unwrap_or_default() {
+            tids.extend(self.env.procs.threads(pid).unwrap_or_default());
+        }
+        let Some(b) = self.comm.boosted.get(unit) else {
+            return 0;
+        };
+        let new: Vec<u32> = tids
+            .into_iter()
+            .filter(|t| !b.tids.contains(t) && !b.refused.contains(t))
+            .collect();
+        let mut given = Vec::new();
+        let mut refused = Vec::new();
+        for tid in new {
+            match self.env.tasks.set_slice(tid, spec.boost_slice) {
+                Ok(()) => given.push(tid),
+                Err(e) => {
+                    tracing::debug!("comm: slice for thread {tid} of unit {unit}: {e}");
+                    refused.push(tid);
+                }
+            }
+        }
+        let b = self.comm.boosted.get_mut(unit).expect("checked above");
+        b.tids.extend(given);
+        b.refused.extend(refused);
+        b.tids.len()
+    }
+
+    /// `idle_others`: while `any` unit of `island` is boosted, every unit of
+    /// the island that is not boosted is idle; otherwise none is.
+    fn idle_others(&mut self, island: &Name, any: bool) {
+        let units: Vec<Name> = self
+            .reg
+            .units()
+            .filter(|(u, _)| &u.island == island)
+            .map(|(u, _)| u.name.clone())
+            .collect();
+        for unit in units {
+            let want = any && !self.comm.boosted.contains_key(&unit);
+            let has = self.comm.idle.contains(&unit);
+            if want == has {
+                continue;
+            }
+            if want {
+                self.comm.idle.insert(unit.clone());
+            } else {
+                self.comm.idle.remove(&unit);
+            }
+            self.write_unit_quietly(island, &unit);
+        }
+    }
+
+    /// Writes a unit's merged settings if they changed, without a decision
+    /// of its own: the boost's decision says what and why. A refusal is a
+    /// decision.
+    fn write_unit_quietly(&mut self, island: &Name, unit: &Name) {
+        let group = GroupPath::unit(island, unit);
+        let Some(settings) = self.unit_settings(&group) else {
+            return;
+        };
+        if self.applied.get(&group) == Some(&settings) {
+            return;
+        }
+        match self.env.backend.apply(&group, &settings) {
+            Ok(fallbacks) => {
+                self.applied.insert(group.clone(), settings);
+                self.note_fallbacks(&group, fallbacks);
+            }
+            Err(e) => self.decide(
+                Action::ApplyGroup {
+                    path: group,
+                    knobs: crate::reconcile::knob_diff(None, &settings),
+                },
+                Reason::KernelRefused {
+                    error: e.to_string(),
+                },
+            ),
+        }
+    }
+
+    /// Gives every boosted thread its default slice back (teardown).
+    pub(crate) fn end_boosts(&mut self) {
+        for (_, b) in std::mem::take(&mut self.comm.boosted) {
+            for tid in b.tids {
+                let _ = self.env.tasks.set_slice(tid, Duration::ZERO);
+            }
+        }
+        self.comm.idle.clear();
+    }
+
+    /// The status of communication-aware scheduling, if configured.
+    pub(crate) fn comm_status(&self) -> Option<CommStatus> {
+        let spec = self.reg.spec().comm.as_ref()?;
+        let mut features = Vec::new();
+        if spec.recipient {
+            features.push("recipient".to_string());
+        }
+        if spec.anticipate {
+            features.push("anticipate".to_string());
+        }
+        if !spec.netpath.is_empty() {
+            features.push("netpath".to_string());
+        }
+        let mechanism = match spec.mechanism {
+            Mechanism::Slice => "slice",
+            Mechanism::Weight => "weight",
+            Mechanism::IdleOthers => "idle_others",
+        };
+        Some(CommStatus {
+            mechanism: mechanism.into(),
+            features,
+            source: if self.comm.monitor.is_some() {
+                self.comm.source.clone()
+            } else {
+                "none".into()
+            },
+            boosted: self.comm.boosted.keys().map(|u| u.to_string()).collect(),
+            last_cost_us: self.comm.last_cost_us,
+            epochs: self.comm.epochs,
+            sample_errors: self.comm.sample_errors,
+        })
+    }
+
+    /// One unit's figures and boosts, if watched.
+    pub(crate) fn unit_comm(&self, unit: &Name) -> Option<UnitComm> {
+        let (net, reservation_cpus) = *self.comm.last.get(unit)?;
+        let account = self
+            .comm
+            .policies
+            .values()
+            .find_map(|p| p.accounts().get(unit))
+            .cloned()
+            .unwrap_or_default();
+        Some(UnitComm {
+            boosted: self.comm.boosted.contains_key(unit),
+            reservation_cpus,
+            recv_queued: net.recv_queued,
+            bytes_received: net.bytes_received,
+            bytes_sent: net.bytes_sent,
+            boosts: account.boosts,
+            boosted_us: account.boosted_us,
+            over_reservation: account.over_reservation,
+            recipient: account.reasons.recipient,
+            sender: account.reasons.sender,
+            netpath: account.reasons.netpath,
+        })
+    }
+}

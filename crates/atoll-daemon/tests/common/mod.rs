@@ -1,0 +1,122 @@
+//! What the real-kernel tests share: finding writable cgroup v1
+//! hierarchies, a unique root name and a guard that removes it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use atoll_cgroup::{can_write, choose, detect, open, Choice, RealFs, Requested};
+use atoll_core::clock::ManualClock;
+use atoll_core::process::CgroupMembership;
+use atoll_core::spec::PlatformSpec;
+use atoll_core::topology::Topology;
+use atoll_daemon::controller::{Controller, Env, Options};
+use atoll_procfs::{LinuxTaskControl, ProcFs};
+
+/// Removes atoll's test root from every v1 hierarchy, even after a failed
+/// assertion.
+pub struct Guard {
+    root: String,
+    mounts: Vec<PathBuf>,
+}
+
+fn remove_tree(dir: &Path) {
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_tree(&e.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        assert!(self.root.starts_with("atoll-test-"));
+        for m in &self.mounts {
+            let d = m.join(&self.root);
+            if d.exists() {
+                remove_tree(&d);
+            }
+        }
+    }
+}
+
+/// This machine's writable cgroup v1 hierarchies and topology, with a
+/// unique root name and its guard.
+pub struct RealV1 {
+    pub choice: Choice,
+    pub topo: Topology,
+    pub root: String,
+    /// Removes the root when the test ends.
+    _guard: Guard,
+}
+
+impl RealV1 {
+    /// The hierarchies' paths.
+    pub fn paths(&self) -> &atoll_cgroup::V1Paths {
+        match &self.choice {
+            Choice::Cgroup1(p) => p,
+            _ => unreachable!("found only for cgroup v1"),
+        }
+    }
+
+    /// A controller on the real kernel with a manual clock, started.
+    pub fn start(&self, spec: PlatformSpec, clock: &ManualClock) -> Controller {
+        spec.validate(&self.topo).unwrap();
+        let procfs = ProcFs::new("/proc");
+        let env = Env {
+            backend: Box::new(open(&self.choice, &self.root, RealFs).unwrap()),
+            procs: Box::new(procfs.clone()),
+            tasks: Box::new(LinuxTaskControl::new()),
+            system: Box::new(procfs.clone()),
+            clock: Arc::new(clock.clone()),
+        };
+        let opts = Options {
+            state_dir: None,
+            self_origin: atoll_core::process::ProcessTable::info(&procfs, std::process::id())
+                .map(|i| i.cgroups)
+                .unwrap_or_else(|_| CgroupMembership::parse("0::/\n").unwrap()),
+            self_pid: std::process::id(),
+            topology: self.topo.clone(),
+        };
+        let mut c = Controller::new(env, spec, opts);
+        c.start().unwrap();
+        c
+    }
+}
+
+/// Writable v1 `cpuset` and `cpu` hierarchies as root with at least two
+/// CPUs, or why not (the test then prints "skipped: ..." and passes).
+pub fn real_v1() -> Result<RealV1, String> {
+    // SAFETY: geteuid(2) has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("not root".into());
+    }
+    let mounts = detect(Path::new("/proc/self/mountinfo")).map_err(|e| e.to_string())?;
+    let choice = match choose(Requested::Cgroup1, &mounts, &RealFs, &can_write) {
+        Ok(c @ Choice::Cgroup1(_)) => c,
+        Ok(other) => return Err(format!("unexpected choice {other:?}")),
+        Err(e) => return Err(e.to_string()),
+    };
+    let topo = atoll_topology::read_topology(Path::new("/sys")).map_err(|e| e.to_string())?;
+    if topo.online().len() < 2 {
+        return Err("fewer than 2 CPUs".into());
+    }
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let root = format!("atoll-test-{}-{nanos}", std::process::id());
+    let guard = Guard {
+        root: root.clone(),
+        mounts: mounts.v1.iter().map(|m| m.mount.path.clone()).collect(),
+    };
+    Ok(RealV1 {
+        choice,
+        topo,
+        root,
+        _guard: guard,
+    })
+}

@@ -1,0 +1,147 @@
+//! The repo's scenarios (`scenarios/*.toml`) run on the simulator with the
+//! daemon's control loop, and the direction each paper reports is checked
+//! (see docs/sim.md for what each one mirrors).
+
+use std::path::PathBuf;
+
+use atoll_lab::{run, Scenario, Summary};
+
+fn load(name: &str) -> Scenario {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios")
+        .join(name);
+    Scenario::load(&p).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn run_all(s: &Scenario) -> Vec<(Summary, atoll_lab::RunResult)> {
+    s.variant_names()
+        .iter()
+        .map(|v| {
+            let r = run(s, v, &mut |_, _| {}).unwrap_or_else(|e| panic!("{e}"));
+            (Summary::of(&r), r)
+        })
+        .inspect(|(sm, _)| eprintln!("{}", atoll_lab::summary::render(std::slice::from_ref(sm))))
+        .collect()
+}
+
+fn get<'a>(v: &'a [(Summary, atoll_lab::RunResult)], name: &str) -> &'a Summary {
+    &v.iter().find(|x| x.0.variant == name).unwrap().0
+}
+
+fn finish(s: &Summary, app: &str) -> f64 {
+    s.app(app)
+        .and_then(|a| a.finished_s)
+        .unwrap_or_else(|| panic!("{}: {app} did not finish", s.variant))
+}
+
+/// Mean finish time of the one-job (light) and two-job (heavy) units.
+fn pmake(runs: &[(Summary, atoll_lab::RunResult)], v: &str) -> (f64, f64) {
+    let s = get(runs, v);
+    let mean = |apps: [&str; 4]| apps.iter().map(|a| finish(s, a)).sum::<f64>() / 4.0;
+    (
+        mean(["u1", "u2", "u3", "u4"]),
+        mean(["u5", "u6", "u7", "u8"]),
+    )
+}
+
+#[test]
+fn pmake_isolate_keeps_light_units_at_quota_and_heavy_ones_at_smp() {
+    let s = load("pmake.toml");
+    let runs = run_all(&s);
+    let (ls, hs) = pmake(&runs, "smp");
+    let (lq, hq) = pmake(&runs, "quota");
+    let (li, hi) = pmake(&runs, "isolate");
+    eprintln!("light: smp {ls:.2} quota {lq:.2} isolate {li:.2}; heavy: smp {hs:.2} quota {hq:.2} isolate {hi:.2}");
+    assert!(
+        li <= lq * 1.05,
+        "isolate light {li:.2} s not close to quota {lq:.2} s"
+    );
+    assert!(
+        hi < hq * 0.9,
+        "isolate heavy {hi:.2} s not ahead of quota {hq:.2} s"
+    );
+    assert!(
+        hi <= hs * 1.05,
+        "isolate heavy {hi:.2} s not close to smp {hs:.2} s"
+    );
+}
+
+/// The paper's other half: smp slows the one-job units down. It does not
+/// hold on the simulator (light units take 7.00 s under smp, quota and
+/// isolate alike): atoll's `smp` still gives every unit its own group of
+/// equal weight, and the fluid model shares CPUs between groups exactly,
+/// where the kernel's per-CPU run queues balance by task count (see
+/// docs/sim.md). Kept, ignored, so the gap stays visible.
+#[test]
+#[ignore = "direction not reproduced by the fluid model: see docs/sim.md"]
+fn pmake_smp_slows_the_light_units() {
+    let s = load("pmake.toml");
+    let runs = run_all(&s);
+    let (ls, _) = pmake(&runs, "smp");
+    let (li, _) = pmake(&runs, "isolate");
+    assert!(
+        li < ls * 0.95,
+        "isolate light {li:.2} s not ahead of smp {ls:.2} s"
+    );
+}
+
+#[test]
+fn cap_coordinated_islands_beat_static_ones_when_overloaded() {
+    let s = load("cap.toml");
+    let runs = run_all(&s);
+    let dur = |v: &str, app: &str| {
+        let sm = get(&runs, v);
+        let start = s.workload.app(app).unwrap().start_ms / 1000.0;
+        finish(sm, app) - start
+    };
+    for app in ["a1", "b3"] {
+        let (st, co) = (dur("static", app), dur("coord", app));
+        eprintln!("{app}: static {st:.2} s, coord {co:.2} s");
+        assert!(
+            co < st * 0.8,
+            "{app}: coord {co:.2} s not well ahead of static {st:.2} s"
+        );
+    }
+    let (st, co) = (
+        get(&runs, "static").completion_s.unwrap(),
+        get(&runs, "coord").completion_s.unwrap(),
+    );
+    assert!(co < st, "whole run: coord {co:.2} s, static {st:.2} s");
+    // The cap holds: the islands together never use more than 4 CPUs
+    // (window means; a little slack for the epoch boundary).
+    let coord = &runs.iter().find(|x| x.0.variant == "coord").unwrap().1;
+    for p in coord.series.iter().skip(1) {
+        let used: f64 = p.islands.iter().map(|i| i.used).sum();
+        assert!(
+            used <= 4.0 * 1.05,
+            "t={:.2}: {used:.2} CPUs used over a cap of 4",
+            p.t_s
+        );
+    }
+}
+
+#[test]
+fn twotier_comm_cuts_latency_and_leaves_the_hogs_their_cpu() {
+    let s = load("twotier.toml");
+    let runs = run_all(&s);
+    let (off, on) = (get(&runs, "off"), get(&runs, "on"));
+    let p = |s: &Summary, q: fn(&atoll_lab::summary::AppLine) -> Option<f64>| {
+        q(s.app("client").unwrap()).unwrap()
+    };
+    let (off50, on50) = (p(off, |a| a.p50_ms), p(on, |a| a.p50_ms));
+    let (off99, on99) = (p(off, |a| a.p99_ms), p(on, |a| a.p99_ms));
+    let (hoff, hon) = (off.app("hog").unwrap().cpu_s, on.app("hog").unwrap().cpu_s);
+    eprintln!("client p50 {off50:.3} -> {on50:.3} ms, p99 {off99:.3} -> {on99:.3} ms; hog cpu {hoff:.2} -> {hon:.2} s");
+    assert!(
+        on50 < off50,
+        "p50 not lower with comm: {off50:.3} -> {on50:.3}"
+    );
+    assert!(
+        on99 < off99,
+        "p99 not lower with comm: {off99:.3} -> {on99:.3}"
+    );
+    assert!(
+        (hon - hoff).abs() <= 0.02 * hoff,
+        "hog CPU moved more than 2 %: {hoff:.2} -> {hon:.2}"
+    );
+}
