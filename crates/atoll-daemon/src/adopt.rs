@@ -29,6 +29,36 @@ use crate::registry::Managed;
 pub(crate) type ApiFailure = (ErrorCode, String);
 
 impl Controller {
+    /// Process `pid` for an API request of `caller`: it must exist, not be
+    /// a kernel thread, and belong to the caller (root may name any).
+    pub(crate) fn process_of(
+        &self,
+        caller: Caller,
+        pid: u32,
+    ) -> Result<atoll_core::process::ProcessInfo, ApiFailure> {
+        let info = self
+            .env
+            .procs
+            .info(pid)
+            .map_err(|e| (ErrorCode::NotFound, format!("pid {pid}: {e}")))?;
+        if info.kernel_thread {
+            return Err((
+                ErrorCode::BadRequest,
+                format!("pid {pid} ({}) is a kernel thread", info.comm),
+            ));
+        }
+        if !caller.is_root() && info.uid != caller.uid {
+            return Err((
+                ErrorCode::PermissionDenied,
+                format!(
+                    "pid {pid} ({}) belongs to uid {}, not to the caller (uid {})",
+                    info.comm, info.uid, caller.uid
+                ),
+            ));
+        }
+        Ok(info)
+    }
+
     fn has_rules(&self) -> bool {
         self.reg.spec().host.adopt_all || self.reg.units().any(|(u, _)| !u.adopt.is_empty())
     }
@@ -255,23 +285,7 @@ impl Controller {
         if unit_name.is_reserved() {
             return Err(bad(format!("{unit:?} is reserved")));
         }
-        let info = self
-            .env
-            .procs
-            .info(pid)
-            .map_err(|e| (ErrorCode::NotFound, format!("pid {pid}: {e}")))?;
-        if info.kernel_thread {
-            return Err(bad(format!("pid {pid} ({}) is a kernel thread", info.comm)));
-        }
-        if !caller.is_root() && info.uid != caller.uid {
-            return Err((
-                ErrorCode::PermissionDenied,
-                format!(
-                    "pid {pid} ({}) belongs to uid {}, not to the caller (uid {})",
-                    info.comm, info.uid, caller.uid
-                ),
-            ));
-        }
+        let info = self.process_of(caller, pid)?;
         let (island_name, created) = match self.reg.unit(unit) {
             Some((u, _)) => {
                 if let Some(i) = island.filter(|i| *i != u.island.as_str()) {

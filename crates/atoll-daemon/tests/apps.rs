@@ -4,58 +4,23 @@
 //! make an application grow, moves between islands, CPUs of their own,
 //! permissions, and exited processes cleaned up.
 
-use std::sync::mpsc;
-use std::sync::Arc;
+mod common;
+
 use std::time::Duration;
 
 use atoll_core::awm::{Needs, Recipe, WorkingMode};
 use atoll_core::clock::ManualClock;
 use atoll_core::decision::Reason;
 use atoll_core::plan::GroupPath;
-use atoll_core::process::CgroupMembership;
 use atoll_core::spec::{
     AppsSpec, Entitlement, HostSpec, IslandSpec, PlatformSpec, SchedPolicy, UnitSpec, DEFAULT_EPOCH,
 };
-use atoll_core::topology::{SyntheticShape, Topology};
-use atoll_core::{CpuSet, Name};
-use atoll_daemon::command::{Caller, Command};
-use atoll_daemon::controller::{Controller, Env, Options};
+use atoll_daemon::command::Caller;
+use atoll_daemon::controller::Controller;
 use atoll_proto::apps::{AppAssignment, AppRunState, AppStatus, RecipeRef};
 use atoll_proto::{ErrorCode, Reply, Request, ResponseEnvelope};
 use atoll_sim::SimPlatform;
-
-const ROOT: Caller = Caller {
-    uid: 0,
-    gid: 0,
-    pid: 1,
-};
-
-fn user(uid: u32) -> Caller {
-    Caller {
-        uid,
-        gid: uid,
-        pid: 2,
-    }
-}
-
-fn n(s: &str) -> Name {
-    Name::new(s).unwrap()
-}
-
-fn set(s: &str) -> CpuSet {
-    CpuSet::parse(s).unwrap()
-}
-
-fn topo() -> Topology {
-    Topology::synthetic(SyntheticShape {
-        packages: 2,
-        nodes_per_package: 1,
-        llcs_per_node: 1,
-        cores_per_llc: 4,
-        threads_per_core: 1,
-        memory_per_node: 4 << 30,
-    })
-}
+use common::sim::{ask, controller, n, reply, set, topo8 as topo, user, ROOT};
 
 fn mode(id: u8, value: f64, quota: f64) -> WorkingMode {
     WorkingMode {
@@ -153,20 +118,7 @@ impl Rig {
 
     fn start(&self, spec: PlatformSpec) -> Controller {
         spec.validate(&topo()).unwrap();
-        let env = Env {
-            backend: Box::new(self.sim.clone()),
-            procs: Box::new(self.sim.clone()),
-            tasks: Box::new(self.sim.clone()),
-            system: Box::new(self.sim.clone()),
-            clock: Arc::new(self.sim.clock()),
-        };
-        let opts = Options {
-            state_dir: None,
-            self_origin: CgroupMembership::parse("0::/daemon.slice\n").unwrap(),
-            self_pid: 1,
-            topology: topo(),
-        };
-        let mut c = Controller::new(env, spec, opts);
+        let mut c = controller(&self.sim, spec, topo());
         c.start().unwrap();
         c
     }
@@ -215,24 +167,6 @@ impl Rig {
             Some(atoll_sim::Location::Group(g)) => g.to_string(),
             other => format!("{other:?}"),
         }
-    }
-}
-
-fn ask(c: &mut Controller, caller: Caller, request: Request) -> ResponseEnvelope {
-    let (tx, rx) = mpsc::channel();
-    c.handle(Command::Api {
-        caller,
-        id: 7,
-        request,
-        reply: tx,
-    });
-    rx.recv_timeout(Duration::from_secs(1)).unwrap()
-}
-
-fn reply(r: ResponseEnvelope) -> Reply {
-    match (r.ok, r.err) {
-        (Some(reply), _) => reply,
-        (None, e) => panic!("expected a reply, got {e:?}"),
     }
 }
 

@@ -3,6 +3,8 @@
 //! each mechanism carries a boost out and takes it back, the reservation
 //! bound, the decisions and the status.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -11,19 +13,15 @@ use atoll_core::clock::ManualClock;
 use atoll_core::comm::{CommSpec, Mechanism, NetError, NetMonitor, UnitNetSample};
 use atoll_core::decision::Action;
 use atoll_core::plan::GroupPath;
-use atoll_core::process::CgroupMembership;
 use atoll_core::spec::{
     AdoptRule, Entitlement, HostSpec, IslandSpec, PlatformSpec, SchedPolicy, UnitSpec,
     DEFAULT_EPOCH,
 };
 use atoll_core::topology::{SyntheticShape, Topology};
 use atoll_core::{CpuSet, Name};
-use atoll_daemon::controller::{Controller, Env, Options};
+use atoll_daemon::controller::Controller;
 use atoll_sim::SimPlatform;
-
-fn n(s: &str) -> Name {
-    Name::new(s).unwrap()
-}
+use common::sim::{controller, n};
 
 fn topo() -> Topology {
     Topology::synthetic(SyntheticShape {
@@ -147,20 +145,7 @@ impl Rig {
     }
 
     fn start(&self, spec: PlatformSpec) -> Controller {
-        let env = Env {
-            backend: Box::new(self.sim.clone()),
-            procs: Box::new(self.sim.clone()),
-            tasks: Box::new(self.sim.clone()),
-            system: Box::new(self.sim.clone()),
-            clock: Arc::new(self.sim.clock()),
-        };
-        let opts = Options {
-            state_dir: None,
-            self_origin: CgroupMembership::parse("0::/daemon.slice\n").unwrap(),
-            self_pid: 1,
-            topology: topo(),
-        };
-        let mut c = Controller::new(env, spec, opts);
+        let mut c = controller(&self.sim, spec, topo());
         c.set_net_monitor(Box::new(self.net.clone()), "scripted");
         c.start().unwrap();
         c

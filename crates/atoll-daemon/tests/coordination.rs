@@ -4,60 +4,25 @@
 //! reactive and proactive policies, permissions, and how coordination
 //! composes with the periodic reconcile and the isolation model.
 
+mod common;
+
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
 use std::sync::Arc;
-use std::time::Duration;
 
 use atoll_core::clock::ManualClock;
 use atoll_core::coord::{Direction, Message, Property, Reply as CoordReply, Resource};
 use atoll_core::plan::GroupPath;
-use atoll_core::process::CgroupMembership;
 use atoll_core::spec::{
     AdoptRule, Entitlement, HostSpec, IslandSpec, IsolationMode, OverlayConfig, PlatformSpec,
     ReactPolicy, SchedPolicy, UnitSpec, DEFAULT_EPOCH,
 };
-use atoll_core::topology::{SyntheticShape, Topology};
-use atoll_core::{CpuSet, Name};
-use atoll_daemon::command::{Caller, Command};
-use atoll_daemon::controller::{Controller, Env, Options};
+use atoll_daemon::command::Caller;
+use atoll_daemon::controller::Controller;
 use atoll_daemon::coord::RecvQueues;
 use atoll_proto::coord::{OverlayOrigin, OverlayStatus};
-use atoll_proto::{ErrorCode, Reply, Request, ResponseEnvelope};
+use atoll_proto::{ErrorCode, Reply, Request};
 use atoll_sim::SimPlatform;
-
-const ROOT: Caller = Caller {
-    uid: 0,
-    gid: 0,
-    pid: 1,
-};
-
-fn user(uid: u32) -> Caller {
-    Caller {
-        uid,
-        gid: uid,
-        pid: 2,
-    }
-}
-
-fn n(s: &str) -> Name {
-    Name::new(s).unwrap()
-}
-
-fn set(s: &str) -> CpuSet {
-    CpuSet::parse(s).unwrap()
-}
-
-fn topo() -> Topology {
-    Topology::synthetic(SyntheticShape {
-        packages: 2,
-        nodes_per_package: 1,
-        llcs_per_node: 1,
-        cores_per_llc: 4,
-        threads_per_core: 1,
-        memory_per_node: 4 << 30,
-    })
-}
+use common::sim::{ask, controller, n, reply, set, topo8 as topo, user, ROOT};
 
 fn unit(name: &str, island: &str) -> UnitSpec {
     UnitSpec {
@@ -128,20 +93,7 @@ impl Rig {
     }
 
     fn start(&self, spec: PlatformSpec) -> Controller {
-        let env = Env {
-            backend: Box::new(self.sim.clone()),
-            procs: Box::new(self.sim.clone()),
-            tasks: Box::new(self.sim.clone()),
-            system: Box::new(self.sim.clone()),
-            clock: Arc::new(self.sim.clock()),
-        };
-        let opts = Options {
-            state_dir: None,
-            self_origin: CgroupMembership::parse("0::/daemon.slice\n").unwrap(),
-            self_pid: 1,
-            topology: topo(),
-        };
-        let mut c = Controller::new(env, spec, opts);
+        let mut c = controller(&self.sim, spec, topo());
         c.start().unwrap();
         c
     }
@@ -180,24 +132,6 @@ impl Rig {
                 p
             })
             .collect()
-    }
-}
-
-fn ask(c: &mut Controller, caller: Caller, request: Request) -> ResponseEnvelope {
-    let (tx, rx) = mpsc::channel();
-    c.handle(Command::Api {
-        caller,
-        id: 7,
-        request,
-        reply: tx,
-    });
-    rx.recv_timeout(Duration::from_secs(1)).unwrap()
-}
-
-fn reply(r: ResponseEnvelope) -> Reply {
-    match (r.ok, r.err) {
-        (Some(reply), _) => reply,
-        (None, e) => panic!("expected a reply, got {e:?}"),
     }
 }
 

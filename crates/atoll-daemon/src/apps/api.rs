@@ -100,23 +100,7 @@ impl Controller {
         if pid == self.opts.self_pid {
             return Err(bad(format!("pid {pid} is atoll itself")));
         }
-        let info = self
-            .env
-            .procs
-            .info(pid)
-            .map_err(|e| (ErrorCode::NotFound, format!("pid {pid}: {e}")))?;
-        if info.kernel_thread {
-            return Err(bad(format!("pid {pid} ({}) is a kernel thread", info.comm)));
-        }
-        if !caller.is_root() && info.uid != caller.uid {
-            return Err((
-                ErrorCode::PermissionDenied,
-                format!(
-                    "pid {pid} ({}) belongs to uid {}, not to the caller (uid {})",
-                    info.comm, info.uid, caller.uid
-                ),
-            ));
-        }
+        let info = self.process_of(caller, pid)?;
         if let Some(a) = self.apps.by_pid(pid) {
             return Err(bad(format!(
                 "pid {pid} is already registered as application {}",

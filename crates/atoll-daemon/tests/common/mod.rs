@@ -1,5 +1,10 @@
-//! What the real-kernel tests share: finding writable cgroup v1
-//! hierarchies, a unique root name and a guard that removes it.
+//! What the daemon's integration tests share: finding writable cgroup v1
+//! hierarchies for the real-kernel tests (a unique root name and a guard
+//! that removes it), and the simulator rig ([`sim`]). Each test crate uses
+//! part of it.
+#![allow(dead_code)]
+
+pub mod sim;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
