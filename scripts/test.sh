@@ -34,9 +34,11 @@ if [ "$run_unit" = 1 ]; then
   echo "== cargo clippy --all-targets -- -D warnings"
   cargo clippy --workspace --all-targets --locked -- -D warnings
   echo "== cargo test"
-  cargo test --workspace --locked 2>&1 | tee target/cargo-test.log || { status=1; echo "cargo test FAILED (see the errors above)"; }
+  test_log="${CARGO_TARGET_DIR:-target}/cargo-test.log"
+  mkdir -p "$(dirname "$test_log")"
+  cargo test --workspace --locked 2>&1 | tee "$test_log" || { status=1; echo "cargo test FAILED (see the errors above)"; }
   # One closing line for the whole cargo run, from cargo's own per-binary lines.
-  awk '/^test result:/ { p += $4; f += $6; i += $8 } END { printf "cargo: %d passed, %d failed, %d skipped\n", p, f, i }' target/cargo-test.log
+  awk '/^test result:/ { p += $4; f += $6; i += $8 } END { printf "cargo: %d passed, %d failed, %d skipped\n", p, f, i }' "$test_log"
   # The C and Python client libraries need a C compiler, nm and python3.
   missing=""
   command -v cc >/dev/null 2>&1 || missing="$missing gcc"
