@@ -472,8 +472,8 @@ pub struct StreamReport {
     pub max_clients: BTreeMap<String, f64>,
     /// On ÷ off of the mean largest N.
     pub max_clients_ratio: Option<f64>,
-    /// The N the features are compared at (the smallest that failed with
-    /// the policy off), if any failed.
+    /// The N the features are compared at (the median over reps of the
+    /// smallest N that failed with the policy off), if any failed.
     pub breakdown_n: Option<usize>,
     /// Runs at `breakdown_n` by variant.
     pub breakdown: BTreeMap<String, Vec<StreamProbe>>,
@@ -497,13 +497,18 @@ impl StreamReport {
         };
     }
 
-    /// The N to compare features at: the smallest N `off` failed at.
+    /// The N to compare features at: where `off` first failed, the median
+    /// over reps (the upper one of an even count; a rep that never failed
+    /// does not count).
     pub fn pick_breakdown_n(&self) -> Option<usize> {
-        self.searches
+        let mut fails: Vec<usize> = self
+            .searches
             .get("off")?
             .iter()
             .filter_map(|s| s.first_failing)
-            .min()
+            .collect();
+        fails.sort_unstable();
+        fails.get(fails.len() / 2).copied()
     }
 }
 
@@ -702,7 +707,21 @@ mod tests {
         assert_eq!(s.max_clients["off"], 18.0);
         assert_eq!(s.max_clients["all/slice"], 56.0);
         assert_eq!(s.max_clients_ratio, Some(round(56.0 / 18.0, 3)));
-        assert_eq!(s.pick_breakdown_n(), Some(20));
+        assert_eq!(s.pick_breakdown_n(), Some(24), "upper median of 20, 24");
+        s.searches
+            .get_mut("off")
+            .unwrap()
+            .push(search(2, 14, Some(16)));
+        assert_eq!(s.pick_breakdown_n(), Some(20), "median of 16, 20, 24");
+        s.searches
+            .get_mut("off")
+            .unwrap()
+            .push(search(3, 256, None));
+        assert_eq!(
+            s.pick_breakdown_n(),
+            Some(20),
+            "a rep without failure does not count"
+        );
         s.searches.insert("off".into(), vec![search(0, 256, None)]);
         assert_eq!(s.pick_breakdown_n(), None);
     }
