@@ -185,6 +185,7 @@ pub fn scenario(cpus: u32, seconds: f64) -> Result<Scenario, LabError> {
             disk: None,
             apps,
         },
+        managed: Default::default(),
         variants: Vec::new(),
     };
     s.platform_spec("base")?;

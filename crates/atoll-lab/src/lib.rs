@@ -12,8 +12,10 @@
 //! measures how the whole loop scales.
 //!
 //! Layout: `scenario` (format and checks), `run` (the loop and series),
+//! `apps` (the runtime library of simulated reconfigurable applications),
 //! `summary` (figures and table), `svg` (plots), `bench` (scale runs).
 
+pub mod apps;
 pub mod bench;
 pub mod run;
 pub mod scenario;

@@ -10,8 +10,14 @@
 //! Every `sample_ms` the runner records, per island, the CPUs it may use
 //! (its cpuset, or its `cpu.max` when lower) and the CPUs it used over the
 //! window; per app, its CPU rate, queued jobs, socket bytes waiting, and
-//! the mean latency of the requests completed in the window (the engine
-//! keeps every latency; the window mean comes from the running sums).
+//! the 99th percentile and the mean latency of the requests completed in
+//! the window (the engine keeps every latency in order; the sampler keeps
+//! the index of the last one it consumed per app and sorts only the
+//! window's slice).
+//!
+//! In a variant with `managed = true`, the runner also plays the runtime
+//! library for the scenario's `[managed]` apps ([`crate::apps`]) after
+//! every epoch.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,7 +25,7 @@ use std::time::{Duration, Instant};
 use atoll_core::plan::GroupPath;
 use atoll_core::process::CgroupMembership;
 use atoll_daemon::controller::{Controller, Env, Options};
-use atoll_sim::engine::{LatencyReport, WorkloadReport};
+use atoll_sim::engine::WorkloadReport;
 use atoll_sim::{Engine, SimPlatform};
 use serde::{Deserialize, Serialize};
 
@@ -48,8 +54,11 @@ pub struct AppPoint {
     pub queued: u64,
     /// Bytes waiting in its sockets.
     pub recv_queued: u64,
+    /// 99th percentile (nearest rank) of the latencies of the requests it
+    /// completed in the window, ms.
+    pub latency_p99_ms: Option<f64>,
     /// Mean latency of the requests it completed in the window, ms.
-    pub latency_ms: Option<f64>,
+    pub latency_mean_ms: Option<f64>,
 }
 
 /// The machine at one sample.
@@ -88,6 +97,9 @@ pub struct RunResult {
     pub wall_s: f64,
     /// CPU time of this process during the run, s (user + system).
     pub cpu_s: f64,
+    /// The runtime library's figures, in a managed variant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<crate::apps::RuntimeStats>,
 }
 
 /// CPU time of this process so far, s (0 if unknown).
@@ -104,10 +116,17 @@ pub fn process_cpu_s() -> f64 {
     (ticks(11) + ticks(12)) / atoll_sim::USER_HZ as f64
 }
 
-/// Latency sum (ms) and count of an app's report.
-fn lat_sum(l: &Option<LatencyReport>) -> (f64, u64) {
-    l.as_ref()
-        .map_or((0.0, 0), |l| (l.mean_ms * l.count as f64, l.count))
+/// The 99th percentile (nearest rank) and the mean of `ns`, ms; sorts
+/// `ns` in place. `None` if empty.
+pub fn window_latency(ns: &mut [u64]) -> Option<(f64, f64)> {
+    if ns.is_empty() {
+        return None;
+    }
+    let k = ((0.99 * ns.len() as f64).ceil() as usize).clamp(1, ns.len());
+    let (_, p99, _) = ns.select_nth_unstable(k - 1);
+    let p99 = *p99 as f64 / 1e6;
+    let mean = ns.iter().map(|&x| x as f64).sum::<f64>() / ns.len() as f64 / 1e6;
+    Some((p99, mean))
 }
 
 /// Runs `variant` of `scenario`; `progress(sim_s, end_s)` is called after
@@ -144,6 +163,9 @@ pub fn run(
     };
     let islands: Vec<String> = spec.islands.iter().map(|i| i.name.to_string()).collect();
     let epoch = spec.epoch;
+    let mut runtime = scenario
+        .is_managed(variant)
+        .then(|| crate::apps::Runtime::new(&scenario.managed));
     let mut c = Controller::new(env, spec, opts);
     c.set_net_monitor(Box::new(sim.clone()), "sim");
     c.start().map_err(|e| LabError::Start {
@@ -167,6 +189,9 @@ pub fn run(
         })?;
     e.run_until(Duration::ZERO);
     c.epoch();
+    if let Some(rt) = runtime.as_mut() {
+        rt.step(&mut c, &mut e);
+    }
     let end = Duration::from_secs_f64(scenario.run.seconds);
     let sample = Duration::from_millis(scenario.run.sample_ms);
     let mut series = Vec::new();
@@ -181,6 +206,9 @@ pub fn run(
         t = (t + epoch).min(end);
         e.run_until(t);
         c.epoch();
+        if let Some(rt) = runtime.as_mut() {
+            rt.step(&mut c, &mut e);
+        }
         epochs += 1;
         if !sample.is_zero() && t >= next_sample {
             let dt = (t.as_secs_f64() - sampler.last_t).max(1e-9);
@@ -202,6 +230,7 @@ pub fn run(
         decisions: c.decisions().query(None, usize::MAX).len(),
         wall_s: wall.elapsed().as_secs_f64(),
         cpu_s: process_cpu_s() - cpu0,
+        runtime: runtime.map(|rt| rt.stats()),
     };
     // Nothing outlives the run: the simulated machine is dropped next.
     let _ = c.teardown();
@@ -212,7 +241,9 @@ pub fn run(
 struct Sampler {
     islands: Vec<String>,
     usage: Vec<u64>,
-    lat: Vec<(f64, u64)>,
+    /// Per app, how many of its latencies earlier windows consumed.
+    lat_seen: Vec<usize>,
+    lat_buf: Vec<u64>,
     latency_apps: bool,
     last_t: f64,
 }
@@ -222,7 +253,8 @@ impl Sampler {
         Self {
             islands: islands.to_vec(),
             usage: vec![0; islands.len()],
-            lat: vec![(0.0, 0); w.apps.len()],
+            lat_seen: vec![0; w.apps.len()],
+            lat_buf: Vec::new(),
             latency_apps: w.apps.iter().any(|a| {
                 matches!(
                     a.program,
@@ -264,26 +296,44 @@ impl Sampler {
                 used,
             });
         }
-        let report = self.latency_apps.then(|| e.report());
         for (k, a) in s.apps.iter().enumerate() {
-            let mut latency_ms = None;
-            if let Some(r) = report.as_ref().and_then(|r| r.apps.get(k)) {
-                let (sum, n) = lat_sum(&r.latency);
-                let (psum, pn) = self.lat[k];
-                if n > pn {
-                    latency_ms = Some((sum - psum) / (n - pn) as f64);
-                }
-                self.lat[k] = (sum, n);
+            let mut window = None;
+            if self.latency_apps {
+                let all = e.latencies(k);
+                let from = self.lat_seen[k].min(all.len());
+                self.lat_buf.clear();
+                self.lat_buf.extend_from_slice(&all[from..]);
+                window = window_latency(&mut self.lat_buf);
+                self.lat_seen[k] = all.len();
             }
             p.apps.push(AppPoint {
                 name: a.name.clone(),
                 cpu_rate: a.cpu_rate,
                 queued: a.queued,
                 recv_queued: a.recv_queued,
-                latency_ms,
+                latency_p99_ms: window.map(|w| w.0),
+                latency_mean_ms: window.map(|w| w.1),
             });
         }
         self.last_t = s.t_s;
         p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::window_latency;
+
+    #[test]
+    fn window_latency_is_the_nearest_rank_p99_and_the_mean() {
+        assert_eq!(window_latency(&mut []), None);
+        // 1..=200 ms, shuffled: rank ceil(0.99 * 200) = 198.
+        let mut v: Vec<u64> = (1..=200u64).rev().map(|ms| ms * 1_000_000).collect();
+        v.swap(3, 150);
+        let (p99, mean) = window_latency(&mut v).unwrap();
+        assert_eq!(p99, 198.0);
+        assert!((mean - 100.5).abs() < 1e-9);
+        let (p99, mean) = window_latency(&mut [5_000_000]).unwrap();
+        assert_eq!((p99, mean), (5.0, 5.0));
     }
 }

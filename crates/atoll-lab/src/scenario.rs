@@ -23,11 +23,26 @@
 //! remove = ["comm"]         # dotted platform keys dropped first
 //! ```
 //!
+//! Reconfigurable applications: `[managed]` maps `malleable` apps of the
+//! workload to recipes of the platform config, and a variant with
+//! `managed = true` registers every instance of them with its recipe and
+//! follows its assignments (see [`crate::apps`]); in other variants they
+//! run unmanaged, with all their threads.
+//!
+//! ```toml
+//! [managed]
+//! bodytrack = "bodytrack"   # app name = recipe name
+//! [[variant]]
+//! name = "managed"
+//! managed = true
+//! ```
+//!
 //! Parsing is strict (unknown keys are refused) and errors carry the line
 //! and column. The platform config of every variant is checked by
 //! `atoll_config::parse` when the scenario is loaded, so a bad variant is
 //! refused before anything runs.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -122,6 +137,10 @@ pub struct Variant {
     /// Platform keys merged over the base (tables merge, values replace).
     #[serde(default)]
     pub platform: toml::Table,
+    /// Whether the runner plays the runtime library for the `[managed]`
+    /// apps.
+    #[serde(default)]
+    pub managed: bool,
 }
 
 #[derive(Deserialize)]
@@ -138,6 +157,8 @@ struct Raw {
     #[serde(default)]
     platform_file: Option<String>,
     workload: WorkloadSpec,
+    #[serde(default)]
+    managed: BTreeMap<String, String>,
     #[serde(default)]
     variant: Vec<Variant>,
 }
@@ -157,6 +178,8 @@ pub struct Scenario {
     pub platform: toml::Table,
     /// The workload.
     pub workload: WorkloadSpec,
+    /// Reconfigurable apps: app name to recipe name.
+    pub managed: BTreeMap<String, String>,
     /// Variants (empty: the base config alone, as variant `base`).
     pub variants: Vec<Variant>,
 }
@@ -257,10 +280,45 @@ impl Scenario {
             run: raw.run,
             platform,
             workload: raw.workload,
+            managed: raw.managed,
             variants: raw.variant,
         };
+        let invalid = |message: String| LabError::Invalid {
+            source_name: source.into(),
+            message,
+        };
+        for app in s.managed.keys() {
+            match s.workload.app(app).map(|a| &a.program) {
+                Some(atoll_sim::workload::Program::Malleable { .. }) => {}
+                Some(p) => {
+                    return Err(invalid(format!(
+                        "[managed] {app}: the app is a {} app; only malleable apps can follow working modes",
+                        p.kind()
+                    )))
+                }
+                None => {
+                    return Err(invalid(format!(
+                        "[managed] {app}: the workload has no such app"
+                    )))
+                }
+            }
+        }
         for v in s.variant_names() {
-            s.platform_spec(&v)?;
+            let spec = s.platform_spec(&v)?;
+            if s.is_managed(&v) {
+                if s.managed.is_empty() {
+                    return Err(invalid(format!(
+                        "variant {v}: managed = true, but [managed] names no app"
+                    )));
+                }
+                for (app, recipe) in &s.managed {
+                    if spec.apps.recipe(recipe).is_none() {
+                        return Err(invalid(format!(
+                            "[managed] {app} = {recipe:?}: the platform config of variant {v} has no [recipe.{recipe}]"
+                        )));
+                    }
+                }
+            }
         }
         Ok(s)
     }
@@ -282,6 +340,12 @@ impl Scenario {
         } else {
             self.variants.iter().map(|v| v.name.clone()).collect()
         }
+    }
+
+    /// Whether `variant` plays the runtime library for the `[managed]`
+    /// apps.
+    pub fn is_managed(&self, variant: &str) -> bool {
+        self.variants.iter().any(|v| v.name == variant && v.managed)
     }
 
     /// The platform config of `variant` as TOML text.

@@ -53,7 +53,7 @@ impl Summary {
             .report
             .apps
             .iter()
-            .filter(|a| a.kind == "barrier" || a.finished_s.is_some())
+            .filter(|a| a.kind == "barrier" || a.kind == "malleable" || a.finished_s.is_some())
             .map(|a| a.finished_s)
             .collect();
         let all_done = !finite.is_empty() && finite.iter().all(Option::is_some);

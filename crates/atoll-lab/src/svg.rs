@@ -1,6 +1,6 @@
 //! SVG plots of a run, written by hand: one file per run with three
 //! stacked line charts over simulated time — island utilization (used /
-//! allowed), island sizes (CPUs allowed), and window mean latency per app
+//! allowed), island sizes (CPUs allowed), and window p99 latency per app
 //! that has one. Each chart has labelled axes and a legend.
 
 use crate::run::RunResult;
@@ -171,7 +171,7 @@ pub fn plot(r: &RunResult) -> String {
             pts: r
                 .series
                 .iter()
-                .map(|p| (p.t_s, p.apps.get(k).and_then(|x| x.latency_ms)))
+                .map(|p| (p.t_s, p.apps.get(k).and_then(|x| x.latency_p99_ms)))
                 .collect(),
         })
         .collect();
@@ -205,8 +205,8 @@ pub fn plot(r: &RunResult) -> String {
     chart(
         &mut out,
         20.0 + 2.0 * H,
-        "Client latency (mean of each window)",
-        "ms",
+        "Client latency (p99 of each window)",
+        "p99, ms",
         t_end,
         &lat,
     );

@@ -83,3 +83,38 @@ fn the_plot_is_an_svg_with_three_charts_and_a_legend() {
     assert_eq!(svg.matches("<rect x=").count(), 3);
     assert!(svg.contains(">all</text>"));
 }
+
+#[test]
+fn managed_apps_must_be_malleable_and_name_a_recipe() {
+    let text = BASE.replace(
+        "[[variant]]\nname = \"plain\"",
+        "[[variant]]\nname = \"plain\"\nmanaged = true",
+    );
+    // managed = true without [managed].
+    let e = parse(&text).unwrap_err().to_string();
+    assert!(e.contains("[managed] names no app"), "{e}");
+    // A hog cannot follow working modes.
+    let e = parse(&format!("{text}\n[managed]\nh = \"r\"\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("hog") && e.contains("malleable"), "{e}");
+    // A malleable app needs its recipe in the variant's platform config.
+    let text = text.replace(
+        "program = { kind = \"hog\" }",
+        "program = { kind = \"malleable\", work_ms = 10, rounds = 5 }",
+    );
+    let e = parse(&format!("{text}\n[managed]\nh = \"r\"\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no [recipe.r]"), "{e}");
+    let recipe =
+        "[platform.recipe.r]\nmode = [{ id = 0, value = 1.0, cpu_quota = 1.0, threads = 2 }]\n";
+    let text = text.replace("[workload]", &format!("{recipe}[workload]"));
+    let s = parse(&format!("{text}\n[managed]\nh = \"r\"\n")).unwrap();
+    assert!(s.is_managed("plain") && !s.is_managed("capped"));
+    let r = run(&s, "plain", &mut |_, _| {}).unwrap();
+    let rt = r.runtime.unwrap();
+    assert_eq!((rt.registered, rt.refused), (1, 0), "{rt:?}");
+    assert_eq!(r.report.apps[0].rounds, Some(5), "{:?}", r.report);
+    assert!(run(&s, "capped", &mut |_, _| {}).unwrap().runtime.is_none());
+}

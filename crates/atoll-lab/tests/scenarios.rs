@@ -66,14 +66,12 @@ fn pmake_isolate_keeps_light_units_at_quota_and_heavy_ones_at_smp() {
     );
 }
 
-/// The paper's other half: smp slows the one-job units down. It does not
-/// hold on the simulator (light units take 7.00 s under smp, quota and
-/// isolate alike): atoll's `smp` still gives every unit its own group of
-/// equal weight, and the fluid model shares CPUs between groups exactly,
-/// where the kernel's per-CPU run queues balance by task count (see
-/// docs/sim.md). Kept, ignored, so the gap stays visible.
+/// The paper's other half: smp slows the one-job units down (the heavy
+/// users' extra jobs take CPU from everyone). The scenario's `smp`
+/// variant holds every job in one unit, as the paper's SMP kernel (no
+/// SPUs, CPU shared per process); with a unit per user, even atoll's
+/// `smp` mode shares CPU per unit (equal `cpu.weight`), like `quota`.
 #[test]
-#[ignore = "direction not reproduced by the fluid model: see docs/sim.md"]
 fn pmake_smp_slows_the_light_units() {
     let s = load("pmake.toml");
     let runs = run_all(&s);
@@ -143,5 +141,116 @@ fn twotier_comm_cuts_latency_and_leaves_the_hogs_their_cpu() {
     assert!(
         (hon - hoff).abs() <= 0.02 * hoff,
         "hog CPU moved more than 2 %: {hoff:.2} -> {hon:.2}"
+    );
+    // The plotted series is each window's p99 (at least its mean), and
+    // with [comm] its median window is lower too.
+    let windows = |v: &str| -> Vec<f64> {
+        let r = &runs.iter().find(|x| x.0.variant == v).unwrap().1;
+        let k = r
+            .report
+            .apps
+            .iter()
+            .position(|a| a.name == "client")
+            .unwrap();
+        let mut out: Vec<f64> = r
+            .series
+            .iter()
+            .filter_map(|p| {
+                let a = &p.apps[k];
+                let (p99, mean) = (a.latency_p99_ms?, a.latency_mean_ms?);
+                assert!(p99 >= mean, "t={}: p99 {p99} < mean {mean}", p.t_s);
+                Some(p99)
+            })
+            .collect();
+        out.sort_by(f64::total_cmp);
+        out
+    };
+    let (woff, won) = (windows("off"), windows("on"));
+    assert!(woff.len() >= 30 && won.len() >= 30, "{woff:?} {won:?}");
+    let median = |v: &[f64]| v[v.len() / 2];
+    assert!(
+        median(&won) < median(&woff),
+        "window p99 median: off {:.2}, on {:.2}",
+        median(&woff),
+        median(&won)
+    );
+}
+
+/// The working-mode mix (seed 002, §5.3): in the managed variant every
+/// instance is registered and follows its assignments (paused until its
+/// first one, then the mode's threads), and with fewer threads per CPU the
+/// mix burns less CPU spinning at its barriers than unmanaged.
+#[test]
+fn awm_managed_apps_follow_their_working_modes_and_spin_less() {
+    let s = load("awm.toml");
+    let runs = run_all(&s);
+    let (un, m) = (get(&runs, "unmanaged"), get(&runs, "managed"));
+    let rt = runs
+        .iter()
+        .find(|x| x.0.variant == "managed")
+        .and_then(|x| x.1.runtime.clone())
+        .unwrap();
+    eprintln!("runtime: {rt:?}");
+    assert_eq!(rt.registered, 6, "{rt:?}");
+    assert_eq!(rt.refused, 0, "{rt:?}");
+    // Each instance is paused at registration, then runs a mode's threads
+    // (the recipes' thread counts are 1-5).
+    for pid in rt
+        .changes
+        .iter()
+        .map(|c| c.1)
+        .collect::<std::collections::BTreeSet<_>>()
+    {
+        let mine: Vec<u32> = rt
+            .changes
+            .iter()
+            .filter(|c| c.1 == pid)
+            .map(|c| c.2)
+            .collect();
+        assert_eq!(mine[0], 0, "pid {pid}: {mine:?}");
+        assert!(
+            mine.len() >= 2 && mine[1..].iter().all(|&n| (1..=5).contains(&n)),
+            "pid {pid}: {mine:?}"
+        );
+    }
+    assert!(un.completion_s.is_some() && m.completion_s.is_some());
+    let cpu = |s: &Summary| s.apps.iter().map(|a| a.cpu_s).sum::<f64>();
+    eprintln!(
+        "completion: unmanaged {:.2} s, managed {:.2} s; CPU {:.2} s vs {:.2} s",
+        un.completion_s.unwrap(),
+        m.completion_s.unwrap(),
+        cpu(un),
+        cpu(m)
+    );
+    assert!(
+        cpu(m) < cpu(un),
+        "CPU: managed {:.2} s, unmanaged {:.2} s",
+        cpu(m),
+        cpu(un)
+    );
+}
+
+/// The paper's direction: managed, the oversubscribed mix completes
+/// sooner (by 20-26 %, Table IX). It does not hold on the simulator
+/// (unmanaged 4.94 s, managed 5.62 s for mix M1; the same order for L1,
+/// H1 and H2, and with spinning off): the fluid CPU model is
+/// work-conserving and has no cache, IPC or migration costs, which is
+/// where the paper's gain comes from (about 7x fewer instructions, higher IPC,
+/// 100x fewer migrations in its Table VI), while the managed run pays
+/// real costs of quotas (a unit's quota idles while its threads wait at
+/// the barrier or for a CPU, and the even split does not follow each
+/// app's remaining work). Spinning at barriers, the one oversubscription
+/// cost modelled, wastes about 6 % of the CPU. See docs/sim.md. Migrations
+/// are not checked: the model has no per-CPU placement to count them.
+#[test]
+#[ignore = "direction not reproduced by the fluid model: see docs/sim.md"]
+fn awm_managed_mix_completes_sooner_than_unmanaged() {
+    let s = load("awm.toml");
+    let runs = run_all(&s);
+    let (un, m) = (get(&runs, "unmanaged"), get(&runs, "managed"));
+    let (cu, cm) = (un.completion_s.unwrap(), m.completion_s.unwrap());
+    assert!(
+        cm < cu * 0.95,
+        "managed {cm:.2} s not ahead of unmanaged {cu:.2} s"
     );
 }

@@ -35,9 +35,11 @@
 //! simulated sockets are read through [`NetMonitor`](atoll_core::comm::NetMonitor)
 //! on the [`SimPlatform`].
 //!
-//! The disk model is in `disk`, the stream model in `stream`.
+//! The disk model is in `disk`, the stream model in `stream`, malleable
+//! apps (thread counts that change between rounds) in `malleable`.
 
 mod disk;
+mod malleable;
 mod net;
 mod programs;
 mod report;
@@ -52,6 +54,7 @@ use crate::platform::SimPlatform;
 use crate::state::{SimState, TidMap};
 use crate::workload::{Program, Rng, WorkloadError, WorkloadSpec};
 
+pub use malleable::MalleableState;
 pub use report::{
     AppReport, AppSample, DiskReport, LatencyReport, Sample, StreamReport, WorkloadReport,
 };
@@ -71,6 +74,8 @@ enum Next {
     Compute,
     /// Barrier: the phase is done; arrive.
     Arrive,
+    /// Malleable: spun at the barrier for the spin budget; block.
+    SpinOut,
     /// Hog: done.
     HogDone,
     /// Queue servers: take the next job.
@@ -146,6 +151,11 @@ struct Inst {
     arrived: u32,
     round: u32,
     waiting: Vec<usize>,
+    // Malleable: threads wanted from the next round on, threads in this
+    // round, paused (no thread active).
+    want: u32,
+    cur: u32,
+    paused: bool,
     // Clients.
     issued: u64,
     answered: u64,

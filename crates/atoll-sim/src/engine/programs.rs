@@ -23,6 +23,7 @@ impl Engine {
                 self.compute(st, th, work, Next::Arrive);
             }
             Next::Arrive => self.arrive(st, th),
+            Next::SpinOut => self.block(st, th),
             Next::HogDone => self.finish_thread(st, th),
             Next::Pick => self.pick(st, th),
             Next::Served(r) => self.served(st, th, r),
@@ -45,11 +46,17 @@ impl Engine {
     /// One barrier phase's CPU work, ns.
     fn barrier_phase(&mut self, th: usize) -> f64 {
         let app = self.threads[th].app;
-        let Program::Barrier {
-            compute_ms, jitter, ..
-        } = self.spec.apps[app].program
-        else {
-            return 0.0;
+        let (compute_ms, jitter) = match self.spec.apps[app].program {
+            Program::Barrier {
+                compute_ms, jitter, ..
+            } => (compute_ms, jitter),
+            Program::Malleable {
+                work_ms, jitter, ..
+            } => {
+                let inst = &self.apps[app].insts[self.threads[th].inst];
+                (work_ms / f64::from(inst.cur.max(1)), jitter)
+            }
+            _ => return 0.0,
         };
         let f = if jitter > 0.0 {
             1.0 + jitter * self.apps[app].rng.uniform(-1.0, 1.0)
@@ -61,8 +68,10 @@ impl Engine {
 
     fn arrive(&mut self, st: &mut SimState, th: usize) {
         let (app, inst) = (self.threads[th].app, self.threads[th].inst);
-        let Program::Barrier { rounds, .. } = self.spec.apps[app].program else {
-            return;
+        let rounds = match self.spec.apps[app].program {
+            Program::Barrier { rounds, .. } => rounds,
+            Program::Malleable { .. } => return self.malleable_arrive(st, th),
+            _ => return,
         };
         let i = &mut self.apps[app].insts[inst];
         i.arrived += 1;

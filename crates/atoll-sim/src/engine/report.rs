@@ -257,8 +257,11 @@ impl Engine {
         for (a, spec) in self.spec.apps.iter().enumerate() {
             let rt = &self.apps[a];
             let (_, cpu) = self.app_cpu(&mut st, a);
-            let rounds = matches!(spec.program, Program::Barrier { .. })
-                .then(|| rt.insts.iter().map(|i| i.round).min().unwrap_or(0));
+            let rounds = matches!(
+                spec.program,
+                Program::Barrier { .. } | Program::Malleable { .. }
+            )
+            .then(|| rt.insts.iter().map(|i| i.round).min().unwrap_or(0));
             let stream = matches!(spec.program, Program::StreamClient { .. }).then(|| {
                 let plays: Vec<_> = rt.insts.iter().filter_map(|i| i.play.as_ref()).collect();
                 let starts: Vec<f64> = plays

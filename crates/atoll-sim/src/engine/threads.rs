@@ -79,6 +79,11 @@ impl Engine {
                         self.step(st, th, Next::Compute);
                     }
                 }
+                Program::Malleable { .. } => {
+                    let inst = &mut self.apps[app].insts[i];
+                    inst.want = ths.len() as u32;
+                    self.start_round(st, app, i);
+                }
                 Program::Hog { cpu_ms } => {
                     for &th in &ths {
                         self.set_running(st, th);

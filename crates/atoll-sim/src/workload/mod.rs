@@ -9,6 +9,14 @@
 //! - `barrier`: parallel compute. Each thread computes `compute_ms` of CPU
 //!   time, then waits at the instance's barrier; `rounds` times. `jitter`
 //!   draws each phase uniformly in `compute_ms × [1 − jitter, 1 + jitter]`.
+//! - `malleable`: a reconfigurable data-parallel loop. Each round's
+//!   `work_ms` of CPU time is split among the threads active in the round
+//!   (each share drawn with `jitter`), who then meet at the barrier;
+//!   `rounds` times. `threads` is the most it can use; the count in force
+//!   changes between rounds ([`Engine::set_threads`](crate::Engine::set_threads)),
+//!   and 0 pauses it. A thread that arrives early spins for `spin_us` of
+//!   CPU time before it blocks (spin-then-block, as OpenMP and many thread
+//!   pools wait); one still spinning when the round ends goes on at once.
 //! - `hog`: always runnable (for `cpu_ms` of CPU time, or forever).
 //! - `client`: issues requests to a `service` app. With `rate_per_s` it is
 //!   open loop (each instance issues at that rate, Poisson or evenly
@@ -252,6 +260,23 @@ pub enum Program {
         #[serde(default)]
         jitter: f64,
     },
+    /// A data-parallel loop whose thread count can change while it runs
+    /// (a reconfigurable application): each round's CPU work is split
+    /// among the threads active in that round, who then meet at the
+    /// instance's barrier (see [`Engine::set_threads`](crate::Engine::set_threads)).
+    Malleable {
+        /// CPU time per round, all active threads together, ms.
+        work_ms: f64,
+        /// Rounds.
+        rounds: u32,
+        /// Relative spread of each thread's share (0 ≤ jitter < 1).
+        #[serde(default)]
+        jitter: f64,
+        /// CPU time a thread spends spinning at the barrier before it
+        /// blocks, µs (spin-then-block synchronisation; 0: block at once).
+        #[serde(default)]
+        spin_us: f64,
+    },
     /// Always runnable.
     Hog {
         /// CPU time to use before finishing (`None`: never finish).
@@ -351,6 +376,7 @@ impl Program {
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Barrier { .. } => "barrier",
+            Self::Malleable { .. } => "malleable",
             Self::Hog { .. } => "hog",
             Self::Client { .. } => "client",
             Self::Service { .. } => "service",
@@ -363,7 +389,10 @@ impl Program {
     /// Whether an app running it can finish.
     pub fn finite(&self) -> bool {
         match self {
-            Self::Barrier { .. } | Self::StreamServer { .. } | Self::StreamClient { .. } => true,
+            Self::Barrier { .. }
+            | Self::Malleable { .. }
+            | Self::StreamServer { .. }
+            | Self::StreamClient { .. } => true,
             Self::Hog { cpu_ms } => cpu_ms.is_some(),
             Self::Client { requests, .. } | Self::Disk { requests, .. } => requests.is_some(),
             Self::Service { .. } => false,

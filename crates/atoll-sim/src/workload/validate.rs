@@ -311,6 +311,19 @@ impl WorkloadSpec {
                     return Err(value(app, "jitter", jitter, "must be in [0, 1)"));
                 }
             }
+            Program::Malleable {
+                work_ms,
+                rounds,
+                jitter,
+                spin_us,
+            } => {
+                check(app, "work_ms", *work_ms, 0.0, true)?;
+                positive("rounds", Some(u64::from(*rounds)))?;
+                if !(0.0..1.0).contains(jitter) {
+                    return Err(value(app, "jitter", jitter, "must be in [0, 1)"));
+                }
+                check(app, "spin_us", *spin_us, 0.0, false)?;
+            }
             Program::Hog { cpu_ms } => {
                 if let Some(c) = cpu_ms {
                     check(app, "cpu_ms", *c, 0.0, true)?;

@@ -4,6 +4,7 @@
 mod barrier;
 mod classes;
 mod io;
+mod malleable;
 mod requests;
 
 use std::time::Duration;
