@@ -6,11 +6,12 @@
 //! starts, and a drop guard kills it and removes the groups even if an
 //! assertion fails.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
-use std::time::{SystemTime, UNIX_EPOCH};
+mod common;
 
-use atoll_cgroup::{can_write, choose, detect, Cgroup1Backend, Choice, RealFs, Requested};
+use std::path::Path;
+use std::process::Command;
+
+use atoll_cgroup::{Cgroup1Backend, RealFs};
 use atoll_core::backend::{Actuator, Monitor};
 use atoll_core::plan::{CpuMax, GroupPath, GroupSettings, Partition, RtBudget};
 use atoll_core::process::CgroupMembership;
@@ -18,92 +19,15 @@ use atoll_core::spec::MemoryEntitlement;
 use atoll_core::weight::weight_to_shares;
 use atoll_core::CpuSet;
 
-/// Kills the child and removes every group under the test's root.
-struct Guard {
-    root: String,
-    mounts: Vec<PathBuf>,
-    child: Option<Child>,
-}
-
-impl Guard {
-    fn kill_child(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn remove_tree(dir: &Path) {
-    if let Ok(rd) = std::fs::read_dir(dir) {
-        for e in rd.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                remove_tree(&e.path());
-            }
-        }
-    }
-    let _ = std::fs::remove_dir(dir);
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        self.kill_child();
-        assert!(self.root.starts_with("atoll-test-"));
-        for m in &self.mounts {
-            let d = m.join(&self.root);
-            if d.exists() {
-                remove_tree(&d);
-            }
-        }
-    }
-}
-
-fn read(p: &Path) -> String {
-    std::fs::read_to_string(p)
-        .unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
-        .trim()
-        .to_string()
-}
-
-fn gp(s: &str) -> GroupPath {
-    GroupPath::from_relative(s)
-}
+use common::{gp, read, Guard};
 
 #[test]
 fn cgroup1_backend_on_the_real_kernel() {
-    // SAFETY: geteuid(2) has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        println!("skipped: not root");
+    let Some(setup) = common::setup() else {
         return;
-    }
-    let mounts = match detect(Path::new("/proc/self/mountinfo")) {
-        Ok(m) => m,
-        Err(e) => {
-            println!("skipped: {e}");
-            return;
-        }
     };
-    let paths = match choose(Requested::Cgroup1, &mounts, &RealFs, &can_write) {
-        Ok(Choice::Cgroup1(p)) => p,
-        Ok(other) => {
-            println!("skipped: unexpected choice {other:?}");
-            return;
-        }
-        Err(e) => {
-            println!("skipped: {e}");
-            return;
-        }
-    };
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let root = format!("atoll-test-{}-{nanos}", std::process::id());
-    let mut guard = Guard {
-        root: root.clone(),
-        mounts: mounts.v1.iter().map(|m| m.mount.path.clone()).collect(),
-        child: None,
-    };
+    let (paths, root) = (setup.paths.clone(), setup.root.clone());
+    let mut guard = Guard::new(&setup, None);
     let mut b = Cgroup1Backend::new(paths.clone(), &root, RealFs).unwrap();
     let caps = b.capabilities();
     assert!(caps.cpuset && caps.cpu);
@@ -216,12 +140,9 @@ fn cgroup1_backend_on_the_real_kernel() {
     for g in ["isl/u", "isl", ""] {
         b.remove(&gp(g)).unwrap();
     }
-    for m in &mounts.v1 {
-        assert!(
-            !m.mount.path.join(&root).exists(),
-            "{} left behind",
-            m.mount.path.join(&root).display()
-        );
+    for m in &setup.mounts {
+        let d = m.join(&root);
+        assert!(!d.exists(), "{} left behind", d.display());
     }
     guard.kill_child();
 }

@@ -10,81 +10,19 @@
 //! Freezing is asynchronous, so states are polled until they show (at most
 //! a few seconds); nothing is asserted about how long that takes.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+mod common;
 
-use atoll_cgroup::{can_write, choose, detect, Cgroup1Backend, Choice, RealFs, Requested};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use atoll_cgroup::{Cgroup1Backend, RealFs};
 use atoll_core::backend::{Actuator, FreezeState, Monitor};
 use atoll_core::plan::{GroupPath, GroupSettings};
 use atoll_core::process::CgroupMembership;
 use atoll_core::CpuSet;
 
-/// Thaws the test's freezer groups, kills the child and removes every group
-/// under the test's root.
-struct Guard {
-    root: String,
-    freezer: PathBuf,
-    mounts: Vec<PathBuf>,
-    child: Option<Child>,
-}
-
-fn dirs_under(dir: &Path, out: &mut Vec<PathBuf>) {
-    out.push(dir.to_path_buf());
-    if let Ok(rd) = std::fs::read_dir(dir) {
-        for e in rd.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                dirs_under(&e.path(), out);
-            }
-        }
-    }
-}
-
-fn remove_tree(dir: &Path) {
-    let mut dirs = Vec::new();
-    dirs_under(dir, &mut dirs);
-    for d in dirs.iter().rev() {
-        let _ = std::fs::remove_dir(d);
-    }
-}
-
-impl Guard {
-    fn thaw_all(&self) {
-        let mut dirs = Vec::new();
-        dirs_under(&self.freezer.join(&self.root), &mut dirs);
-        for d in dirs {
-            let _ = std::fs::write(d.join("freezer.state"), "THAWED");
-        }
-    }
-
-    fn kill_child(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        assert!(self.root.starts_with("atoll-test-"));
-        self.thaw_all();
-        self.kill_child();
-        for m in &self.mounts {
-            let d = m.join(&self.root);
-            if d.exists() {
-                remove_tree(&d);
-            }
-        }
-    }
-}
-
-fn read(p: &Path) -> String {
-    std::fs::read_to_string(p)
-        .unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
-        .trim()
-        .to_string()
-}
+use common::{gp, read, Guard};
 
 /// The one-letter state in `/proc/PID/status` (`S`, `D`, ...).
 fn task_state(pid: u32) -> String {
@@ -110,50 +48,17 @@ fn wait_for<T: PartialEq + std::fmt::Debug>(want: &T, mut probe: impl FnMut() ->
     last
 }
 
-fn gp(s: &str) -> GroupPath {
-    GroupPath::from_relative(s)
-}
-
 #[test]
 fn cgroup1_freezer_on_the_real_kernel() {
-    // SAFETY: geteuid(2) has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        println!("skipped: not root");
+    let Some(setup) = common::setup() else {
         return;
-    }
-    let mounts = match detect(Path::new("/proc/self/mountinfo")) {
-        Ok(m) => m,
-        Err(e) => {
-            println!("skipped: {e}");
-            return;
-        }
     };
-    let paths = match choose(Requested::Cgroup1, &mounts, &RealFs, &can_write) {
-        Ok(Choice::Cgroup1(p)) => p,
-        Ok(other) => {
-            println!("skipped: unexpected choice {other:?}");
-            return;
-        }
-        Err(e) => {
-            println!("skipped: {e}");
-            return;
-        }
-    };
+    let (paths, root) = (setup.paths.clone(), setup.root.clone());
     let Some(freezer) = paths.freezer.clone() else {
         println!("skipped: no writable v1 freezer hierarchy");
         return;
     };
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let root = format!("atoll-test-{}-{nanos}", std::process::id());
-    let mut guard = Guard {
-        root: root.clone(),
-        freezer: freezer.clone(),
-        mounts: mounts.v1.iter().map(|m| m.mount.path.clone()).collect(),
-        child: None,
-    };
+    let mut guard = Guard::new(&setup, Some(freezer.clone()));
     let mut b = Cgroup1Backend::new(paths.clone(), &root, RealFs).unwrap();
     b.set_rmdir_retry(2, Duration::from_millis(10));
     assert!(b.capabilities().freezer);
@@ -226,8 +131,8 @@ fn cgroup1_freezer_on_the_real_kernel() {
     assert_eq!(wait_for(&"S".to_string(), || task_state(pid)), "S");
     b.remove(&u).unwrap();
     b.remove(&GroupPath::root()).unwrap();
-    for m in &mounts.v1 {
-        let d = m.mount.path.join(&root);
+    for m in &setup.mounts {
+        let d = m.join(&root);
         assert!(!d.exists(), "{} left behind", d.display());
     }
     guard.kill_child();
