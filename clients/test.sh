@@ -14,7 +14,11 @@
 #    (register, new working mode, wait, resume, reports, done);
 # 4. runs the Python example the same way, then the Python unit tests;
 # 5. builds the sample reconfigurable application (the Rust example
-#    awm_parallel) and runs it unmanaged and without a daemon.
+#    awm_parallel) and runs it unmanaged and without a daemon;
+# 6. as root with 2+ CPUs: starts the real daemon (cgroups under a root of
+#    this run's own, atoll-test-clients-<pid>-<ns>) and runs the C loop, the
+#    Python AppRuntime and the Rust sample application against it, then
+#    checks that the daemon removed its groups.
 # Exits non-zero on any failure.
 set -euo pipefail
 
@@ -214,6 +218,129 @@ if [ "$status" = 1 ] && grep -q "atoll daemon is not running" "$work/awm.err"; t
     pass "awm_parallel-no-daemon"
 else
     fail "awm_parallel-no-daemon: status $status, stderr $(cat "$work/awm.err")"
+fi
+
+echo "== the three libraries against the real daemon"
+# Root only, with at least 2 CPUs: the daemon runs on real cgroups under a
+# root group of this run's own (atoll-test-clients-<pid>-<ns>), with the
+# host partition on the first CPU and an island "apps" on the last; the
+# only processes it moves are the clients this script starts.
+ncpus=$(nproc)
+if [ "$(id -u)" != 0 ] || [ "$ncpus" -lt 2 ]; then
+    echo "skipped: needs root and 2 CPUs (uid $(id -u), $ncpus CPUs)"
+else
+    CARGO_TARGET_DIR=$target cargo build -p atoll-cli
+    atoll=$target/debug/atoll
+    cg_root=atoll-test-clients-$$-$(date +%s%N)
+    sock=$work/real.sock
+    last=$((ncpus - 1))
+    cat >"$work/real.toml" <<TOML
+[host]
+cpus = "0"
+adopt_all = false
+
+[island.apps]
+cpus = "$last"
+
+[apps]
+
+[recipe.awm_parallel]
+priority = 2
+
+[[recipe.awm_parallel.mode]]
+id = 0
+name = "t1"
+value = 0.2
+cpu_quota = 1.0
+threads = 1
+TOML
+    "$atoll" check-config "$work/real.toml" >"$work/check.out" 2>&1 ||
+        fail "real daemon: its config is refused: $(cat "$work/check.out")"
+    "$atoll" daemon --config "$work/real.toml" --cgroup-root "$cg_root" --socket "$sock" \
+        --state-dir "$work/state" >"$work/daemon.log" 2>&1 &
+    daemon_pid=$!
+    stop_daemon() {
+        if [ -n "${daemon_pid:-}" ]; then
+            kill -TERM "$daemon_pid" 2>/dev/null || true
+            wait "$daemon_pid" 2>/dev/null || true
+            daemon_pid=
+        fi
+    }
+    trap 'stop_daemon; cleanup' EXIT
+    for _ in $(seq 1 200); do
+        [ -S "$sock" ] && break
+        kill -0 "$daemon_pid" 2>/dev/null || break
+        sleep 0.05
+    done
+    if [ ! -S "$sock" ]; then
+        fail "real daemon did not start: $(tail -5 "$work/daemon.log")"
+    else
+        # C: the named recipe of the config (its one mode that fits the
+        # island's one CPU); the loop runs to the end and leaves.
+        status=0
+        "$work/awm_loop" -s "$sock" -n 20 -r 5 -p 5 awm_parallel >"$work/real-c.out" \
+            2>"$work/real-c.err" || status=$?
+        if [ "$status" = 0 ] && head -1 "$work/real-c.out" | grep -Eq '^registered app [0-9]+$' &&
+            grep -q 'mode 0 (t1) on island apps, 1.00 CPUs on '"$last"', 1 threads' "$work/real-c.out" &&
+            tail -1 "$work/real-c.out" | grep -q '^done: 20 cycles'; then
+            pass "C awm_loop against the real daemon"
+        else
+            fail "C awm_loop against the real daemon: status $status, stdout $(cat "$work/real-c.out"), stderr $(cat "$work/real-c.err")"
+        fi
+        # Python: AppRuntime with an inline recipe: run 10 cycles as told, leave.
+        if "$python" - "$sock" "$last" >"$work/real-py.out" 2>&1 <<'PY'
+import sys
+sys.path.insert(0, "clients/python")
+from atoll_client import AppRuntime, Client, load_recipe
+sock, last = sys.argv[1], sys.argv[2]
+recipe = load_recipe("clients/recipes/awm_parallel.toml")
+# The island has one CPU: the modes that need more cannot run there.
+recipe["modes"] = [m for m in recipe["modes"] if m["needs"]["cpu_quota"] <= 1]
+with Client(sock) as c:
+    rt = AppRuntime(c, recipe, poll_every=0.01, report_every=0.05)
+    kinds, granted = [], None
+    while kinds.count("run") < 10:
+        step = rt.next_step()
+        kinds.append(step.kind)
+        if step.kind == "configure":
+            granted = step.assignment
+        elif step.kind == "run":
+            rt.cycles_done(1)
+    assert granted is not None, kinds
+    assert (granted.island, granted.cpus, granted.mode, granted.parallelism) == ("apps", last, 0, 1), granted
+    assert [x["app"] for x in c.apps()].count(rt.app) == 1, c.apps()
+    summary = rt.done()
+    assert summary.cycles == 10, summary
+    assert all(x["app"] != rt.app for x in c.apps()), c.apps()
+print("ok", kinds[:3])
+PY
+        then
+            pass "Python client against the real daemon"
+        else
+            fail "Python client against the real daemon: $(cat "$work/real-py.out")"
+        fi
+        # Rust: the sample application, managed, with the inline recipe.
+        status=0
+        "$awm" --socket "$sock" --max-cpus 1 --cycles 5 --work 16 --poll-ms 5 \
+            >"$work/real-rs.out" 2>"$work/real-rs.err" || status=$?
+        if [ "$status" = 0 ] && "$python" -c '
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert (s["mode"], s["cycles"], s["threads_final"]) == ("managed", 5, 1), s
+' "$work/real-rs.out"; then
+            pass "Rust awm_parallel against the real daemon"
+        else
+            fail "Rust awm_parallel against the real daemon: status $status, stdout $(cat "$work/real-rs.out"), stderr $(cat "$work/real-rs.err")"
+        fi
+    fi
+    stop_daemon
+    left=$(find /sys/fs/cgroup -maxdepth 3 -type d -name "$cg_root" 2>/dev/null || true)
+    if [ -n "$left" ]; then
+        fail "the daemon left its groups behind: $left"
+        for d in $left; do find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true; done
+    else
+        pass "the daemon removed its groups ($cg_root)"
+    fi
 fi
 
 if [ "$failures" -gt 0 ]; then

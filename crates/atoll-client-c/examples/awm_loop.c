@@ -168,22 +168,26 @@ int main(int argc, char **argv) {
     for (unsigned long cycle = 1; cycle <= cycles; cycle++) {
         snprintf(when, sizeof when, "cycle %lu", cycle);
         rc = atoll_app_poll(c, app, generation);
-        /* While waiting: stop working, poll until running again. */
-        while (rc == ATOLL_CHANGED) {
-            generation = atoll_app_generation(c);
-            changes++;
-            print_assignment(c, when);
+        /* Work only while running. While waiting (also before the first
+         * planning run, which the daemon does after registering), poll
+         * until running again. */
+        for (;;) {
+            if (rc < 0) {
+                return fail(c, "poll", rc);
+            }
+            if (rc == ATOLL_CHANGED) {
+                generation = atoll_app_generation(c);
+                changes++;
+                print_assignment(c, when);
+                if (atoll_app_state(c) != ATOLL_APP_RUNNING) {
+                    suspensions++;
+                }
+            }
             if (atoll_app_state(c) == ATOLL_APP_RUNNING) {
                 break;
             }
-            suspensions++;
-            do {
-                pause_ms((unsigned int)poll_ms);
-                rc = atoll_app_poll(c, app, generation);
-            } while (rc == ATOLL_ACK);
-        }
-        if (rc < 0) {
-            return fail(c, "poll", rc);
+            pause_ms((unsigned int)poll_ms);
+            rc = atoll_app_poll(c, app, generation);
         }
         work(atoll_app_parallelism(c));
         if (cycle % report_every == 0 || cycle == cycles) {
