@@ -148,8 +148,8 @@ pub(crate) fn summary(a: &AppsSpec, out: &mut String) {
         let p = &a.params;
         let _ = writeln!(
             out,
-            "  params: knee {}, balance at knee {}, fair slack {}, hysteresis {}, aging {} (cap {})",
-            p.knee, p.balance_at_knee, p.fair_slack, p.hysteresis, p.aging, p.aging_cap
+            "  params: knee {}, balance at knee {}, fair slack {}, hysteresis {}, aging {} (cap {}), grow into idle {}",
+            p.knee, p.balance_at_knee, p.fair_slack, p.hysteresis, p.aging, p.aging_cap, p.grow_into_idle
         );
     }
     let _ = writeln!(out, "recipes: {}", a.recipes.len());

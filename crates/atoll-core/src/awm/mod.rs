@@ -50,6 +50,18 @@
 //!    applications still to come), and takes its best pair; if none fits
 //!    it is blocked. Running applications whose pair could not be reserved
 //!    come after the reserved ones, new and waiting ones last.
+//! 4. **Idle capacity** (`PolicyParams::grow_into_idle`, on by default).
+//!    `L` scores a full island 0, so the selection leaves room on an
+//!    island for applications that might come: an application alone on
+//!    an island of 2 CPUs stays in its 1-CPU mode. When no application of
+//!    the run is blocked, that room would only stay idle, so each granted
+//!    application (priority order, then id) takes, on its own island, the
+//!    mode of highest value that fits in what is left, if it is worth more
+//!    by more than the hysteresis margin and stays within its fair share
+//!    (all CPUs over all applications, times `fair_slack`); not one that
+//!    reported a negative goal gap. Its score says so ("grown into idle
+//!    capacity"). Found by `atoll bench awm`: the last instance of a burst
+//!    ran at half speed beside an idle CPU.
 //!
 //! The paper evaluates all pairs once per level and walks one sorted list,
 //! so its `L` and `F` ignore the grants made during the walk: a burst of

@@ -10,6 +10,8 @@ use super::score::{self, GoalShift, PolicyError, PolicyParams, Score, Weights};
 use super::{AppId, AppState, IslandCapacity};
 use crate::Name;
 
+mod grow;
+
 /// Milli-CPUs per CPU: CPU is accounted in integers.
 const MILLI: f64 = 1000.0;
 
@@ -289,6 +291,8 @@ struct AppP {
     running: bool,
     /// `min(1, |goal gap|)`.
     gap_strength: f64,
+    /// It reported more than it needs (a negative goal gap).
+    wants_less: bool,
 }
 
 /// The applications of a run, flattened.
@@ -471,10 +475,17 @@ impl Planner {
                 });
             }
         }
-        let outcomes: Vec<Outcome> = outcomes
+        let mut outcomes: Vec<Outcome> = outcomes
             .into_iter()
             .map(|o| o.expect("every application is planned"))
             .collect();
+        if self.params.grow_into_idle
+            && outcomes
+                .iter()
+                .all(|o| matches!(o, Outcome::Granted { .. }))
+        {
+            self.grow(&prepared, &modes, &bits, &by_level, &mut st, &mut outcomes);
+        }
         Ok(schedule::build(apps, islands, &index, &outcomes))
     }
 
@@ -552,6 +563,7 @@ impl Planner {
                 cur_island: cur.and_then(|c| index.get(c.island.as_str()).copied()),
                 running: cur.is_some(),
                 gap_strength: GoalShift::strength(a.goal_gap),
+                wants_less: a.goal_gap < 0.0,
             });
         }
         Ok(Prepared {
@@ -590,6 +602,7 @@ impl Planner {
                     migration: score::migration(same_island),
                     balance: score::balance(usage, p),
                     fairness,
+                    idle: false,
                 };
                 s.total = w.combine(&s);
                 let pick = Pick {

@@ -92,11 +92,17 @@ fn paper_mixed_workload_runs_everyone_below_the_top_mode() {
         assert!(g.mode < 3, "{g:?}");
         assert!(g.mode >= 1, "{g:?}");
     }
-    // The three first take AWM2 on a node of their own (L spreads them).
+    // The three first take AWM2 on a node of their own (L spreads them);
+    // the fourth is selected at AWM1, then grows into its node's idle room,
+    // up to its fair share of 3 CPUs: AWM2, not AWM3.
     let islands_used: std::collections::BTreeSet<_> =
         s.grants.iter().map(|g| g.island.clone()).collect();
     assert_eq!(islands_used.len(), 3);
-    assert_eq!(s.grants.iter().filter(|g| g.mode == 2).count(), 3, "{s:?}");
+    let selected = s.grants.iter().filter(|g| g.mode == 2 && !g.score.idle);
+    assert_eq!(selected.count(), 3, "{s:?}");
+    let grown: Vec<_> = s.grants.iter().filter(|g| g.score.idle).collect();
+    assert_eq!(grown.len(), 1, "{s:?}");
+    assert_eq!((grown[0].app, grown[0].mode), (AppId(4), 2), "{s:?}");
 }
 
 #[test]
@@ -337,9 +343,21 @@ fn running_apps_stay_when_another_island_empties() {
 
 #[test]
 fn goal_gap_moves_the_mode_up_or_down() {
-    // On 3 CPUs mode 1 and mode 2 score about the same without a gap.
+    // On 3 CPUs mode 1 and mode 2 score about the same without a gap (the
+    // selection alone: without the idle-capacity pass, which would grow a
+    // lone application; see `lone_app_grows_into_idle_capacity`).
     let islands = [isl("a", 3.0, 8)];
     let r = recipe("w", 0, PAPER);
+    let selection = Planner::new(
+        Weights::default(),
+        PolicyParams {
+            grow_into_idle: false,
+            ..PolicyParams::default()
+        },
+    )
+    .unwrap();
+    let plan =
+        |islands: &[IslandCapacity], apps: &[AppState]| selection.plan(islands, apps).unwrap();
     let with_gap = |gap| AppState {
         goal_gap: gap,
         ..running(1, &r, 1, "a")
@@ -480,4 +498,58 @@ fn fairness_shrinks_an_incumbent_to_let_a_newcomer_in() {
     assert_eq!(mode_of(&s, 2), Some(0), "{s:?}");
     let kinds: Vec<_> = s.changes.iter().map(|c| c.kind).collect();
     assert_eq!(kinds, vec![ChangeKind::Shrink, ChangeKind::Grant]);
+}
+
+#[test]
+fn lone_app_grows_into_idle_capacity() {
+    // The congestion index scores a full island 0, so the selection keeps a
+    // lone application at mode 1 of 2 CPUs' island (half of it idle).
+    let islands = [isl("a", 2.0, 8)];
+    let r = recipe("w", 0, &[(0, 0.55, 1.0), (1, 1.0, 2.0)]);
+    let selection = Planner::new(
+        Weights::default(),
+        PolicyParams {
+            grow_into_idle: false,
+            ..PolicyParams::default()
+        },
+    )
+    .unwrap();
+    let alone = [running(1, &r, 0, "a")];
+    assert_eq!(
+        mode_of(&selection.plan(&islands, &alone).unwrap(), 1),
+        Some(0)
+    );
+    // With the pass (the default) it takes the whole island, and says why.
+    let s = plan(&islands, &alone);
+    assert_eq!(mode_of(&s, 1), Some(1), "{s:?}");
+    let change = s.changes.iter().find(|c| c.app == AppId(1)).unwrap();
+    assert!(
+        change.reason().contains("grown into idle capacity"),
+        "{change}"
+    );
+    // Stable: planning the result again changes nothing.
+    let again = plan(&islands, &[running(1, &r, 1, "a")]);
+    assert!(again.changes.is_empty(), "{again:?}");
+    // Two of them share the island: nobody grows past the fair share.
+    let two = [running(1, &r, 0, "a"), running(2, &r, 0, "a")];
+    let s = plan(&islands, &two);
+    assert_eq!(
+        (mode_of(&s, 1), mode_of(&s, 2)),
+        (Some(0), Some(0)),
+        "{s:?}"
+    );
+    // One more than fits waits, so nobody grows into what is left.
+    let big = recipe("big", 0, &[(0, 1.0, 1.5)]);
+    let s = plan(&islands, &[running(1, &r, 0, "a"), app(2, &big)]);
+    assert!(s.is_blocked(AppId(2)), "{s:?}");
+    assert_eq!(mode_of(&s, 1), Some(0), "{s:?}");
+    // An application that reported more than it needs does not grow.
+    let s = plan(
+        &islands,
+        &[AppState {
+            goal_gap: -0.3,
+            ..running(1, &r, 0, "a")
+        }],
+    );
+    assert_eq!(mode_of(&s, 1), Some(0), "{s:?}");
 }

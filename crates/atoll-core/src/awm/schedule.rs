@@ -164,7 +164,11 @@ impl fmt::Display for Score {
             f,
             "score {:.2} (V {:.2} Rr {:.2} Rm {:.2} L {:.2} F {:.2})",
             self.total, self.value, self.reconfig, self.migration, self.balance, self.fairness
-        )
+        )?;
+        if self.idle {
+            write!(f, ", grown into idle capacity")?;
+        }
+        Ok(())
     }
 }
 

@@ -65,6 +65,11 @@ pub struct PolicyParams {
     pub aging: f64,
     /// Most aging can add.
     pub aging_cap: f64,
+    /// Idle capacity: when no application of a run is blocked, a granted
+    /// application grows, on its island, into the mode of highest value
+    /// that fits in what the others left (see
+    /// [`Planner::plan`](super::Planner::plan)).
+    pub grow_into_idle: bool,
 }
 
 impl Default for PolicyParams {
@@ -76,6 +81,7 @@ impl Default for PolicyParams {
             hysteresis: 0.05,
             aging: 0.05,
             aging_cap: 1.0,
+            grow_into_idle: true,
         }
     }
 }
@@ -212,6 +218,10 @@ pub struct Score {
     pub balance: f64,
     /// `F`.
     pub fairness: f64,
+    /// Granted by the idle-capacity pass, not by the selection (see
+    /// `PolicyParams::grow_into_idle`).
+    #[serde(default)]
+    pub idle: bool,
 }
 
 /// How a goal gap moves the value of the modes (see [`value`]).
@@ -377,6 +387,7 @@ mod tests {
         hysteresis: 0.05,
         aging: 0.05,
         aging_cap: 1.0,
+        grow_into_idle: true,
     };
 
     fn close(a: f64, b: f64) -> bool {
@@ -504,6 +515,7 @@ mod tests {
             migration: 1.0,
             balance: 1.0,
             fairness: 1.0,
+            idle: false,
         };
         assert!(close(w.combine(&ones), 1.0));
         assert_eq!(w.combine(&Score::default()), 0.0);
