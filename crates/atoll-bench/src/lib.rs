@@ -25,6 +25,7 @@
 //! last-resort sweep of it), [`interrupt`] (Ctrl-C turns into an error that
 //! unwinds through the guards) and [`machine`] (what the numbers depend on).
 
+pub mod awm;
 pub mod cgroups;
 pub mod comm;
 pub mod coordination;

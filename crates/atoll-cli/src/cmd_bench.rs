@@ -8,6 +8,7 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
+use atoll_bench::awm::{self, AwmOptions};
 use atoll_bench::comm::{self, CommOptions};
 use atoll_bench::coordination::{self, CoordinationOptions};
 use atoll_bench::isolation::{self, config::parse_mode, IsolationOptions};
@@ -108,10 +109,38 @@ enum Which {
         #[arg(
             long,
             value_delimiter = ',',
-            default_value = "slice,weight,idle_others",
+            default_value = "weight,slice,idle_others",
             value_parser = parse_comm_mechanism
         )]
         mechanisms: Vec<comm::Mechanism>,
+        /// Run nothing: print the table of a report saved with --json.
+        #[arg(long, value_name = "FILE")]
+        table: Option<std::path::PathBuf>,
+    },
+    /// Reconfigurable applications managed by the daemon against Linux
+    /// alone: bursts and mixes of data-parallel and pipeline apps on every
+    /// CPU (root).
+    Awm {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Tiny workloads (a smoke test; the numbers mean little).
+        #[arg(long)]
+        quick: bool,
+        /// Repetitions of every scenario and side (default 5, 1 with
+        /// --quick).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        reps: Option<u64>,
+        /// Scenarios: burst-N (N data-parallel apps) and mix-M+K (M
+        /// data-parallel and K pipeline apps) (default
+        /// burst-2,burst-4,burst-8,mix-2+2,mix-4+4; burst-2,mix-1+1 with
+        /// --quick).
+        #[arg(long, value_delimiter = ',', value_parser = parse_scenario)]
+        scenarios: Option<Vec<awm::Scenario>>,
+        /// The daemon's `[apps] weights.balance` (default: the daemon's
+        /// own default).
+        #[arg(long, value_parser = parse_weight)]
+        balance_weight: Option<f64>,
     },
     /// How the simulator with the daemon's control loop scales: 64, 256
     /// and 1,024 CPUs, ~10 threads per CPU, 60 simulated s (no root).
@@ -123,6 +152,17 @@ enum Which {
         #[arg(long)]
         quick: bool,
     },
+}
+
+fn parse_scenario(s: &str) -> Result<awm::Scenario, String> {
+    s.parse()
+}
+
+fn parse_weight(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v >= 0.0 && v.is_finite() => Ok(v),
+        _ => Err(format!("--balance-weight must be a number >= 0, not {s:?}")),
+    }
 }
 
 fn parse_comm_mechanism(s: &str) -> Result<comm::Mechanism, String> {
@@ -233,7 +273,20 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
             skip_stream,
             buffer_ms,
             mechanisms,
+            table,
         } => {
+            if let Some(file) = table {
+                let text = std::fs::read_to_string(&file)
+                    .with_context(|| format!("read {}", file.display()))?;
+                let report: comm::CommReport = serde_json::from_str(&text).with_context(|| {
+                    format!(
+                        "{}: not a report of atoll bench comm --json",
+                        file.display()
+                    )
+                })?;
+                println!("{}", comm::render_table(&report));
+                return Ok(ExitCode::SUCCESS);
+            }
             let reps = reps.map(|r| usize::try_from(r).unwrap_or(usize::MAX));
             let mut settings = comm::Settings::new(quick, reps, seconds, rate);
             if let Some(b) = buffer_ms {
@@ -253,6 +306,30 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
                 println!("{}", comm::render_table(&report));
+            }
+        }
+        Which::Awm {
+            json,
+            quick,
+            reps,
+            scenarios,
+            balance_weight,
+        } => {
+            let reps = reps.map(|r| usize::try_from(r).unwrap_or(usize::MAX));
+            let mut settings = awm::Settings::new(quick, reps, scenarios);
+            settings.balance_weight = balance_weight;
+            let opts = AwmOptions {
+                exe,
+                settings,
+                command: command_line(),
+            };
+            let progress = Progress::new(opts.steps(), true);
+            let report = awm::run(&opts, &progress)?;
+            drop(progress);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                println!("{}", awm::render_table(&report));
             }
         }
         Which::Sim { .. } => unreachable!("handled above"),

@@ -19,7 +19,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use atoll_core::clock::ManualClock;
-use atoll_core::comm::CommSpec;
+use atoll_core::comm::{CommSpec, Mechanism};
 use atoll_core::spec::{
     AdoptRule, Entitlement, HostSpec, IslandSpec, PlatformSpec, SchedPolicy, UnitSpec,
     DEFAULT_EPOCH,
@@ -110,6 +110,7 @@ fn a_unit_with_unread_bytes_gets_the_boost_slice_on_the_real_kernel() {
         overlays: Vec::new(),
         comm: Some(CommSpec {
             recipient: true,
+            mechanism: Mechanism::Slice,
             ..CommSpec::default()
         }),
         apps: Default::default(),

@@ -19,7 +19,12 @@
 //! | `http-load --addr H:P --rate R --seconds S [--path P] [--warmup W] [--connections C]` | GETs at a fixed rate (open loop) over keep-alive connections | response time summary (ms, with p95), throughput, errors |
 //! | `stream-server --port P --bytes-per-s R [--interval-ms T]` | sends each client R bytes/s in batches every T ms (HTTP/1.0 on loopback) | connections, bytes, late sends |
 //! | `stream-client --addr H:P --clients N --bytes-per-s R --buffer-ms B --seconds S [--path P]` | plays N streams through B ms playback buffers | buffer under-runs per client |
+//! | `awm-parallel [--cycles N] [--work U] [--ws-kib K] (--threads T \| [--socket P] [--recipe F]) [--go FILE] [--poll-ms M] [--report-ms M]` | N cycles of U units split among T threads (managed: the working mode's) meeting at a barrier | completion time, cycles, its context switches and CPU migrations |
+//! | `awm-pipeline` (the same, and `[--items I] [--queue Q]`) | N batches of I items through load, extract (T threads), rank (T threads), out | the same, and items |
 
+mod awm;
+mod awm_parallel;
+mod awm_pipeline;
 mod cpu;
 mod disk;
 mod http_load;
@@ -34,6 +39,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+pub use awm::{monotonic_s, AwmArgs};
 pub use cpu::cpu_work;
 pub use http_load::{get as http_get, read_response, HttpLoadArgs, Response};
 pub use kvfront::KvFrontArgs;
@@ -97,6 +103,10 @@ pub enum Worker {
     StreamClient(StreamClientArgs),
     /// The front end of a key-value application over Redis back ends.
     KvFront(KvFrontArgs),
+    /// The data-parallel reconfigurable application.
+    AwmParallel(AwmArgs),
+    /// The pipeline reconfigurable application.
+    AwmPipeline(AwmArgs),
 }
 
 /// Why the worker arguments were refused.
@@ -147,7 +157,7 @@ pub enum ArgError {
 }
 
 /// The worker kinds.
-pub const KINDS: [&str; 11] = [
+pub const KINDS: [&str; 13] = [
     "spin",
     "cpujob",
     "echo-server",
@@ -159,6 +169,8 @@ pub const KINDS: [&str; 11] = [
     "http-load",
     "stream-server",
     "stream-client",
+    "awm-parallel",
+    "awm-pipeline",
 ];
 
 /// Options with values, and flags, of one kind.
@@ -189,6 +201,8 @@ fn spec(kind: &str) -> Option<Spec> {
         "http-load" => (http_load::OPTIONS, &[]),
         "stream-server" => (stream::SERVER_OPTIONS, &[]),
         "stream-client" => (stream::CLIENT_OPTIONS, &[]),
+        "awm-parallel" => (awm::COMMON_OPTIONS, &[]),
+        "awm-pipeline" => (awm::PIPELINE_OPTIONS, &[]),
         _ => return None,
     };
     Some(Spec { valued, flags })
@@ -322,6 +336,8 @@ impl Worker {
             "http-load" => Self::HttpLoad(HttpLoadArgs::from_opts(&o)?),
             "stream-server" => Self::StreamServer(StreamServerArgs::from_opts(&o)?),
             "stream-client" => Self::StreamClient(StreamClientArgs::from_opts(&o)?),
+            "awm-parallel" => Self::AwmParallel(AwmArgs::from_opts(&o)?),
+            "awm-pipeline" => Self::AwmPipeline(AwmArgs::from_opts(&o)?),
             _ => unreachable!("spec() knows only the kinds matched here"),
         })
     }
@@ -345,6 +361,8 @@ impl Worker {
             Self::StreamServer(a) => stream::stream_server(a),
             Self::StreamClient(a) => stream::stream_client(a),
             Self::KvFront(a) => kvfront::kvfront(a),
+            Self::AwmParallel(a) => awm_parallel::awm_parallel(a),
+            Self::AwmPipeline(a) => awm_pipeline::awm_pipeline(a),
         }
     }
 }

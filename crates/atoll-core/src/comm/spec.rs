@@ -73,15 +73,16 @@ pub struct CommSpec {
 }
 
 impl Default for CommSpec {
-    /// Every feature off, 100 ms period, slice mechanism (100 µs), weight
-    /// ×8, all units watched, at most 2 boosted.
+    /// Every feature off, 100 ms period, weight mechanism (×8; chosen by
+    /// `atoll bench comm`, see docs/comm.md), slice 100 µs, all units
+    /// watched, at most 2 boosted.
     fn default() -> Self {
         Self {
             recipient: false,
             anticipate: false,
             netpath: Vec::new(),
             period: Duration::from_millis(100),
-            mechanism: Mechanism::Slice,
+            mechanism: Mechanism::Weight,
             boost_slice: Duration::from_micros(100),
             boost_weight: 8,
             units: None,
