@@ -3,8 +3,9 @@
 //!
 //! - [`worker`]: the small programs the benchmarks start as separate
 //!   processes (`atoll __worker KIND ...`): CPU hogs, a fixed CPU job, a
-//!   request/response latency pair, a memory hog, a disk writer and a
-//!   wakeup-latency probe.
+//!   request/response latency pair, a memory hog, a disk writer, a
+//!   wakeup-latency probe, HTTP and streaming load, a Redis front end and
+//!   the reconfigurable workers.
 //! - [`revocation`]: `atoll bench revocation`, which compares the kernel
 //!   mechanisms that can lend an idle CPU and take it back (plain sharing,
 //!   `cpu.idle`, `SCHED_IDLE`, extreme weights, a polling cpuset loop) on
@@ -18,6 +19,9 @@
 //! - [`comm`]: `atoll bench comm`, communication-aware CPU scheduling off
 //!   and on: a two-tier nginx application and a streaming server beside
 //!   CPU hogs, under the real daemon.
+//! - [`awm`]: `atoll bench awm`, reconfigurable applications (bursts and
+//!   mixes of data-parallel and pipeline workers) managed by the real
+//!   daemon against Linux alone.
 //!
 //! Around them: [`stats`] (nearest-rank percentiles), [`progress`] (a
 //! hand-rolled progress bar), [`procs`] (child processes in their own
