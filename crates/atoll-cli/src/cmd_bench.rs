@@ -188,6 +188,20 @@ fn parse_mechanism(s: &str) -> Result<Mechanism, String> {
     s.parse()
 }
 
+/// Prints `report` as JSON, or as the table `table` renders.
+fn print_report<T: serde::Serialize>(
+    json: bool,
+    report: &T,
+    table: impl FnOnce(&T) -> String,
+) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(report)?);
+    } else {
+        println!("{}", table(report));
+    }
+    Ok(())
+}
+
 fn command_line() -> String {
     let mut args = std::env::args();
     let _ = args.next();
@@ -218,11 +232,7 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
             let progress = Progress::new(opts.mechanisms.len(), true);
             let report = revocation::run(&opts, &progress)?;
             drop(progress);
-            if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                println!("{}", revocation::render_table(&report));
-            }
+            print_report(json, &report, revocation::render_table)?;
         }
         Which::Isolation {
             json,
@@ -240,11 +250,7 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
             let progress = Progress::new(opts.steps(), true);
             let report = isolation::run(&opts, &progress)?;
             drop(progress);
-            if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                println!("{}", isolation::render_table(&report));
-            }
+            print_report(json, &report, isolation::render_table)?;
         }
         Which::Coordination {
             json,
@@ -258,11 +264,7 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
                 command: command_line(),
             };
             let report = coordination::run(&opts)?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                println!("{}", coordination::render_table(&report));
-            }
+            print_report(json, &report, coordination::render_table)?;
         }
         Which::Comm {
             json,
@@ -302,11 +304,7 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
             let progress = Progress::new(opts.steps(), true);
             let report = comm::run(&opts, &progress)?;
             drop(progress);
-            if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                println!("{}", comm::render_table(&report));
-            }
+            print_report(json, &report, comm::render_table)?;
         }
         Which::Awm {
             json,
@@ -326,11 +324,7 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
             let progress = Progress::new(opts.steps(), true);
             let report = awm::run(&opts, &progress)?;
             drop(progress);
-            if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                println!("{}", awm::render_table(&report));
-            }
+            print_report(json, &report, awm::render_table)?;
         }
         Which::Sim { .. } => unreachable!("handled above"),
     }

@@ -3,14 +3,11 @@
 //! kernel (skipped, with a note, when not root). Only shapes and sanity are
 //! checked: benchmark numbers are printed, never asserted in a direction.
 
+mod common;
+
 use std::process::{Command, Stdio};
 
-const BIN: &str = env!("CARGO_BIN_EXE_atoll");
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
+use common::{is_root, worker, BIN};
 
 #[test]
 fn bad_scenarios_and_reps_are_refused() {
@@ -32,29 +29,19 @@ fn workers_run_unmanaged_and_report_one_json_line() {
         ("awm-parallel", vec![]),
         ("awm-pipeline", vec!["--items", "3"]),
     ] {
-        let out = Command::new(BIN)
-            .args([
-                "__worker",
-                kind,
-                "--threads",
-                "2",
-                "--cycles",
-                "3",
-                "--work",
-                "4",
-            ])
-            .args(["--ws-kib", "8"])
-            .args(extra)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8(out.stdout).unwrap();
-        assert_eq!(text.lines().count(), 1, "{text}");
-        let r: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let mut args = vec![
+            kind,
+            "--threads",
+            "2",
+            "--cycles",
+            "3",
+            "--work",
+            "4",
+            "--ws-kib",
+            "8",
+        ];
+        args.extend(extra);
+        let r = worker(&args);
         assert_eq!(r["kind"], kind);
         assert_eq!(r["mode"], "unmanaged");
         assert_eq!(

@@ -3,28 +3,14 @@
 //! minutes) a real `--quick` run. Only shapes are checked: benchmark
 //! numbers are printed, never asserted.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_atoll");
-
-fn worker(args: &[&str]) -> serde_json::Value {
-    let out = Command::new(BIN)
-        .arg("__worker")
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(text.lines().count(), 1, "one JSON line expected: {text}");
-    serde_json::from_str(&text).unwrap()
-}
+use common::{worker, BIN};
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")

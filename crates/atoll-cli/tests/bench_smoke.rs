@@ -2,26 +2,12 @@
 //! ...`), as the benchmarks start them. Only the shape of their reports is
 //! checked: benchmark numbers are printed, never asserted.
 
+mod common;
+
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_atoll");
-
-fn worker(args: &[&str]) -> serde_json::Value {
-    let out = Command::new(BIN)
-        .arg("__worker")
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(text.lines().count(), 1, "one JSON line expected: {text}");
-    serde_json::from_str(&text).unwrap()
-}
+use common::{worker, BIN};
 
 #[test]
 fn cpujob_reports_its_work_and_time() {

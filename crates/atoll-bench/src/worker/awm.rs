@@ -36,33 +36,29 @@ use serde_json::{json, Value};
 
 use super::{stopping, ArgError, Opts};
 
-/// Options both workers take.
-pub(super) const COMMON_OPTIONS: &[&str] = &[
-    "--cycles",
-    "--work",
-    "--ws-kib",
-    "--threads",
-    "--socket",
-    "--recipe",
-    "--go",
-    "--poll-ms",
-    "--report-ms",
-];
+/// The options both workers take, then `$extra`.
+macro_rules! awm_options {
+    ($($extra:literal),*) => {
+        &[
+            "--cycles",
+            "--work",
+            "--ws-kib",
+            "--threads",
+            "--socket",
+            "--recipe",
+            "--go",
+            "--poll-ms",
+            "--report-ms",
+            $($extra),*
+        ]
+    };
+}
 
-/// Options of `awm-pipeline` on top of [`COMMON_OPTIONS`].
-pub(super) const PIPELINE_OPTIONS: &[&str] = &[
-    "--cycles",
-    "--work",
-    "--ws-kib",
-    "--threads",
-    "--socket",
-    "--recipe",
-    "--go",
-    "--poll-ms",
-    "--report-ms",
-    "--items",
-    "--queue",
-];
+/// Options both workers take.
+pub(super) const COMMON_OPTIONS: &[&str] = awm_options!();
+
+/// Options of `awm-pipeline`: [`COMMON_OPTIONS`] and its queue's.
+pub(super) const PIPELINE_OPTIONS: &[&str] = awm_options!("--items", "--queue");
 
 /// The arguments of `awm-parallel` and `awm-pipeline`.
 #[derive(Clone, Debug, PartialEq)]
