@@ -141,6 +141,11 @@ enum Which {
         /// own default).
         #[arg(long, value_parser = parse_weight)]
         balance_weight: Option<f64>,
+        /// Each worker thread's private working set, KiB (default 256, 64
+        /// with --quick): larger sets make running more threads than CPUs
+        /// cost cache.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+        ws_kib: Option<u64>,
     },
     /// How the simulator with the daemon's control loop scales: 64, 256
     /// and 1,024 CPUs, ~10 threads per CPU, 60 simulated s (no root).
@@ -312,10 +317,16 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
             reps,
             scenarios,
             balance_weight,
+            ws_kib,
         } => {
             let reps = reps.map(|r| usize::try_from(r).unwrap_or(usize::MAX));
             let mut settings = awm::Settings::new(quick, reps, scenarios);
             settings.balance_weight = balance_weight;
+            if let Some(k) = ws_kib {
+                let k = usize::try_from(k).unwrap_or(usize::MAX);
+                settings.parallel.ws_kib = k;
+                settings.pipeline.ws_kib = k;
+            }
             let opts = AwmOptions {
                 exe,
                 settings,

@@ -16,6 +16,7 @@ fn bad_scenarios_and_reps_are_refused() {
         &["bench", "awm", "--scenarios", "mix-2"],
         &["bench", "awm", "--reps", "0"],
         &["bench", "awm", "--balance-weight", "-1"],
+        &["bench", "awm", "--ws-kib", "0"],
     ] {
         let out = Command::new(BIN).args(args).output().unwrap();
         assert!(!out.status.success(), "{args:?}");
