@@ -153,6 +153,8 @@ pub(crate) struct Thread {
     pub policy: TaskPolicy,
     /// Its custom slice (fair class only; `None`: the default).
     pub slice: Option<std::time::Duration>,
+    /// Its cache penalty (0: none; see `model`).
+    pub cache_penalty: f64,
     /// Its class, runnable state, CPU time and work in the model.
     pub acct: ThreadAcct,
 }

@@ -11,6 +11,10 @@ impl Engine {
     pub(super) fn start_app(&mut self, st: &mut SimState, app: usize) {
         let spec = self.spec.apps[app].clone();
         let policy = spec.policy.as_deref().and_then(parse_policy);
+        let cache_penalty = match spec.program {
+            Program::Malleable { cache_penalty, .. } => cache_penalty,
+            _ => 0.0,
+        };
         let networked = matches!(
             spec.program,
             Program::Client { .. }
@@ -43,6 +47,9 @@ impl Engine {
                     // Outside atoll any policy is allowed; a refusal leaves
                     // the default.
                     let _ = st.set_policy(tid, p);
+                }
+                if cache_penalty > 0.0 {
+                    st.set_thread_cache_penalty(tid, cache_penalty);
                 }
                 let th = self.threads.len();
                 self.threads.push(ThreadRt {
@@ -140,7 +147,12 @@ impl Engine {
         let t = &mut self.threads[th];
         t.state = TState::Running(Some(next));
         if cpu_ns > 0.0 {
-            st.set_thread_work(t.tid, cpu_ns);
+            if next == Next::SpinOut {
+                // Spinning is plain CPU time, never slowed by the cache.
+                st.set_thread_cpu_work(t.tid, cpu_ns);
+            } else {
+                st.set_thread_work(t.tid, cpu_ns);
+            }
         } else {
             st.clear_thread_work(t.tid);
             t.seq += 1;

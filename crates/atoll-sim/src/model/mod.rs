@@ -70,15 +70,22 @@
 //! which each class's first target is reached, re-pushed when a class's
 //! rate changes; stale entries are dropped lazily.
 //!
+//! # Cache penalty
+//!
+//! Threads with a cache penalty make less progress per CPU time when
+//! threads share their CPUs: their targets are on a *work* clock; see
+//! `cache`.
+//!
 //! Group usage, `cpu.max` periods and throttling, and PSI `some` (a group
 //! stalls while a runnable thread in it or below gets less than a whole
 //! CPU) are folded from per-group segments at rate changes and at reads,
 //! with the same rules as `cpu.stat` (see [`CpuCounters`]).
 //!
 //! Not modelled: SMT (each logical CPU is one CPU), NUMA distances,
-//! migration costs, cache effects.
+//! migration costs, cache effects other than the penalty above.
 
 mod alloc;
+mod cache;
 #[cfg(test)]
 mod tests;
 mod tree;
@@ -157,8 +164,13 @@ pub(crate) struct Class {
     pub runnable: u32,
     /// CPUs each runnable member gets.
     pub rate: f64,
+    /// Cache penalty of its threads (0: none).
+    pub penalty: f64,
+    /// Work per CPU time now (`1 − penalty·(1 − 1/k)`; 1 without penalty).
+    pub eff: f64,
     t0: u64,
     service0: f64,
+    work0: f64,
     wait0: f64,
     version: u64,
     work: BinaryHeap<Reverse<WorkEntry>>,
@@ -177,16 +189,22 @@ impl Class {
         self.service0 + self.rate * t.saturating_sub(self.t0) as f64
     }
 
+    /// The work clock: service weighted by `eff`.
+    fn work_at(&self, t: u64) -> f64 {
+        self.work0 + self.rate * self.eff * t.saturating_sub(self.t0) as f64
+    }
+
     fn wait_at(&self, t: u64) -> f64 {
         self.wait0 + (1.0 - self.rate).max(0.0) * t.saturating_sub(self.t0) as f64
     }
 
-    /// When the service reaches `target`, ns (rounded up).
+    /// When the work clock reaches `target`, ns (rounded up).
     fn time_of(&self, target: f64) -> Option<u64> {
-        if self.rate <= EPS {
+        let speed = self.rate * self.eff;
+        if self.rate <= EPS || speed <= 0.0 {
             return None;
         }
-        let dt = ((target - self.service0) / self.rate).max(0.0).ceil();
+        let dt = ((target - self.work0) / speed).max(0.0).ceil();
         Some(self.t0.saturating_add(dt.min(1e18) as u64))
     }
 }
@@ -206,12 +224,12 @@ pub(crate) struct ThreadAcct {
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Work {
     None,
-    /// Runnable: done when the class's service reaches `target`.
+    /// Runnable: done when the class's work clock reaches `target`.
     Target {
         target: f64,
         seq: u64,
     },
-    /// Not runnable: CPU time still to run.
+    /// Not runnable: work still to do.
     Remaining(f64),
 }
 
@@ -219,7 +237,9 @@ enum Work {
 #[derive(Debug)]
 pub(crate) struct Model {
     pub classes: Vec<Class>,
-    index: HashMap<(Option<GroupPath>, PolicyKind), ClassId>,
+    index: HashMap<(Option<GroupPath>, PolicyKind, u64), ClassId>,
+    /// Classes with a cache penalty.
+    penalised: Vec<ClassId>,
     /// The compiled group tree; `None` when it must be rebuilt.
     pub tree: Option<Tree>,
     /// Rates must be recomputed.
@@ -256,6 +276,7 @@ impl Model {
         Self {
             classes: Vec::new(),
             index: HashMap::new(),
+            penalised: Vec::new(),
             tree: None,
             dirty: true,
             full: true,
@@ -267,8 +288,14 @@ impl Model {
         }
     }
 
-    fn class_for(&mut self, loc: Option<&GroupPath>, kind: PolicyKind, now: u64) -> ClassId {
-        let key = (loc.cloned(), kind);
+    fn class_for(
+        &mut self,
+        loc: Option<&GroupPath>,
+        kind: PolicyKind,
+        penalty: f64,
+        now: u64,
+    ) -> ClassId {
+        let key = (loc.cloned(), kind, penalty.to_bits());
         if let Some(&c) = self.index.get(&key) {
             return c;
         }
@@ -279,8 +306,11 @@ impl Model {
             threads: 0,
             runnable: 0,
             rate: 0.0,
+            penalty,
+            eff: 1.0,
             t0: now,
             service0: 0.0,
+            work0: 0.0,
             wait0: 0.0,
             version: 0,
             work: BinaryHeap::new(),
@@ -290,6 +320,9 @@ impl Model {
             dirty: false,
         });
         self.index.insert(key, id);
+        if penalty > 0.0 {
+            self.penalised.push(id);
+        }
         id
     }
 
@@ -333,6 +366,7 @@ impl Model {
     fn leave(&mut self, a: &mut ThreadAcct, now: u64) {
         let c = &mut self.classes[a.class];
         let service = c.service_at(now);
+        let work = c.work_at(now);
         a.cpu_base += service - a.joined_service;
         a.wait_base += c.wait_at(now) - a.joined_wait;
         c.runnable -= 1;
@@ -342,7 +376,7 @@ impl Model {
             }
         }
         if let Work::Target { target, .. } = a.work {
-            a.work = Work::Remaining((target - service).max(0.0));
+            a.work = Work::Remaining((target - work).max(0.0));
         }
         a.runnable = false;
         self.touch(a.class);
@@ -350,7 +384,7 @@ impl Model {
 
     fn start_work(&mut self, a: &mut ThreadAcct, tid: u32, ns: f64, now: u64) {
         let c = &mut self.classes[a.class];
-        let target = c.service_at(now) + ns.max(0.0);
+        let target = c.work_at(now) + ns.max(0.0);
         self.next_seq += 1;
         let seq = self.next_seq;
         c.work.push(Reverse(WorkEntry { target, tid, seq }));
@@ -429,11 +463,20 @@ impl Model {
 
     /// Rebases class `c` at `at` with a new rate; re-pushes its next target.
     fn rebase(&mut self, c: ClassId, at: u64, rate: f64) {
+        let eff = self.classes[c].eff;
+        self.rebase_with(c, at, rate, eff);
+    }
+
+    /// Rebases class `c` at `at` with a new rate and work efficiency (the
+    /// clocks are folded with the old ones); re-pushes its next target.
+    fn rebase_with(&mut self, c: ClassId, at: u64, rate: f64, eff: f64) {
         let class = &mut self.classes[c];
         class.service0 = class.service_at(at);
+        class.work0 = class.work_at(at);
         class.wait0 = class.wait_at(at);
         class.t0 = at;
         class.rate = rate;
+        class.eff = eff;
         class.version += 1;
         self.stats.rebases += 1;
         if let Some(Reverse(e)) = class.work.peek() {
@@ -478,7 +521,7 @@ impl SimState {
         let busy = self.procs.get(&pid).is_some_and(|p| p.busy);
         let c = self
             .model
-            .class_for(loc.as_ref(), PolicyKind::of(policy), now);
+            .class_for(loc.as_ref(), PolicyKind::of(policy), 0.0, now);
         let mut acct = ThreadAcct::new(c);
         acct.runnable = busy;
         self.model.attach(&mut acct, tid, c, now);
@@ -488,6 +531,7 @@ impl SimState {
                 pid,
                 policy,
                 slice: None,
+                cache_penalty: 0.0,
                 acct,
             },
         );
@@ -504,13 +548,17 @@ impl SimState {
     /// Re-files thread `tid` after its process moved or its policy changed.
     pub(crate) fn reclass(&mut self, tid: u32) {
         let now = self.now_ns();
-        let Some((pid, policy)) = self.threads.get(&tid).map(|t| (t.pid, t.policy)) else {
+        let Some((pid, policy, penalty)) = self
+            .threads
+            .get(&tid)
+            .map(|t| (t.pid, t.policy, t.cache_penalty))
+        else {
             return;
         };
         let loc = self.location_of(pid);
         let c = self
             .model
-            .class_for(loc.as_ref(), PolicyKind::of(policy), now);
+            .class_for(loc.as_ref(), PolicyKind::of(policy), penalty, now);
         let Some(t) = self.threads.get_mut(&tid) else {
             return;
         };
@@ -533,7 +581,8 @@ impl SimState {
         }
     }
 
-    /// Gives thread `tid` `ns` of CPU work (replacing any left).
+    /// Gives thread `tid` `ns` of work (replacing any left): CPU time,
+    /// slowed by its cache penalty if it has one.
     pub(crate) fn set_thread_work(&mut self, tid: u32, ns: f64) {
         let now = self.now_ns();
         if let Some(t) = self.threads.get_mut(&tid) {
@@ -602,6 +651,7 @@ impl SimState {
             let at = self.now_ns();
             let full = self.model.full;
             self.recompute(at, full);
+            self.model.update_cache_eff(at);
             for c in std::mem::take(&mut self.model.dirty_classes) {
                 self.model.classes[c].dirty = false;
             }
@@ -630,14 +680,14 @@ impl SimState {
             let Some(Reverse((_, c, _))) = self.model.heap.pop() else {
                 break;
             };
-            let service = self.model.classes[c].service_at(now);
-            let tol = 1e-6 * (1.0 + service.abs() * 1e-9);
+            let work = self.model.classes[c].work_at(now);
+            let tol = 1e-6 * (1.0 + work.abs() * 1e-9);
             while let Some(Reverse(e)) = self.model.classes[c].work.peek().copied() {
                 if !Model::valid(&self.threads, c, &e) {
                     self.model.classes[c].work.pop();
                     continue;
                 }
-                let due = e.target <= service + tol
+                let due = e.target <= work + tol
                     || self.model.classes[c]
                         .time_of(e.target)
                         .is_some_and(|t| t <= now);

@@ -24,7 +24,21 @@
 
 use std::time::Duration;
 
-use super::{ClassId, Model, PolicyKind};
+use super::{ClassId, Model, PolicyKind, Tree};
+
+impl Tree {
+    /// Runnable threads that can delay a waker on CPU set `s`: those of
+    /// every set spread evenly over it (see the module docs).
+    pub(crate) fn busy_in(&self, s: usize) -> f64 {
+        self.set_busy
+            .iter()
+            .zip(&self.inter[s])
+            .zip(&self.set_len)
+            .filter(|((n, _), l)| **n > 0.0 && **l > 0.0)
+            .map(|((n, i), l)| n * i / l)
+            .sum()
+    }
+}
 
 impl Model {
     /// The wakeup delay for a thread of class `c` with custom slice `slice`.
@@ -41,14 +55,7 @@ impl Model {
         if len <= 0.0 {
             return 0;
         }
-        let busy: f64 = tree
-            .set_busy
-            .iter()
-            .zip(&tree.inter[s])
-            .zip(&tree.set_len)
-            .filter(|((n, _), l)| **n > 0.0 && **l > 0.0)
-            .map(|((n, i), l)| n * i / l)
-            .sum();
+        let busy = tree.busy_in(s);
         if busy + 1.0 <= len + 1e-9 {
             return 0;
         }

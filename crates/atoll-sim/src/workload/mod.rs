@@ -17,6 +17,11 @@
 //!   and 0 pauses it. A thread that arrives early spins for `spin_us` of
 //!   CPU time before it blocks (spin-then-block, as OpenMP and many thread
 //!   pools wait); one still spinning when the round ends goes on at once.
+//!   `cache_penalty = p` (0 to 1, default 0) slows its work when threads
+//!   share CPUs: a thread on CPUs that hold `k` runnable threads each (at
+//!   least 1) makes `1 − p·(1 − 1/k)` of the progress per CPU time it
+//!   makes alone (its working set is evicted by the others for `1 − 1/k`
+//!   of its turns); its CPU time is unchanged and its spinning not slowed.
 //! - `hog`: always runnable (for `cpu_ms` of CPU time, or forever).
 //! - `client`: issues requests to a `service` app. With `rate_per_s` it is
 //!   open loop (each instance issues at that rate, Poisson or evenly
@@ -276,6 +281,12 @@ pub enum Program {
         /// blocks, µs (spin-then-block synchronisation; 0: block at once).
         #[serde(default)]
         spin_us: f64,
+        /// Cache penalty `p` in [0, 1] (0: none): a thread on CPUs that
+        /// hold `k` runnable threads each makes `1 − p·(1 − 1/k)` of the
+        /// progress per CPU time it makes alone (its CPU time is
+        /// unchanged; see the module docs).
+        #[serde(default)]
+        cache_penalty: f64,
     },
     /// Always runnable.
     Hog {

@@ -110,6 +110,22 @@ fn values_are_checked_and_named() {
             "1.5",
         ),
         (
+            with_app(
+                "{ kind = \"malleable\", work_ms = 1, rounds = 1, cache_penalty = 1.5 }",
+                "",
+            ),
+            "cache_penalty",
+            "1.5",
+        ),
+        (
+            with_app(
+                "{ kind = \"malleable\", work_ms = 1, rounds = 1, cache_penalty = -0.1 }",
+                "",
+            ),
+            "cache_penalty",
+            "-0.1",
+        ),
+        (
             with_app("{ kind = \"hog\" }", "threads = 0"),
             "threads",
             "0",

@@ -316,6 +316,7 @@ impl WorkloadSpec {
                 rounds,
                 jitter,
                 spin_us,
+                cache_penalty,
             } => {
                 check(app, "work_ms", *work_ms, 0.0, true)?;
                 positive("rounds", Some(u64::from(*rounds)))?;
@@ -323,6 +324,14 @@ impl WorkloadSpec {
                     return Err(value(app, "jitter", jitter, "must be in [0, 1)"));
                 }
                 check(app, "spin_us", *spin_us, 0.0, false)?;
+                if !(0.0..=1.0).contains(cache_penalty) {
+                    return Err(value(
+                        app,
+                        "cache_penalty",
+                        cache_penalty,
+                        "must be in [0, 1]",
+                    ));
+                }
             }
             Program::Hog { cpu_ms } => {
                 if let Some(c) = cpu_ms {

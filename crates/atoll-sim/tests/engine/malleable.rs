@@ -83,3 +83,86 @@ fn spinning_costs_time_only_with_more_threads_than_cpus() {
         "{quiet:?} {spin:?}"
     );
 }
+
+/// [`malleable`] with `cache_penalty = p` (`None`: the key absent).
+fn cached(
+    threads: u32,
+    work_ms: f64,
+    rounds: u32,
+    jitter: f64,
+    spin_us: f64,
+    p: Option<f64>,
+) -> String {
+    let text = malleable(threads, work_ms, rounds, jitter, spin_us);
+    match p {
+        Some(p) => text.replace(" }\n", &format!(", cache_penalty = {p} }}\n")),
+        None => text,
+    }
+}
+
+#[test]
+fn a_zero_cache_penalty_changes_nothing() {
+    let run = |p: Option<f64>| {
+        let sim = machine(2);
+        let mut e = engine(&sim, &cached(8, 20.0, 50, 0.5, 2000.0, p), 5);
+        finish(&mut e, 60.0).apps.remove(0)
+    };
+    let (absent, zero, some) = (run(None), run(Some(0.0)), run(Some(0.3)));
+    assert_eq!(absent, zero);
+    // The same run with a penalty does differ (8 threads on 2 CPUs).
+    assert!(
+        some.finished_s.unwrap() > absent.finished_s.unwrap() * 1.05,
+        "{absent:?} {some:?}"
+    );
+}
+
+#[test]
+fn a_cache_penalty_costs_nothing_with_a_cpu_per_thread() {
+    // As `the_work_of_a_round_is_split_among_the_threads`: k = 1.
+    let sim = machine(4);
+    let mut e = engine(&sim, &cached(4, 40.0, 10, 0.0, 0.0, Some(0.5)), 1);
+    let a = finish(&mut e, 10.0).apps.remove(0);
+    assert!(close(a.finished_s.unwrap(), 0.100, 1e-6), "{a:?}");
+    assert!(close(a.cpu_s, 0.4, 1e-6), "{a:?}");
+}
+
+#[test]
+fn a_cache_penalty_slows_threads_sharing_a_cpu_not_their_cpu_time() {
+    // 4 threads on 1 CPU, 10 ms of work each, p = 0.5: with k threads per
+    // CPU each makes 1 - 0.5 * (1 - 1/k) of its CPU share in work.
+    // Thread 1 wakes at once; threads 2-4 find the CPU busy and wait half
+    // a base slice (0.75 ms on 1 CPU): 0.375 ms.
+    // - 0 to 0.375 ms: thread 1 alone (k = 1): 0.375 ms of work.
+    // - then k = 4: 0.25 CPU * 0.625 = 0.15625 ms of work a ms; thread 1
+    //   ends after 9.625 / 0.15625 = 61.6 ms, at 61.975 ms, the others
+    //   with 0.375 ms left;
+    // - then k = 3: (1/3) * (2/3) = 2/9 ms of work a ms: 1.6875 ms more.
+    // Done at 63.6625 ms, the CPU busy all along (about 40 ms without).
+    let run = |p| {
+        let sim = machine(1);
+        let mut e = engine(&sim, &cached(4, 40.0, 1, 0.0, 0.0, Some(p)), 1);
+        finish(&mut e, 10.0).apps.remove(0)
+    };
+    let (cold, warm) = (run(0.5), run(0.0));
+    assert!(close(cold.finished_s.unwrap(), 0.0636625, 1e-9), "{cold:?}");
+    assert!(close(cold.cpu_s, 0.0636625, 1e-9), "{cold:?}");
+    assert!(close(warm.finished_s.unwrap(), 0.040, 1e-9), "{warm:?}");
+    assert!(close(warm.cpu_s, 0.040, 1e-9), "{warm:?}");
+}
+
+#[test]
+fn the_cache_penalty_follows_the_threads_per_cpu() {
+    // One penalised thread (10 ms of work, p = 0.5) and a hog of 5 ms on
+    // 1 CPU. Until the hog ends (10 ms) k = 2: the thread makes
+    // 0.5 * 0.75 = 0.375 ms of work a ms, 3.75 ms; then alone at full
+    // speed, 6.25 ms more: done at 16.25 ms, with 11.25 ms of CPU.
+    let sim = machine(1);
+    let text = cached(1, 10.0, 1, 0.0, 0.0, Some(0.5))
+        + "[[apps]]\nname = \"hog\"\nunit = \"hog\"\nprogram = { kind = \"hog\", cpu_ms = 5 }\n";
+    let mut e = engine(&sim, &text, 1);
+    let r = finish(&mut e, 10.0);
+    let a = app(&r, "bt");
+    assert!(close(a.finished_s.unwrap(), 0.01625, 1e-6), "{a:?}");
+    assert!(close(a.cpu_s, 0.01125, 1e-6), "{a:?}");
+    assert!(close(app(&r, "hog").finished_s.unwrap(), 0.010, 1e-6));
+}
