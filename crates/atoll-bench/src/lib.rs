@@ -44,3 +44,16 @@ pub mod stats;
 pub mod worker;
 
 pub use error::BenchError;
+
+/// A temporary directory of a benchmark run, `atoll-bench-<tag>-XXXXXX`
+/// under the system's temp dir, removed when dropped.
+pub fn temp_dir(tag: &str) -> Result<tempfile::TempDir, error::BenchError> {
+    tempfile::Builder::new()
+        .prefix(&format!("atoll-bench-{tag}-"))
+        .tempdir()
+        .map_err(|source| error::BenchError::Io {
+            op: "create",
+            path: std::env::temp_dir(),
+            source,
+        })
+}

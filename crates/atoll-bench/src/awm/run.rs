@@ -258,14 +258,7 @@ pub fn run(opts: &AwmOptions, progress: &Progress) -> Result<AwmReport, BenchErr
     }
     let mut settings = opts.settings.clone();
     settings.cpus = cpus.to_string();
-    let dir = tempfile::Builder::new()
-        .prefix("atoll-bench-awm-")
-        .tempdir()
-        .map_err(|source| BenchError::Io {
-            op: "create",
-            path: std::env::temp_dir(),
-            source,
-        })?;
+    let dir = crate::temp_dir("awm")?;
     let mut b = Bench {
         exe: opts.exe.clone(),
         dir: dir.path().to_path_buf(),

@@ -200,10 +200,7 @@ fn prepare_dir(s: &Settings) -> Result<tempfile::TempDir, BenchError> {
         let path = path.to_path_buf();
         move |source| BenchError::Io { op, path, source }
     };
-    let dir = tempfile::Builder::new()
-        .prefix("atoll-bench-comm-")
-        .tempdir()
-        .map_err(io("create", &std::env::temp_dir()))?;
+    let dir = crate::temp_dir("comm")?;
     let p = dir.path();
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).map_err(io("chmod", p))?;
     for sub in ["www", "tmp"] {

@@ -35,14 +35,7 @@ pub fn run(opts: &IsolationOptions, progress: &Progress) -> Result<IsolationRepo
     let mut workload = Workload::new(opts.quick, machine.memory_mib);
     progress.phase("", "calibrating the CPU job");
     workload.cpujob_work = calibrate(workload.cpujob_target_ms)?;
-    let dir = tempfile::Builder::new()
-        .prefix("atoll-bench-isolation-")
-        .tempdir()
-        .map_err(|source| BenchError::Io {
-            op: "create",
-            path: std::env::temp_dir(),
-            source,
-        })?;
+    let dir = crate::temp_dir("isolation")?;
     let mut measured = Vec::new();
     for &mode in &opts.modes {
         let s = run_mode(

@@ -52,6 +52,18 @@ fn running(id: u64, r: &Arc<Recipe>, mode: u8, island: &str) -> AppState {
     }
 }
 
+/// The default policy without its idle-capacity pass: the selection alone.
+fn selection_only() -> Planner {
+    Planner::new(
+        Weights::default(),
+        PolicyParams {
+            grow_into_idle: false,
+            ..PolicyParams::default()
+        },
+    )
+    .unwrap()
+}
+
 fn plan(islands: &[IslandCapacity], apps: &[AppState]) -> Schedule {
     Planner::default().plan(islands, apps).unwrap()
 }
@@ -348,14 +360,7 @@ fn goal_gap_moves_the_mode_up_or_down() {
     // lone application; see `lone_app_grows_into_idle_capacity`).
     let islands = [isl("a", 3.0, 8)];
     let r = recipe("w", 0, PAPER);
-    let selection = Planner::new(
-        Weights::default(),
-        PolicyParams {
-            grow_into_idle: false,
-            ..PolicyParams::default()
-        },
-    )
-    .unwrap();
+    let selection = selection_only();
     let plan =
         |islands: &[IslandCapacity], apps: &[AppState]| selection.plan(islands, apps).unwrap();
     let with_gap = |gap| AppState {
@@ -506,14 +511,7 @@ fn lone_app_grows_into_idle_capacity() {
     // lone application at mode 1 of 2 CPUs' island (half of it idle).
     let islands = [isl("a", 2.0, 8)];
     let r = recipe("w", 0, &[(0, 0.55, 1.0), (1, 1.0, 2.0)]);
-    let selection = Planner::new(
-        Weights::default(),
-        PolicyParams {
-            grow_into_idle: false,
-            ..PolicyParams::default()
-        },
-    )
-    .unwrap();
+    let selection = selection_only();
     let alone = [running(1, &r, 0, "a")];
     assert_eq!(
         mode_of(&selection.plan(&islands, &alone).unwrap(), 1),
