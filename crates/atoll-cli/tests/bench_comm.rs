@@ -8,9 +8,8 @@ mod common;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
-use common::{worker, BIN};
+use common::{stop_server, worker, BIN};
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -74,7 +73,7 @@ fn http_load_sends_at_its_rate_and_reports_p95() {
 #[test]
 fn the_stream_pair_plays_and_counts_underruns() {
     let port = free_port();
-    let mut server = Command::new(BIN)
+    let server = Command::new(BIN)
         .args(["__worker", "stream-server", "--port", &port.to_string()])
         .args(["--bytes-per-s", "200000", "--interval-ms", "10"])
         .stdout(Stdio::piped())
@@ -98,19 +97,7 @@ fn the_stream_pair_plays_and_counts_underruns() {
     assert_eq!(r["failed"], 0, "{r}");
     assert_eq!(r["underruns"].as_array().unwrap().len(), 3);
     assert_eq!(r["first_underrun_s"].as_array().unwrap().len(), 3);
-    // SAFETY: kill(2) on our own child.
-    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
-    let t0 = Instant::now();
-    while server.try_wait().unwrap().is_none() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "server did not stop"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let out = server.wait_with_output().unwrap();
-    assert!(out.status.success());
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = stop_server(server);
     assert_eq!(report["kind"], "stream-server");
     assert_eq!(report["connections"], 3);
     assert!(report["bytes"].as_u64().unwrap() > 0, "{report}");

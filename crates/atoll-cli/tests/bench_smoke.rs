@@ -5,9 +5,8 @@
 mod common;
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
-use common::{worker, BIN};
+use common::{stop_server, worker, BIN};
 
 #[test]
 fn cpujob_reports_its_work_and_time() {
@@ -36,7 +35,7 @@ fn probe_reports_a_lateness_summary_of_every_sample() {
 fn the_latency_pair_talks_over_a_unix_socket() {
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("echo.sock");
-    let mut server = Command::new(BIN)
+    let server = Command::new(BIN)
         .args(["__worker", "echo-server", "--socket"])
         .arg(&sock)
         .stdout(Stdio::piped())
@@ -54,19 +53,7 @@ fn the_latency_pair_talks_over_a_unix_socket() {
     assert_eq!(r["count"], 10);
     assert_eq!(r["rtt_us"]["count"], 10);
     // SIGTERM: the server reports and removes its socket.
-    // SAFETY: kill(2) on our own child.
-    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
-    let t0 = Instant::now();
-    while server.try_wait().unwrap().is_none() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "server did not stop"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let out = server.wait_with_output().unwrap();
-    assert!(out.status.success());
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = stop_server(server);
     assert_eq!(report["connections"], 1);
     assert!(!sock.exists());
 }

@@ -22,10 +22,10 @@ fn text(p: *const c_char) -> String {
 
 /// The accessors, in one tuple: state, id, generation, mode, mode name,
 /// island, cpus, quota, threads, parallelism, memory.
-#[allow(clippy::type_complexity)]
-fn view(
-    c: *const AtollClient,
-) -> (
+/// What the accessors say about a handle's assignment: state, app,
+/// generation, mode, mode name, island, CPUs, quota, threads, parallelism,
+/// memory.
+type View = (
     c_int,
     u64,
     u64,
@@ -37,7 +37,9 @@ fn view(
     c_uint,
     c_uint,
     u64,
-) {
+);
+
+fn view(c: *const AtollClient) -> View {
     // SAFETY: a live handle or NULL.
     unsafe {
         (
@@ -56,19 +58,7 @@ fn view(
     }
 }
 
-fn none() -> (
-    c_int,
-    u64,
-    u64,
-    c_int,
-    String,
-    String,
-    String,
-    f64,
-    c_uint,
-    c_uint,
-    u64,
-) {
+fn none() -> View {
     (
         ATOLL_APP_NONE,
         0,

@@ -213,16 +213,7 @@ fn invalid_arguments_are_refused_before_sending() {
             "invalid goal_cps: -3 ",
         ),
     ];
-    for (e, want) in &cases {
-        assert!(e.is_invalid_argument(), "{e}");
-        assert!(e.to_string().starts_with(want), "{e} vs {want}");
-    }
-    // Nothing was sent: the next request still gets id 1.
-    c.apps().unwrap();
-    drop(c);
-    let seen = f.thread.join().unwrap();
-    assert_eq!(seen.len(), 1);
-    assert_eq!(seen[0].id, 1);
+    refused_before_sending(&cases, c, |c| drop(c.apps().unwrap()), f);
 }
 
 #[test]

@@ -27,6 +27,29 @@ struct Fake {
     thread: JoinHandle<Vec<RequestEnvelope>>,
 }
 
+/// Checks that every error of `cases` is an invalid argument whose text
+/// starts as given (none from the daemon), then that none of those calls
+/// sent anything: `next` (a valid request on `c`) still gets id 1, and it
+/// is all `f` saw.
+fn refused_before_sending(
+    cases: &[(ClientError, &str)],
+    c: Client,
+    next: impl FnOnce(&mut Client),
+    f: Fake,
+) {
+    for (e, want) in cases {
+        assert!(e.is_invalid_argument(), "{e}");
+        assert_eq!(e.api_code(), None);
+        assert!(e.to_string().starts_with(want), "{e} vs {want}");
+    }
+    let mut c = c;
+    next(&mut c);
+    drop(c);
+    let seen = f.thread.join().unwrap();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].id, 1);
+}
+
 fn fake(mut handler: impl FnMut(&RequestEnvelope) -> Vec<String> + Send + 'static) -> Fake {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("atoll.sock");

@@ -177,15 +177,25 @@ fn refused(r: ResponseEnvelope) -> ErrorCode {
     }
 }
 
-fn register(c: &mut Controller, caller: Caller, recipe: &str, pid: u32) -> u64 {
-    let r = ask(
+/// `app_register` of `pid` with `recipe`, as `caller`: the raw answer.
+fn ask_register(
+    c: &mut Controller,
+    caller: Caller,
+    recipe: RecipeRef,
+    pid: u32,
+) -> ResponseEnvelope {
+    ask(
         c,
         caller,
         Request::AppRegister {
-            recipe: RecipeRef::Named(recipe.into()),
+            recipe,
             pid: Some(pid),
         },
-    );
+    )
+}
+
+fn register(c: &mut Controller, caller: Caller, recipe: &str, pid: u32) -> u64 {
+    let r = ask_register(c, caller, RecipeRef::Named(recipe.into()), pid);
     match reply(r) {
         Reply::AppRegistered { app, assignment } => {
             assert!(
@@ -494,51 +504,26 @@ fn only_owners_and_root_may_act_on_an_application() {
     let mine = rig.proc(1000);
     let theirs = rig.proc(2000);
     // Someone else's process.
-    let r = ask(
-        &mut c,
-        user(1000),
-        Request::AppRegister {
-            recipe: RecipeRef::Named("fixed".into()),
-            pid: Some(theirs),
-        },
-    );
+    let r = ask_register(&mut c, user(1000), RecipeRef::Named("fixed".into()), theirs);
     assert_eq!(refused(r), ErrorCode::PermissionDenied);
     // No such process, no such recipe, a recipe that can never run.
-    let r = ask(
-        &mut c,
-        user(1000),
-        Request::AppRegister {
-            recipe: RecipeRef::Named("fixed".into()),
-            pid: Some(99_999),
-        },
-    );
+    let r = ask_register(&mut c, user(1000), RecipeRef::Named("fixed".into()), 99_999);
     assert_eq!(refused(r), ErrorCode::NotFound);
-    let r = ask(
-        &mut c,
-        user(1000),
-        Request::AppRegister {
-            recipe: RecipeRef::Named("nope".into()),
-            pid: Some(mine),
-        },
-    );
+    let r = ask_register(&mut c, user(1000), RecipeRef::Named("nope".into()), mine);
     assert_eq!(refused(r), ErrorCode::NotFound);
-    let r = ask(
+    let r = ask_register(
         &mut c,
         user(1000),
-        Request::AppRegister {
-            recipe: RecipeRef::Inline(recipe("huge", 0, vec![mode(0, 1.0, 16.0)])),
-            pid: Some(mine),
-        },
+        RecipeRef::Inline(recipe("huge", 0, vec![mode(0, 1.0, 16.0)])),
+        mine,
     );
     assert_eq!(refused(r), ErrorCode::BadRequest);
     // A user's inline recipe does not outrank the config's recipes.
-    let r = ask(
+    let r = ask_register(
         &mut c,
         user(1000),
-        Request::AppRegister {
-            recipe: RecipeRef::Inline(recipe("mine", 0, vec![mode(0, 1.0, 1.0)])),
-            pid: Some(mine),
-        },
+        RecipeRef::Inline(recipe("mine", 0, vec![mode(0, 1.0, 1.0)])),
+        mine,
     );
     let app = match reply(r) {
         Reply::AppRegistered { app, .. } => app,
@@ -547,14 +532,7 @@ fn only_owners_and_root_may_act_on_an_application() {
     let st = apps(&mut c).into_iter().find(|s| s.app == app).unwrap();
     assert_eq!(st.priority, 1);
     // Twice the same process.
-    let r = ask(
-        &mut c,
-        ROOT,
-        Request::AppRegister {
-            recipe: RecipeRef::Named("fixed".into()),
-            pid: Some(mine),
-        },
-    );
+    let r = ask_register(&mut c, ROOT, RecipeRef::Named("fixed".into()), mine);
     assert_eq!(refused(r), ErrorCode::BadRequest);
     // Others may not poll, report or leave for it; its owner and root may.
     for req in [

@@ -4,7 +4,8 @@
 
 #![allow(dead_code)]
 
-use std::process::Command;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
 
 /// The `atoll` binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_atoll");
@@ -31,4 +32,22 @@ pub fn worker(args: &[&str]) -> serde_json::Value {
 pub fn is_root() -> bool {
     // SAFETY: geteuid(2) has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
+}
+
+/// Stops a worker server with SIGTERM (waiting up to 10 s), checks it exited
+/// 0 and returns its report.
+pub fn stop_server(mut server: Child) -> serde_json::Value {
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
+    let t0 = Instant::now();
+    while server.try_wait().unwrap().is_none() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "server did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let out = server.wait_with_output().unwrap();
+    assert!(out.status.success());
+    serde_json::from_slice(&out.stdout).unwrap()
 }

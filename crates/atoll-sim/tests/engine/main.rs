@@ -10,33 +10,13 @@ mod requests;
 use std::time::Duration;
 
 use atoll_core::backend::Actuator;
-use atoll_core::clock::ManualClock;
-use atoll_core::plan::{GroupPath, GroupSettings};
-use atoll_core::topology::{SyntheticShape, Topology};
-use atoll_core::CpuSet;
+use atoll_core::plan::GroupSettings;
 use atoll_sim::engine::{AppReport, WorkloadReport};
 use atoll_sim::{Engine, SimPlatform, WorkloadSpec};
 
-/// A machine with `n` single-threaded cores on one node.
-pub fn machine(n: u32) -> SimPlatform {
-    let topo = Topology::synthetic(SyntheticShape {
-        packages: 1,
-        nodes_per_package: 1,
-        llcs_per_node: 1,
-        cores_per_llc: n,
-        threads_per_core: 1,
-        memory_per_node: 8 << 30,
-    });
-    SimPlatform::new(topo, "atoll", ManualClock::new())
-}
-
-pub fn g(s: &str) -> GroupPath {
-    GroupPath::from_relative(s)
-}
-
-pub fn cpus(s: &str) -> CpuSet {
-    CpuSet::parse(s).unwrap()
-}
+#[path = "../common/mod.rs"]
+mod common;
+pub use common::{cpus, g, machine};
 
 /// Applies `settings` at `path`, expecting no fallbacks.
 pub fn ok(sim: &mut SimPlatform, path: &str, settings: GroupSettings) {
