@@ -24,6 +24,11 @@ pub enum Action {
         path: GroupPath,
         /// The knobs written, `file=value`.
         knobs: Vec<String>,
+        /// The layers whose settings the group's effective settings hold
+        /// (`plan`, `isolation`, `coordination`, `comm`, `apps`), in the
+        /// order they are laid.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        layers: Vec<String>,
     },
     /// A group was removed.
     RemoveGroup {
@@ -155,6 +160,37 @@ pub enum Reason {
         /// island b (0.5 → 1 CPUs, 0 B → 0 B): score 0.71 (...)`.
         detail: String,
     },
+    /// Several steps changed the same group within one epoch; it was
+    /// written once, for all of these reasons.
+    Combined {
+        /// Each step's reason, in the order the steps ran.
+        causes: Vec<Reason>,
+    },
+}
+
+impl Reason {
+    /// One reason for all of `causes` (duplicates dropped): the cause
+    /// itself when there is one, [`Reason::Combined`] when there are more,
+    /// `None` when there is none.
+    pub fn combine(causes: impl IntoIterator<Item = Reason>) -> Option<Reason> {
+        let mut out: Vec<Reason> = Vec::new();
+        for c in causes {
+            let parts = match c {
+                Reason::Combined { causes } => causes,
+                other => vec![other],
+            };
+            for p in parts {
+                if !out.contains(&p) {
+                    out.push(p);
+                }
+            }
+        }
+        match out.len() {
+            0 => None,
+            1 => out.pop(),
+            _ => Some(Reason::Combined { causes: out }),
+        }
+    }
 }
 
 /// One decision.
@@ -189,10 +225,14 @@ impl Decision {
 impl fmt::Display for Action {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::ApplyGroup { path, knobs } if knobs.is_empty() => {
-                write!(f, "set {path}: kernel defaults")
+            Self::ApplyGroup { path, knobs, .. } if knobs.is_empty() => {
+                write!(f, "set {path}: kernel defaults")?;
+                write_layers(f, self)
             }
-            Self::ApplyGroup { path, knobs } => write!(f, "set {path}: {}", knobs.join(" ")),
+            Self::ApplyGroup { path, knobs, .. } => {
+                write!(f, "set {path}: {}", knobs.join(" "))?;
+                write_layers(f, self)
+            }
             Self::RemoveGroup { path } => write!(f, "remove group {path}"),
             Self::MoveProcess { pid, comm, to } => write!(f, "move pid {pid} ({comm}) to {to}"),
             Self::RestoreProcess { pid, to } => write!(f, "return pid {pid} to {to}"),
@@ -217,6 +257,16 @@ impl fmt::Display for Action {
             } => write!(f, "boost unit {unit} ({how})"),
             Self::Boost { unit, how, .. } => write!(f, "end the boost of unit {unit} ({how})"),
         }
+    }
+}
+
+/// ` [plan + isolation]` after a group's knobs, when layers are known.
+fn write_layers(f: &mut fmt::Formatter<'_>, a: &Action) -> fmt::Result {
+    match a {
+        Action::ApplyGroup { layers, .. } if !layers.is_empty() => {
+            write!(f, " [{}]", layers.join(" + "))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -255,6 +305,15 @@ impl fmt::Display for Reason {
             Self::KernelRefused { error } => write!(f, "the kernel refused: {error}"),
             Self::Comm { detail } => write!(f, "communication: {detail}"),
             Self::Apps { detail } => write!(f, "application policy: {detail}"),
+            Self::Combined { causes } => {
+                for (i, c) in causes.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str("; and ")?;
+                    }
+                    c.fmt(f)?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -316,6 +375,7 @@ mod tests {
             action: Action::ApplyGroup {
                 path: GroupPath::from_relative("web/api"),
                 knobs: vec!["cpu.weight=125".into()],
+                layers: vec![],
             },
             why: Reason::Coordination {
                 overlay: "shop".into(),
@@ -328,6 +388,42 @@ mod tests {
         );
         let json = serde_json::to_string(&d).unwrap();
         assert!(json.contains("\"reason\":\"coordination\""), "{json}");
+        assert_eq!(serde_json::from_str::<Decision>(&json).unwrap(), d);
+    }
+
+    #[test]
+    fn combined_reasons_drop_duplicates_and_name_every_layer() {
+        assert_eq!(Reason::combine([]), None);
+        assert_eq!(Reason::combine([Reason::Config]), Some(Reason::Config));
+        let iso = Reason::Isolation {
+            detail: "lend CPUs 3 from a to b".into(),
+        };
+        let comm = Reason::Comm {
+            detail: "intensity 4096 bytes".into(),
+        };
+        let both = Reason::combine([iso.clone(), comm.clone(), iso.clone()]).unwrap();
+        assert_eq!(
+            both,
+            Reason::Combined {
+                causes: vec![iso.clone(), comm.clone()]
+            }
+        );
+        // Nested combinations flatten.
+        assert_eq!(Reason::combine([both.clone(), comm]), Some(both.clone()));
+        let d = Decision {
+            at: Duration::ZERO,
+            action: Action::ApplyGroup {
+                path: GroupPath::from_relative("web/api"),
+                knobs: vec!["cpuset.cpus=1-3".into()],
+                layers: vec!["plan".into(), "isolation".into(), "comm".into()],
+            },
+            why: both,
+        };
+        assert_eq!(
+            d.to_string(),
+            "set web/api: cpuset.cpus=1-3 [plan + isolation + comm], because isolation: lend CPUs 3 from a to b; and communication: intensity 4096 bytes"
+        );
+        let json = serde_json::to_string(&d).unwrap();
         assert_eq!(serde_json::from_str::<Decision>(&json).unwrap(), d);
     }
 }

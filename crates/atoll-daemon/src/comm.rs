@@ -21,24 +21,29 @@
 //!    that made it. Boosts come and go every few epochs, so they are logged
 //!    at debug level; the ring keeps them.
 //!
-//! The weight and idle knobs are merged into the unit's settings the way
-//! every writer merges them (see [`Controller::unit_settings`]), so the
-//! periodic reconcile keeps them while they last.
+//! The weight and idle knobs are the `comm` layer of the unit's settings
+//! (see [`crate::compose`]): a boost touches its unit, and the composer
+//! writes it with every other layer laid, so nothing else undoes a boost
+//! while it lasts.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use atoll_core::backend::Monitor;
 use atoll_core::backend::StatSelect;
 use atoll_core::comm::{
     reservations, CommDecision, CommPolicy, CommSpec, Mechanism, NetMonitor, UnitInput,
     UnitNetSample,
 };
-use atoll_core::decision::{Action, Reason};
+use atoll_core::decision::{Action, Decision, Reason};
 use atoll_core::plan::{GroupPath, GroupSettings};
-use atoll_core::Name;
+use atoll_core::process::{ProcessTable, TaskControl};
+use atoll_core::{CpuSet, Name};
 use atoll_proto::{CommStatus, UnitComm};
 
-use crate::controller::Controller;
+use crate::compose::{At, Composer, Layer};
+use crate::decisions::DecisionLog;
+use crate::registry::Registry;
 
 /// The most a boosted weight may be (the kernel's `cpu.weight` range).
 const MAX_WEIGHT: u32 = 10_000;
@@ -84,7 +89,7 @@ impl std::fmt::Debug for Comm {
 
 impl Comm {
     /// A unit group's settings with the boost's knobs over `s`.
-    pub(crate) fn merge_unit(
+    fn merge_unit(
         &self,
         spec: Option<&CommSpec>,
         unit: &Name,
@@ -103,6 +108,32 @@ impl Comm {
         }
         s
     }
+}
+
+impl Layer for Comm {
+    fn name(&self) -> &'static str {
+        "comm"
+    }
+
+    fn lay(&self, at: &At<'_>, s: &mut GroupSettings) {
+        if let Some(u) = at.unit {
+            *s = self.merge_unit(at.spec.comm.as_ref(), &u.name, s.clone());
+        }
+    }
+}
+
+/// What the communication step reads besides its own state.
+pub struct Inputs<'a> {
+    /// Now.
+    pub now: Duration,
+    /// Units and the `[comm]` section.
+    pub reg: &'a Registry,
+    /// The units' processes and CPU time.
+    pub mon: &'a dyn Monitor,
+    /// Threads of the boosted units (`slice`).
+    pub procs: &'a dyn ProcessTable,
+    /// The CPUs each island holds now.
+    pub island_cpus: &'a BTreeMap<Name, CpuSet>,
 }
 
 /// How a boost is carried out, in words.
@@ -125,27 +156,35 @@ struct UnitRow {
     entitled: Option<f64>,
 }
 
-impl Controller {
+impl Comm {
     /// Sets the reader of units' sockets; `source` names it in the status
     /// (`sock_diag`, `procfs`, ...).
-    pub fn set_net_monitor(&mut self, monitor: Box<dyn NetMonitor>, source: &str) {
-        self.comm.monitor = Some(monitor);
-        self.comm.source = source.to_string();
+    pub fn set_monitor(&mut self, monitor: Box<dyn NetMonitor>, source: &str) {
+        self.monitor = Some(monitor);
+        self.source = source.to_string();
     }
 
-    /// One epoch of communication-aware scheduling (see the module docs).
-    pub(crate) fn communicate(&mut self) {
-        let Some(spec) = self.reg.spec().comm.clone() else {
+    /// One epoch of communication-aware scheduling (see the module docs):
+    /// boosts start and end as decisions in `log`, their units are touched
+    /// in `compose`, slices are set through `tasks`.
+    pub fn step(
+        &mut self,
+        inp: &Inputs<'_>,
+        tasks: &mut dyn TaskControl,
+        compose: &mut Composer,
+        log: &mut DecisionLog,
+    ) {
+        let Some(spec) = inp.reg.spec().comm.clone() else {
             return;
         };
-        if self.comm.monitor.is_none() {
+        if self.monitor.is_none() {
             return;
         }
         let started = Instant::now();
-        let now = self.now();
+        let now = inp.now;
         // Units by island (islands with no watched unit left out).
         let mut islands: BTreeMap<Name, Vec<UnitRow>> = BTreeMap::new();
-        for (u, _) in self.reg.units() {
+        for (u, _) in inp.reg.units() {
             islands.entry(u.island.clone()).or_default().push(UnitRow {
                 name: u.name.clone(),
                 group: GroupPath::unit(&u.island, &u.name),
@@ -157,17 +196,17 @@ impl Controller {
         for u in islands.values().flatten().filter(|u| spec.watches(&u.name)) {
             pids.insert(
                 u.name.clone(),
-                self.env.backend.processes(&u.group).unwrap_or_default(),
+                inp.mon.processes(&u.group).unwrap_or_default(),
             );
         }
-        let samples = match self.comm.monitor.as_mut().map(|m| m.sample(&pids)) {
+        let samples = match self.monitor.as_mut().map(|m| m.sample(&pids)) {
             Some(Ok(s)) => s,
             Some(Err(e)) => {
-                self.comm.sample_errors += 1;
-                if self.comm.sample_errors == 1 || self.comm.sample_errors.is_power_of_two() {
+                self.sample_errors += 1;
+                if self.sample_errors == 1 || self.sample_errors.is_power_of_two() {
                     tracing::warn!(
                         "comm: reading sockets failed ({} times so far): {e}",
-                        self.comm.sample_errors
+                        self.sample_errors
                     );
                 }
                 BTreeMap::new()
@@ -180,10 +219,15 @@ impl Controller {
         };
         let mut decisions = Vec::new();
         for (island, units) in &islands {
-            let Some(ispec) = self.reg.spec().island(island) else {
+            let Some(ispec) = inp.reg.island(island) else {
                 continue;
             };
-            let capacity = self.island_cpus(ispec).len().max(1) as f64;
+            let capacity = inp
+                .island_cpus
+                .get(island)
+                .unwrap_or(&ispec.cpus)
+                .len()
+                .max(1) as f64;
             let entitled: Vec<(Name, Option<f64>)> =
                 units.iter().map(|u| (u.name.clone(), u.entitled)).collect();
             let res = reservations(capacity, &entitled);
@@ -193,16 +237,13 @@ impl Controller {
                     let net = samples.get(&u.name).copied().unwrap_or_default();
                     let reservation_cpus = res.get(&u.name).copied().unwrap_or(0.0);
                     if spec.watches(&u.name) {
-                        self.comm
-                            .last
-                            .insert(u.name.clone(), (net, reservation_cpus));
+                        self.last.insert(u.name.clone(), (net, reservation_cpus));
                     }
                     UnitInput {
                         unit: u.name.clone(),
                         net,
-                        cpu_usage_us: self
-                            .env
-                            .backend
+                        cpu_usage_us: inp
+                            .mon
                             .stats_of(&u.group, cpu_only)
                             .ok()
                             .and_then(|s| s.cpu_usage_us)
@@ -211,7 +252,7 @@ impl Controller {
                     }
                 })
                 .collect();
-            let policy = match self.comm.policies.entry(island.clone()) {
+            let policy = match self.policies.entry(island.clone()) {
                 std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
                 std::collections::btree_map::Entry::Vacant(v) => {
                     match CommPolicy::new(spec.clone()) {
@@ -228,18 +269,27 @@ impl Controller {
                 Err(e) => tracing::warn!("comm: island {island}: {e}"),
             }
         }
-        self.forget_removed_units();
+        self.forget_removed_units(inp.reg);
+        let mut out = Out {
+            now,
+            reg: inp.reg,
+            mon: inp.mon,
+            procs: inp.procs,
+            tasks,
+            compose,
+            log,
+        };
         for (island, d) in decisions {
-            self.carry_out(&spec, &island, d);
+            self.carry_out(&spec, &island, d, &mut out);
         }
-        self.comm.epochs += 1;
-        self.comm.last_cost_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.epochs += 1;
+        self.last_cost_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
     }
 
     /// Drops the state of units that no longer exist.
-    fn forget_removed_units(&mut self) {
-        let live: BTreeSet<Name> = self.reg.units().map(|(u, _)| u.name.clone()).collect();
-        for p in self.comm.policies.values_mut() {
+    fn forget_removed_units(&mut self, reg: &Registry) {
+        let live: BTreeSet<Name> = reg.units().map(|(u, _)| u.name.clone()).collect();
+        for p in self.policies.values_mut() {
             let gone: Vec<Name> = p
                 .accounts()
                 .keys()
@@ -250,39 +300,47 @@ impl Controller {
                 p.forget(&u);
             }
         }
-        self.comm.boosted.retain(|u, _| live.contains(u));
-        self.comm.idle.retain(|u| live.contains(u));
-        self.comm.last.retain(|u, _| live.contains(u));
+        self.boosted.retain(|u, _| live.contains(u));
+        self.idle.retain(|u| live.contains(u));
+        self.last.retain(|u, _| live.contains(u));
     }
 
     /// Applies one island's decision: ends first, then starts, then the
     /// slice for threads that appeared in boosted units.
-    fn carry_out(&mut self, spec: &CommSpec, island: &Name, d: CommDecision) {
+    fn carry_out(
+        &mut self,
+        spec: &CommSpec,
+        island: &Name,
+        d: CommDecision,
+        out: &mut Out<'_, '_>,
+    ) {
         for (unit, why) in &d.ended {
-            let Some(b) = self.comm.boosted.remove(unit) else {
+            let Some(b) = self.boosted.remove(unit) else {
                 continue;
             };
             let threads = b.tids.len();
             for tid in b.tids {
                 // A thread that exited took its slice with it.
-                let _ = self.env.tasks.set_slice(tid, Duration::ZERO);
+                let _ = out.tasks.set_slice(tid, Duration::ZERO);
             }
+            let reason = Reason::Comm {
+                detail: why.to_string(),
+            };
             if spec.mechanism == Mechanism::Weight {
-                self.write_unit_quietly(island, unit);
+                out.compose
+                    .touch(GroupPath::unit(island, unit), reason.clone());
             }
-            self.decide(
+            out.decide(
                 Action::Boost {
                     unit: unit.to_string(),
                     how: how(spec, threads),
                     start: false,
                 },
-                Reason::Comm {
-                    detail: why.to_string(),
-                },
+                reason,
             );
         }
         for b in &d.started {
-            self.comm.boosted.insert(
+            self.boosted.insert(
                 b.unit.clone(),
                 Boosted {
                     island: island.clone(),
@@ -290,24 +348,26 @@ impl Controller {
                     refused: BTreeSet::new(),
                 },
             );
+            let reasons: Vec<String> = b.reasons.iter().map(|r| r.to_string()).collect();
+            let reason = Reason::Comm {
+                detail: format!("intensity {} bytes: {}", b.intensity, reasons.join("; ")),
+            };
             let threads = match spec.mechanism {
-                Mechanism::Slice => self.slice_threads(spec, &b.unit),
+                Mechanism::Slice => self.slice_threads(spec, &b.unit, out),
                 Mechanism::Weight => {
-                    self.write_unit_quietly(island, &b.unit);
+                    out.compose
+                        .touch(GroupPath::unit(island, &b.unit), reason.clone());
                     0
                 }
                 Mechanism::IdleOthers => 0,
             };
-            let reasons: Vec<String> = b.reasons.iter().map(|r| r.to_string()).collect();
-            self.decide(
+            out.decide(
                 Action::Boost {
                     unit: b.unit.to_string(),
                     how: how(spec, threads),
                     start: true,
                 },
-                Reason::Comm {
-                    detail: format!("intensity {} bytes: {}", b.intensity, reasons.join("; ")),
-                },
+                reason,
             );
         }
         match spec.mechanism {
@@ -319,114 +379,86 @@ impl Controller {
                     .map(|b| b.unit.clone())
                     .collect();
                 for unit in still {
-                    self.slice_threads(spec, &unit);
+                    self.slice_threads(spec, &unit, out);
                 }
             }
-            Mechanism::IdleOthers => self.idle_others(island, !d.boosted.is_empty()),
+            Mechanism::IdleOthers => self.idle_others(island, !d.boosted.is_empty(), out),
             Mechanism::Weight => {}
         }
     }
 
     /// Gives the boost slice to the unit's threads that do not have it yet;
     /// returns how many threads have it.
-    fn slice_threads(&mut self, spec: &CommSpec, unit: &Name) -> usize {
-        let Some(island) = self.comm.boosted.get(unit).map(|b| b.island.clone()) else {
+    fn slice_threads(&mut self, spec: &CommSpec, unit: &Name, out: &mut Out<'_, '_>) -> usize {
+        let Some(b) = self.boosted.get_mut(unit) else {
             return 0;
         };
-        let group = GroupPath::unit(&island, unit);
+        let group = GroupPath::unit(&b.island, unit);
         let mut tids = Vec::new();
-        for pid in self.env.backend.processes(&group).unwrap_or_default() {
-            tids.extend(self.env.procs.threads(pid).unwrap_or_default());
+        for pid in out.mon.processes(&group).unwrap_or_default() {
+            tids.extend(out.procs.threads(pid).unwrap_or_default());
         }
-        let Some(b) = self.comm.boosted.get(unit) else {
-            return 0;
-        };
         let new: Vec<u32> = tids
             .into_iter()
             .filter(|t| !b.tids.contains(t) && !b.refused.contains(t))
             .collect();
-        let mut given = Vec::new();
-        let mut refused = Vec::new();
         for tid in new {
-            match self.env.tasks.set_slice(tid, spec.boost_slice) {
-                Ok(()) => given.push(tid),
+            match out.tasks.set_slice(tid, spec.boost_slice) {
+                Ok(()) => {
+                    b.tids.insert(tid);
+                }
                 Err(e) => {
                     tracing::debug!("comm: slice for thread {tid} of unit {unit}: {e}");
-                    refused.push(tid);
+                    b.refused.insert(tid);
                 }
             }
         }
-        let b = self.comm.boosted.get_mut(unit).expect("checked above");
-        b.tids.extend(given);
-        b.refused.extend(refused);
         b.tids.len()
     }
 
     /// `idle_others`: while `any` unit of `island` is boosted, every unit of
     /// the island that is not boosted is idle; otherwise none is.
-    fn idle_others(&mut self, island: &Name, any: bool) {
-        let units: Vec<Name> = self
-            .reg
-            .units()
-            .filter(|(u, _)| &u.island == island)
-            .map(|(u, _)| u.name.clone())
+    fn idle_others(&mut self, island: &Name, any: bool, out: &mut Out<'_, '_>) {
+        let boosted: Vec<String> = self
+            .boosted
+            .iter()
+            .filter(|(_, b)| &b.island == island)
+            .map(|(u, _)| u.to_string())
             .collect();
-        for unit in units {
-            let want = any && !self.comm.boosted.contains_key(&unit);
-            let has = self.comm.idle.contains(&unit);
+        for unit in out.reg.units_of(island) {
+            let unit = &unit.name;
+            let want = any && !self.boosted.contains_key(unit);
+            let has = self.idle.contains(unit);
             if want == has {
                 continue;
             }
-            if want {
-                self.comm.idle.insert(unit.clone());
+            let detail = if want {
+                self.idle.insert(unit.clone());
+                format!("idle while {} is boosted", boosted.join(", "))
             } else {
-                self.comm.idle.remove(&unit);
-            }
-            self.write_unit_quietly(island, &unit);
+                self.idle.remove(unit);
+                "no boost in its island any more".to_string()
+            };
+            out.compose
+                .touch(GroupPath::unit(island, unit), Reason::Comm { detail });
         }
     }
 
-    /// Writes a unit's merged settings if they changed, without a decision
-    /// of its own: the boost's decision says what and why. A refusal is a
-    /// decision.
-    fn write_unit_quietly(&mut self, island: &Name, unit: &Name) {
-        let group = GroupPath::unit(island, unit);
-        let Some(settings) = self.unit_settings(&group) else {
-            return;
-        };
-        if self.applied.get(&group) == Some(&settings) {
-            return;
-        }
-        match self.env.backend.apply(&group, &settings) {
-            Ok(fallbacks) => {
-                self.applied.insert(group.clone(), settings);
-                self.note_fallbacks(&group, fallbacks);
-            }
-            Err(e) => self.decide(
-                Action::ApplyGroup {
-                    path: group,
-                    knobs: crate::reconcile::knob_diff(None, &settings),
-                },
-                Reason::KernelRefused {
-                    error: e.to_string(),
-                },
-            ),
-        }
-    }
-
-    /// Gives every boosted thread its default slice back (teardown).
-    pub(crate) fn end_boosts(&mut self) {
-        for (_, b) in std::mem::take(&mut self.comm.boosted) {
+    /// Ends every boost (teardown): boosted threads get their default
+    /// slice back, and the units whose knobs a boost set are touched.
+    pub fn end_boosts(&mut self, tasks: &mut dyn TaskControl, compose: &mut Composer) {
+        for (unit, b) in std::mem::take(&mut self.boosted) {
             for tid in b.tids {
-                let _ = self.env.tasks.set_slice(tid, Duration::ZERO);
+                let _ = tasks.set_slice(tid, Duration::ZERO);
             }
+            compose.touch(GroupPath::unit(&b.island, &unit), Reason::Teardown);
         }
-        self.comm.idle.clear();
+        self.idle.clear();
     }
 
     /// The status of communication-aware scheduling, if configured.
-    pub(crate) fn comm_status(&self) -> Option<CommStatus> {
-        let spec = self.reg.spec().comm.as_ref()?;
+    pub fn status(&self, spec: Option<&CommSpec>) -> Option<CommStatus> {
+        let spec = spec?;
         let mut features = Vec::new();
         if spec.recipient {
             features.push("recipient".to_string());
@@ -445,30 +477,29 @@ impl Controller {
         Some(CommStatus {
             mechanism: mechanism.into(),
             features,
-            source: if self.comm.monitor.is_some() {
-                self.comm.source.clone()
+            source: if self.monitor.is_some() {
+                self.source.clone()
             } else {
                 "none".into()
             },
-            boosted: self.comm.boosted.keys().map(|u| u.to_string()).collect(),
-            last_cost_us: self.comm.last_cost_us,
-            epochs: self.comm.epochs,
-            sample_errors: self.comm.sample_errors,
+            boosted: self.boosted.keys().map(|u| u.to_string()).collect(),
+            last_cost_us: self.last_cost_us,
+            epochs: self.epochs,
+            sample_errors: self.sample_errors,
         })
     }
 
     /// One unit's figures and boosts, if watched.
-    pub(crate) fn unit_comm(&self, unit: &Name) -> Option<UnitComm> {
-        let (net, reservation_cpus) = *self.comm.last.get(unit)?;
+    pub fn unit_status(&self, unit: &Name) -> Option<UnitComm> {
+        let (net, reservation_cpus) = *self.last.get(unit)?;
         let account = self
-            .comm
             .policies
             .values()
             .find_map(|p| p.accounts().get(unit))
             .cloned()
             .unwrap_or_default();
         Some(UnitComm {
-            boosted: self.comm.boosted.contains_key(unit),
+            boosted: self.boosted.contains_key(unit),
             reservation_cpus,
             recv_queued: net.recv_queued,
             bytes_received: net.bytes_received,
@@ -480,5 +511,26 @@ impl Controller {
             sender: account.reasons.sender,
             netpath: account.reasons.netpath,
         })
+    }
+}
+
+/// What carrying out a decision takes.
+struct Out<'a, 'b> {
+    now: Duration,
+    reg: &'a Registry,
+    mon: &'a dyn Monitor,
+    procs: &'a dyn ProcessTable,
+    tasks: &'b mut dyn TaskControl,
+    compose: &'b mut Composer,
+    log: &'b mut DecisionLog,
+}
+
+impl Out<'_, '_> {
+    fn decide(&mut self, action: Action, why: Reason) {
+        self.log.record(Decision {
+            at: self.now,
+            action,
+            why,
+        });
     }
 }

@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 
-use atoll_core::decision::{Action, Decision};
+use atoll_core::decision::{Action, Decision, Reason};
 
 /// How many decisions are kept for `atoll why`.
 pub const KEPT: usize = 4096;
@@ -20,6 +20,9 @@ impl DecisionLog {
             Action::Fallback(_) => tracing::warn!(target: "atoll::decision", "{d}"),
             // Boosts come and go every few epochs (see `crate::comm`).
             Action::Boost { .. } => tracing::debug!(target: "atoll::decision", "{d}"),
+            _ if matches!(d.why, Reason::Comm { .. }) => {
+                tracing::debug!(target: "atoll::decision", "{d}")
+            }
             _ => tracing::info!(target: "atoll::decision", "{d}"),
         }
         if self.ring.len() == KEPT {

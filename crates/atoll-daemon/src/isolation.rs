@@ -10,35 +10,38 @@
 //! 2. the pure policies of `atoll_core::isolation` decide: per island a
 //!    [`CpuLender`] (home CPUs, lending of idle ones, revocation), one
 //!    `MemoryPolicy` for the machine, one `DiskFairness`;
-//! 3. their grants become an *overlay* on the unit's planned settings:
-//!    `cpuset.cpus` = what the unit may run on; a unit running on borrowed
-//!    CPUs is `cpu.idle` so an owner's task preempts it at wakeup (the
-//!    mechanism measured in `docs/isolation.md`), and loses the CPUs at the
-//!    next epoch; `cpu.max` for capped pool members; `memory.high` and
-//!    `memory.low` for memory; `io.max` at a trickle on the devices it uses
-//!    while a unit is held back on disk;
-//! 4. changed overlays are applied (with coordination's knobs over them,
-//!    see [`crate::coord`]) and every lend, revocation and hold is a
-//!    decision with its reason.
+//! 3. their grants are the `isolation` layer of the unit's settings (see
+//!    [`crate::compose`]): `cpuset.cpus` = what the unit may run on; a unit
+//!    running on borrowed CPUs is `cpu.idle` so an owner's task preempts it
+//!    at wakeup (the mechanism measured in `docs/isolation.md`), and loses
+//!    the CPUs at the next epoch; `cpu.max` for capped pool members;
+//!    `memory.high` and `memory.low` for memory; `io.max` at a trickle on
+//!    the devices it uses while a unit is held back on disk;
+//! 4. the units whose grants changed are touched, with every lend,
+//!    revocation and hold of the step as the reason, and the composer
+//!    writes them with the layers above this one (coordination, comm,
+//!    apps) laid over.
 //!
 //! An island's home CPUs are laid out over the CPUs it holds now, so the
 //! lender starts again when coordination moves CPUs between islands.
-//! In `smp` mode there is no overlay: the plan's settings stand.
+//! In `smp` mode the layer lays nothing: the plan's settings stand.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
-use atoll_core::backend::StatSelect;
-use atoll_core::decision::{Action, Reason};
+use atoll_core::backend::{Monitor, StatSelect};
+use atoll_core::decision::Reason;
 use atoll_core::isolation::{home_cpus, CpuLendConfig, CpuLender, CpuSample};
 use atoll_core::plan::{CpuMax, GroupPath, GroupSettings};
-use atoll_core::spec::IsolationMode;
+use atoll_core::process::ProcessTable;
+use atoll_core::spec::{DeviceId, IoLimit, IsolationMode};
+use atoll_core::topology::Topology;
 use atoll_core::{CpuSet, Name};
 use atoll_proto::UnitIsolation;
 
-use crate::controller::Controller;
+use crate::compose::{At, Composer, Layer};
 use crate::cpu_wait::WaitTracker;
-use crate::reconcile::knob_diff;
+use crate::registry::Registry;
 
 mod slow;
 pub use slow::SLOW_INTERVAL;
@@ -96,7 +99,49 @@ fn psi_over_window(
 /// lender (rebuilt when the units or the CPUs change).
 type IslandLender = (Vec<(Name, Option<f64>)>, CpuSet, CpuLender);
 
-/// The isolation state the controller keeps between epochs.
+/// What the isolation layer lays on one unit's group.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct UnitGrant {
+    /// The CPUs it may run on.
+    cpus: Option<CpuSet>,
+    /// It runs on borrowed CPUs: at idle priority.
+    borrowing: bool,
+    /// `cpu.max` of a capped pool member.
+    cap: Option<CpuMax>,
+    /// Its memory grant.
+    memory: Option<MemoryLay>,
+    /// Devices it is held back on.
+    held: Vec<DeviceId>,
+}
+
+/// A memory grant as knobs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct MemoryLay {
+    /// `memory.high`.
+    limit: Option<u64>,
+    /// `memory.low` (0: the plan's).
+    protected: u64,
+    /// A lending unit's `memory.max` is held by `memory.high` instead.
+    drop_max: bool,
+}
+
+/// What the isolation step reads besides its own state.
+pub struct Inputs<'a> {
+    /// Now.
+    pub now: Duration,
+    /// Units and their entitlements.
+    pub reg: &'a Registry,
+    /// The groups' figures.
+    pub mon: &'a dyn Monitor,
+    /// Thread waits where the kernel has no per-group pressure.
+    pub procs: &'a dyn ProcessTable,
+    /// The machine.
+    pub topo: &'a Topology,
+    /// The CPUs each island holds now (coordination may move them).
+    pub island_cpus: &'a BTreeMap<Name, CpuSet>,
+}
+
+/// The isolation model's state between epochs.
 #[derive(Default)]
 pub struct Isolation {
     lenders: BTreeMap<Name, IslandLender>,
@@ -106,11 +151,18 @@ pub struct Isolation {
     waits: WaitTracker,
     /// Recent `cpu.pressure` totals per unit group, for [`PRESSURE_WINDOW`].
     psi: BTreeMap<GroupPath, VecDeque<(Duration, u64)>>,
-    /// Settings in force per unit group, replacing the plan's (without
-    /// coordination's knobs, which every writer merges over them).
-    pub(crate) overlay: BTreeMap<GroupPath, GroupSettings>,
+    /// The layer: what each unit group is granted.
+    grants: BTreeMap<GroupPath, UnitGrant>,
     /// What each unit has, lends and borrows, for status.
-    pub(crate) accounts: BTreeMap<String, UnitIsolation>,
+    accounts: BTreeMap<String, UnitIsolation>,
+}
+
+impl std::fmt::Debug for Isolation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Isolation")
+            .field("units", &self.grants.len())
+            .finish_non_exhaustive()
+    }
 }
 
 pub(crate) struct UnitSample {
@@ -121,47 +173,96 @@ pub(crate) struct UnitSample {
     pub(crate) cpu_pressure: Option<f64>,
 }
 
-impl Controller {
-    /// One isolation step; see the module docs.
-    pub(crate) fn isolate(&mut self) {
-        let mode = self.reg.spec().isolation.mode;
+impl Layer for Isolation {
+    fn name(&self) -> &'static str {
+        "isolation"
+    }
+
+    fn lay(&self, at: &At<'_>, s: &mut GroupSettings) {
+        let Some(g) = self.grants.get(at.path) else {
+            return;
+        };
+        if let Some(c) = &g.cpus {
+            s.cpus = Some(c.clone());
+        }
+        // Borrowed CPUs are run at idle priority: the owner's tasks
+        // preempt them at once, before the next epoch revokes them.
+        s.cpu_idle |= g.borrowing;
+        if let Some(m) = g.cap {
+            s.cpu_max = Some(m);
+        }
+        if let Some(m) = g.memory {
+            // memory.high throttles and reclaims instead of killing.
+            s.memory.high = m.limit.or(s.memory.high);
+            if m.drop_max {
+                // A sharing unit's `memory_max` is its entitlement, held
+                // by memory.high; a hard memory.max at the entitlement
+                // would make borrowed memory unusable, and lowering it on
+                // revocation could OOM-kill instead of reclaiming.
+                s.memory.max = None;
+            }
+            if m.protected > 0 {
+                s.memory.low = Some(m.protected);
+            }
+            if let (Some(low), Some(high)) = (s.memory.low, s.memory.high) {
+                s.memory.low = Some(low.min(high));
+            }
+        }
+        for dev in &g.held {
+            if s.io_max.iter().any(|l| &l.device == dev) {
+                continue;
+            }
+            s.io_max.push(IoLimit {
+                device: *dev,
+                rbps: Some(HELD_IO_BPS),
+                wbps: Some(HELD_IO_BPS),
+                riops: None,
+                wiops: None,
+            });
+        }
+    }
+}
+
+impl Isolation {
+    /// What each unit has, lends and borrows.
+    pub fn accounts(&self) -> &BTreeMap<String, UnitIsolation> {
+        &self.accounts
+    }
+
+    /// One isolation step (see the module docs): the units whose grants
+    /// changed are touched in `compose`.
+    pub fn step(&mut self, inp: &Inputs<'_>, compose: &mut Composer) {
+        let mode = inp.reg.spec().isolation.mode;
         if mode == IsolationMode::Smp {
-            if !self.iso.overlay.is_empty() {
-                self.iso = Isolation::default();
-                let _ = self.reconcile(Reason::Isolation {
-                    detail: "mode smp: back to the planned settings".into(),
-                });
+            if !self.grants.is_empty() {
+                self.lift(
+                    compose,
+                    Reason::Isolation {
+                        detail: "mode smp: back to the planned settings".into(),
+                    },
+                );
             }
             return;
         }
-        let now = self.now();
-        let samples = self.sample_units(now, mode);
-        let mut overlay: BTreeMap<GroupPath, GroupSettings> = BTreeMap::new();
-        let mut events: Vec<String> = Vec::new();
+        let samples = self.sample_units(inp, mode);
+        let mut grants: BTreeMap<GroupPath, UnitGrant> = BTreeMap::new();
         let mut accounts: BTreeMap<String, UnitIsolation> = BTreeMap::new();
-        let plan = self.reg.plan();
+        let mut events: Vec<String> = Vec::new();
         for s in &samples {
-            if let Some(g) = plan.get(&s.group) {
-                overlay.insert(s.group.clone(), g.settings.clone());
+            if inp.reg.planned(&s.group).is_some() {
+                grants.insert(s.group.clone(), UnitGrant::default());
                 accounts.insert(s.name.to_string(), UnitIsolation::default());
             }
         }
-        self.isolate_cpu(
-            now,
-            mode,
-            &samples,
-            &mut overlay,
-            &mut accounts,
-            &mut events,
-        );
-        if self.iso.slow.due(now) {
+        self.step_cpu(inp, mode, &samples, &mut grants, &mut accounts, &mut events);
+        if self.slow.due(inp.now) {
             let slow: Vec<_> = samples
                 .iter()
-                .map(|s| (s, self.sample_slow(&s.group)))
+                .map(|s| (s, self.slow.sample(inp.mon, &s.group)))
                 .collect();
-            self.step_slow(now, mode, &slow, &mut events);
+            self.slow.step(inp, mode, &slow, &mut events);
         }
-        self.apply_slow(&samples, &mut overlay, &mut accounts);
+        self.lay_slow(inp.reg, &samples, &mut grants, &mut accounts);
         let why = Reason::Isolation {
             detail: if events.is_empty() {
                 format!("mode {mode:?}").to_lowercase()
@@ -169,75 +270,29 @@ impl Controller {
                 events.join("; ")
             },
         };
-        for (path, settings) in overlay {
-            let full = match self.reg.unit_at(&path) {
-                Some(u) => match self.reg.spec().island(&u.island) {
-                    Some(island) => self.coord.merge_unit(island, &u.name, settings.clone()),
-                    None => settings.clone(),
-                },
-                None => settings.clone(),
-            };
-            let before = self.applied.get(&path);
-            if before == Some(&full) {
-                self.iso.overlay.insert(path, settings);
-                continue;
-            }
-            let knobs = knob_diff(before, &full);
-            match self.env.backend.apply(&path, &full) {
-                Ok(_) => {
-                    self.decide(
-                        Action::ApplyGroup {
-                            path: path.clone(),
-                            knobs,
-                        },
-                        why.clone(),
-                    );
-                    self.applied.insert(path.clone(), full);
-                    self.iso.overlay.insert(path, settings);
-                }
-                Err(e) => tracing::warn!("isolation: applying {path}: {e}"),
+        for (group, grant) in &grants {
+            if self.grants.get(group) != Some(grant) {
+                compose.touch(group.clone(), why.clone());
             }
         }
-        self.iso.accounts = accounts;
+        self.grants = grants;
+        self.accounts = accounts;
     }
 
-    /// Puts every unit group back on its planned settings, for teardown: no
-    /// borrowed CPUs, no idle priority, no disk holds.
-    pub(crate) fn lift_isolation(&mut self) {
-        let overlay = std::mem::take(&mut self.iso.overlay);
-        let plan = self.reg.plan();
-        for (path, settings) in overlay {
-            let Some(g) = plan.get(&path) else {
-                continue;
-            };
-            if g.settings == settings {
-                continue;
-            }
-            match self.env.backend.apply(&path, &g.settings) {
-                Ok(_) => {
-                    let knobs = knob_diff(Some(&settings), &g.settings);
-                    self.decide(
-                        Action::ApplyGroup {
-                            path: path.clone(),
-                            knobs,
-                        },
-                        Reason::Teardown,
-                    );
-                    self.applied.insert(path, g.settings.clone());
-                }
-                Err(e) => tracing::warn!("teardown: lifting isolation of {path}: {e}"),
-            }
+    /// Lays nothing any more: every unit back on its planned settings (no
+    /// borrowed CPUs, no idle priority, no disk holds), for `why`.
+    pub fn lift(&mut self, compose: &mut Composer, why: Reason) {
+        for group in std::mem::take(&mut self.grants).into_keys() {
+            compose.touch(group, why.clone());
         }
+        *self = Isolation::default();
     }
 
-    fn sample_units(&mut self, now: Duration, mode: IsolationMode) -> Vec<UnitSample> {
-        let units: Vec<(Name, Name)> = self
-            .reg
-            .units()
-            .map(|(u, _)| (u.name.clone(), u.island.clone()))
-            .collect();
+    fn sample_units(&mut self, inp: &Inputs<'_>, mode: IsolationMode) -> Vec<UnitSample> {
+        let now = inp.now;
         let mut out = Vec::new();
-        for (name, island) in units {
+        for (u, _) in inp.reg.units() {
+            let (name, island) = (u.name.clone(), u.island.clone());
             let group = GroupPath::unit(&island, &name);
             if mode != IsolationMode::Isolate {
                 // Quota grants do not depend on use: nothing to read.
@@ -250,16 +305,12 @@ impl Controller {
                 });
                 continue;
             }
-            let st = self
-                .env
-                .backend
+            let st = inp
+                .mon
                 .stats_of(&group, StatSelect::CPU)
                 .unwrap_or_default();
             let cpu_us = st.cpu_usage_us.unwrap_or(0);
-            let last = self
-                .iso
-                .last
-                .insert(group.clone(), Last { at: now, cpu_us });
+            let last = self.last.insert(group.clone(), Last { at: now, cpu_us });
             let window = last.filter(|l| now > l.at);
             let usage_cpus = window.map_or(0.0, |l| {
                 cpu_us.saturating_sub(l.cpu_us) as f64 / (now - l.at).as_micros() as f64
@@ -270,28 +321,20 @@ impl Controller {
             let cpu_pressure = match st.cpu_pressure {
                 Some(p) => Some(
                     psi_over_window(
-                        self.iso.psi.entry(group.clone()).or_default(),
+                        self.psi.entry(group.clone()).or_default(),
                         now,
                         p.some.total_us,
                     )
                     .unwrap_or(p.some.avg10),
                 ),
-                None if mode == IsolationMode::Isolate => {
+                None => {
                     let allowed = self
-                        .iso
                         .accounts
                         .get(name.as_str())
                         .map_or(0, |a| a.allowed_cpus.len());
-                    self.iso.waits.pressure(
-                        &group,
-                        now,
-                        usage_cpus,
-                        allowed,
-                        &*self.env.backend,
-                        &*self.env.procs,
-                    )
+                    self.waits
+                        .pressure(&group, now, usage_cpus, allowed, inp.mon, inp.procs)
                 }
-                None => None,
             };
             out.push(UnitSample {
                 name,
@@ -302,51 +345,51 @@ impl Controller {
             });
         }
         let sampled: BTreeSet<&GroupPath> = out.iter().map(|s| &s.group).collect();
-        self.iso.last.retain(|g, _| sampled.contains(g));
-        self.iso.waits.retain(|g| sampled.contains(g));
-        self.iso.psi.retain(|g, _| sampled.contains(g));
+        self.last.retain(|g, _| sampled.contains(g));
+        self.waits.retain(|g| sampled.contains(g));
+        self.psi.retain(|g, _| sampled.contains(g));
         out
     }
 
-    fn isolate_cpu(
+    fn step_cpu(
         &mut self,
-        now: Duration,
+        inp: &Inputs<'_>,
         mode: IsolationMode,
         samples: &[UnitSample],
-        overlay: &mut BTreeMap<GroupPath, GroupSettings>,
+        grants: &mut BTreeMap<GroupPath, UnitGrant>,
         accounts: &mut BTreeMap<String, UnitIsolation>,
         events: &mut Vec<String>,
     ) {
-        let islands: Vec<_> = self.reg.spec().islands.clone();
-        for island in islands {
-            let members: Vec<(Name, Option<f64>)> = self
+        for island in &inp.reg.spec().islands {
+            let members: Vec<(Name, Option<f64>)> = inp
                 .reg
-                .units()
-                .filter(|(u, _)| u.island == island.name)
-                .map(|(u, _)| (u.name.clone(), u.entitlement.cpus))
+                .units_of(&island.name)
+                .map(|u| (u.name.clone(), u.entitlement.cpus))
                 .collect();
             if members.is_empty() {
-                self.iso.lenders.remove(&island.name);
+                self.lenders.remove(&island.name);
                 continue;
             }
-            let cpus = self.island_cpus(&island);
+            let cpus = inp
+                .island_cpus
+                .get(&island.name)
+                .cloned()
+                .unwrap_or_else(|| island.cpus.clone());
             let stale = self
-                .iso
                 .lenders
                 .get(&island.name)
                 .is_none_or(|(m, c, l)| m != &members || c != &cpus || l.mode() != mode);
             if stale {
-                let layout = match home_cpus(&cpus, &self.opts.topology, &members) {
+                let layout = match home_cpus(&cpus, inp.topo, &members) {
                     Ok(l) => l,
                     Err(e) => {
                         tracing::warn!("isolation: island {}: {e}", island.name);
                         continue;
                     }
                 };
-                match CpuLender::new(layout, &self.opts.topology, mode, lend_config()) {
+                match CpuLender::new(layout, inp.topo, mode, lend_config()) {
                     Ok(l) => {
-                        self.iso
-                            .lenders
+                        self.lenders
                             .insert(island.name.clone(), (members.clone(), cpus, l));
                     }
                     Err(e) => {
@@ -359,7 +402,7 @@ impl Controller {
                 .iter()
                 .filter(|s| mode == IsolationMode::Isolate && s.island == island.name)
                 .filter_map(|s| {
-                    let u = self.reg.unit(s.name.as_str())?.0;
+                    let u = inp.reg.unit(s.name.as_str())?.0;
                     Some(CpuSample {
                         unit: s.name.clone(),
                         usage_cpus: s.usage_cpus,
@@ -369,10 +412,10 @@ impl Controller {
                     })
                 })
                 .collect();
-            let Some((_, _, lender)) = self.iso.lenders.get_mut(&island.name) else {
+            let Some((_, _, lender)) = self.lenders.get_mut(&island.name) else {
                 continue;
             };
-            let plan = match lender.step(now, &cpu_samples) {
+            let plan = match lender.step(inp.now, &cpu_samples) {
                 Ok(p) => p,
                 Err(e) => {
                     tracing::warn!("isolation: island {}: {e}", island.name);
@@ -382,19 +425,12 @@ impl Controller {
             events.extend(plan.events.iter().map(|e| e.to_string()));
             for (unit, grant) in &plan.units {
                 let group = GroupPath::unit(&island.name, unit);
-                let Some(settings) = overlay.get_mut(&group) else {
+                let Some(g) = grants.get_mut(&group) else {
                     continue;
                 };
-                settings.cpus = Some(grant.allowed());
-                // Borrowed CPUs are run at idle priority: the owner's tasks
-                // preempt them at once, before the next epoch revokes them.
-                settings.cpu_idle = settings.cpu_idle || !grant.borrowed.is_empty();
-                if let Some(cap) = grant.cap {
-                    settings.cpu_max = Some(CpuMax {
-                        quota_us: ((cap * 100_000.0).round() as u64).max(1000),
-                        period_us: 100_000,
-                    });
-                }
+                g.cpus = Some(grant.allowed());
+                g.borrowing = !grant.borrowed.is_empty();
+                g.cap = grant.cap.map(cap_max);
                 if let Some(a) = accounts.get_mut(unit.as_str()) {
                     a.home_cpus = grant.home.clone();
                     a.allowed_cpus = grant.allowed();
@@ -405,6 +441,14 @@ impl Controller {
                 }
             }
         }
+    }
+}
+
+/// `cpu.max` for a cap of `cap` CPUs (the kernel's least quota is 1 ms).
+fn cap_max(cap: f64) -> CpuMax {
+    CpuMax {
+        quota_us: ((cap * 100_000.0).round() as u64).max(1000),
+        period_us: 100_000,
     }
 }
 

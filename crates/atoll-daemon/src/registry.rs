@@ -1,17 +1,23 @@
 //! What the daemon manages: the spec, units created at run time, and the
 //! processes it moved (with where they came from).
 //!
-//! The registry is plain data; the controller changes it and the backend
-//! makes the kernel agree. Only processes atoll moved itself are recorded
-//! here: their children inherit the group in the kernel and are found by
-//! reading the group, and at teardown they follow their parent's origin
-//! (`Controller::origin_of`).
+//! The registry is plain data. The steps change it; the composer
+//! ([`crate::compose`]) makes the kernel's groups agree with its plan, and
+//! the state file ([`crate::persist`]) keeps it across restarts. It keeps
+//! the plan (the hierarchy as the spec and the runtime units describe it)
+//! computed, so reading it costs nothing, and it notes when it changed in a
+//! way the state file must learn ([`Registry::take_dirty`]).
+//!
+//! Only processes atoll moved itself are recorded here: their children
+//! inherit the group in the kernel and are found by reading the group, and
+//! at teardown they follow their parent's origin
+//! ([`crate::placement::origin_of`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
-use atoll_core::plan::{self, GroupPath, GroupPlan, TaskPolicy};
+use atoll_core::plan::{self, GroupPath, GroupPlan, PlannedGroup, TaskPolicy};
 use atoll_core::process::CgroupMembership;
-use atoll_core::spec::{Entitlement, PlatformSpec, UnitSpec};
+use atoll_core::spec::{Entitlement, IslandSpec, PlatformSpec, UnitSpec};
 use atoll_core::Name;
 use atoll_proto::UnitOrigin;
 
@@ -35,22 +41,64 @@ pub struct Managed {
     pub ppid: u32,
 }
 
+/// The plan, with an index by path.
+#[derive(Clone, Debug, Default)]
+struct Planned {
+    plan: GroupPlan,
+    index: HashMap<GroupPath, usize>,
+}
+
+impl Planned {
+    fn new(plan: GroupPlan) -> Self {
+        let index = plan
+            .groups
+            .iter()
+            .enumerate()
+            .map(|(i, g)| (g.path.clone(), i))
+            .collect();
+        Self { plan, index }
+    }
+}
+
 /// Units, processes and the spec.
 #[derive(Clone, Debug)]
 pub struct Registry {
     spec: PlatformSpec,
     runtime_units: Vec<UnitSpec>,
     managed: BTreeMap<u32, Managed>,
+    planned: Planned,
+    /// Grows with every change of the plan.
+    generation: u64,
+    /// Something the state file holds changed since the last
+    /// [`take_dirty`](Self::take_dirty).
+    dirty: bool,
 }
 
 impl Registry {
     /// A registry for `spec`, with no runtime units and no processes.
     pub fn new(spec: PlatformSpec) -> Self {
+        let planned = Planned::new(plan::plan(&spec, &[]));
         Self {
             spec,
             runtime_units: Vec::new(),
             managed: BTreeMap::new(),
+            planned,
+            generation: 0,
+            dirty: false,
         }
+    }
+
+    fn replan(&mut self) {
+        self.planned = Planned::new(plan::plan(&self.spec, &self.runtime_units));
+        self.generation += 1;
+        self.dirty = true;
+    }
+
+    /// Grows with every change of the plan (a unit added, changed or
+    /// removed): every group's planned settings may have moved (an
+    /// island's RT budget is split among its units).
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// The platform spec.
@@ -58,9 +106,25 @@ impl Registry {
         &self.spec
     }
 
-    /// The hierarchy as it should be.
-    pub fn plan(&self) -> GroupPlan {
-        plan::plan(&self.spec, &self.runtime_units)
+    /// The island named `name`.
+    pub fn island(&self, name: &Name) -> Option<&IslandSpec> {
+        self.spec.island(name)
+    }
+
+    /// The hierarchy as it should be, parents before children.
+    pub fn plan(&self) -> &GroupPlan {
+        &self.planned.plan
+    }
+
+    /// The planned group at `path`.
+    pub fn planned(&self, path: &GroupPath) -> Option<&PlannedGroup> {
+        let i = *self.planned.index.get(path)?;
+        self.planned.plan.groups.get(i)
+    }
+
+    /// The position of `path` in the plan (parents come first).
+    pub fn plan_order(&self, path: &GroupPath) -> Option<usize> {
+        self.planned.index.get(path).copied()
     }
 
     /// Every unit with where it came from: config units first.
@@ -70,6 +134,13 @@ impl Registry {
             .iter()
             .map(|u| (u, UnitOrigin::Config))
             .chain(self.runtime_units.iter().map(|u| (u, UnitOrigin::Runtime)))
+    }
+
+    /// The units of `island`.
+    pub fn units_of<'a>(&'a self, island: &'a Name) -> impl Iterator<Item = &'a UnitSpec> + 'a {
+        self.units()
+            .map(|(u, _)| u)
+            .filter(move |u| &u.island == island)
     }
 
     /// Units created at run time.
@@ -90,9 +161,22 @@ impl Registry {
 
     /// The unit whose leaf group is `path`.
     pub fn unit_at(&self, path: &GroupPath) -> Option<&UnitSpec> {
+        let (island, unit) = path.as_str().split_once('/')?;
         self.units()
             .map(|(u, _)| u)
-            .find(|u| &GroupPath::unit(&u.island, &u.name) == path)
+            .find(|u| u.island.as_str() == island && u.name.as_str() == unit)
+    }
+
+    /// The island whose group is `path` (a depth-1 group other than the
+    /// host partition).
+    pub fn island_at(&self, path: &GroupPath) -> Option<&IslandSpec> {
+        if path.depth() != 1 || *path == GroupPath::host() {
+            return None;
+        }
+        self.spec
+            .islands
+            .iter()
+            .find(|i| i.name.as_str() == path.as_str())
     }
 
     /// Adds a unit with the default entitlement in `island`.
@@ -104,6 +188,7 @@ impl Registry {
             adopt: Vec::new(),
             rt_priority: None,
         });
+        self.replan();
         self.runtime_units.last().expect("just pushed")
     }
 
@@ -111,24 +196,43 @@ impl Registry {
     pub fn restore_runtime_unit(&mut self, unit: UnitSpec) {
         if self.unit(unit.name.as_str()).is_none() {
             self.runtime_units.push(unit);
+            self.replan();
         }
+    }
+
+    /// Replaces runtime unit `unit.name` (adds it when missing).
+    pub fn set_runtime_unit(&mut self, unit: UnitSpec) {
+        let name = unit.name.clone();
+        match self.runtime_units.iter_mut().find(|u| u.name == name) {
+            Some(u) if *u == unit => return,
+            Some(u) => *u = unit,
+            None => self.runtime_units.push(unit),
+        }
+        self.replan();
     }
 
     /// Removes a runtime unit; returns whether it existed.
     pub fn remove_runtime_unit(&mut self, name: &str) -> bool {
         let before = self.runtime_units.len();
         self.runtime_units.retain(|u| u.name.as_str() != name);
-        before != self.runtime_units.len()
+        let removed = before != self.runtime_units.len();
+        if removed {
+            self.replan();
+        }
+        removed
     }
 
     /// Records a process atoll moved.
     pub fn manage(&mut self, pid: u32, m: Managed) {
         self.managed.insert(pid, m);
+        self.dirty = true;
     }
 
     /// Forgets a process.
     pub fn forget(&mut self, pid: u32) -> Option<Managed> {
-        self.managed.remove(&pid)
+        let m = self.managed.remove(&pid);
+        self.dirty |= m.is_some();
+        m
     }
 
     /// The record of a process.
@@ -149,6 +253,17 @@ impl Registry {
             .map(|(p, _)| *p)
             .collect()
     }
+
+    /// Marks the registry changed for the state file (a change it cannot
+    /// see itself).
+    pub fn mark_dirty(&mut self) {
+        self.dirty = true;
+    }
+
+    /// Whether it changed since the last call, and forgets that it did.
+    pub fn take_dirty(&mut self) -> bool {
+        std::mem::take(&mut self.dirty)
+    }
 }
 
 #[cfg(test)]
@@ -165,7 +280,13 @@ mod tests {
                 mems: CpuSet::parse("0").unwrap(),
                 adopt_all: false,
             },
-            islands: vec![],
+            islands: vec![atoll_core::spec::IslandSpec {
+                name: Name::new("main").unwrap(),
+                cpus: CpuSet::parse("1").unwrap(),
+                mems: CpuSet::parse("0").unwrap(),
+                policy: atoll_core::spec::SchedPolicy::Fair,
+                arbitration: Default::default(),
+            }],
             units: vec![],
             default_island: None,
             epoch: atoll_core::spec::DEFAULT_EPOCH,
@@ -177,13 +298,39 @@ mod tests {
     }
 
     #[test]
-    fn runtime_units_are_listed_after_config_units() {
+    fn runtime_units_are_listed_after_config_units_and_planned() {
         let mut r = Registry::new(spec());
+        assert!(!r.take_dirty());
         r.add_runtime_unit(Name::new("a").unwrap(), Name::new("main").unwrap());
+        assert!(r.take_dirty());
         assert_eq!(r.unit("a").unwrap().1, UnitOrigin::Runtime);
         assert_eq!(r.unit_group("a").unwrap().as_str(), "main/a");
-        assert!(r.unit_at(&GroupPath::from_relative("main/a")).is_some());
+        let g = GroupPath::from_relative("main/a");
+        assert!(r.unit_at(&g).is_some());
+        assert!(r.planned(&g).is_some(), "the plan follows the units");
         assert!(r.remove_runtime_unit("a"));
+        assert!(r.planned(&g).is_none());
         assert!(!r.remove_runtime_unit("a"));
+    }
+
+    #[test]
+    fn process_records_mark_the_registry_dirty() {
+        let mut r = Registry::new(spec());
+        let m = Managed {
+            start_ticks: 1,
+            group: GroupPath::host(),
+            origin: None,
+            original_policy: None,
+            comm: "x".into(),
+            uid: 0,
+            ppid: 1,
+        };
+        r.manage(5, m);
+        assert!(r.take_dirty());
+        assert!(!r.take_dirty());
+        assert!(r.forget(6).is_none());
+        assert!(!r.take_dirty(), "forgetting nothing changes nothing");
+        assert!(r.forget(5).is_some());
+        assert!(r.take_dirty());
     }
 }

@@ -19,24 +19,28 @@
 //! bounds the whole machine. Every demotion and restoration is a decision
 //! with its reason.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use atoll_core::decision::Reason;
 use atoll_core::plan::{island_rt_budget, GroupPath, TaskPolicy};
 use atoll_core::spec::SchedPolicy;
 
-use crate::controller::Controller;
+use crate::coord::Coordination;
+use crate::placement::Placement;
+use crate::registry::Registry;
 
 /// One unit's current RT window.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct RtWindow {
+struct RtWindow {
     start: Duration,
     base_us: u64,
     throttled: bool,
 }
 
 /// A realtime unit: its group, policy, budget per period.
-struct RtUnit {
+#[derive(Clone, Debug)]
+pub struct RtUnit {
     name: String,
     group: GroupPath,
     policy: TaskPolicy,
@@ -44,58 +48,48 @@ struct RtUnit {
     period_us: u64,
 }
 
-impl Controller {
-    fn rt_units(&self) -> Vec<RtUnit> {
-        let spec = self.reg.spec();
-        spec.islands
-            .iter()
-            .filter(|i| matches!(i.policy, SchedPolicy::Realtime(_)))
-            .flat_map(|island| {
-                let members: Vec<_> = self
-                    .reg
-                    .units()
-                    .filter(|(u, _)| u.island == island.name)
-                    .map(|(u, _)| u)
-                    .collect();
-                let budget = island_rt_budget(island);
-                let n = members.len().max(1) as u64;
-                members.into_iter().filter_map(move |u| {
-                    let b = budget?;
-                    let group = GroupPath::unit(&island.name, &u.name);
-                    // A coordination tune moves the unit's budget.
-                    let tuned = self
-                        .coord
-                        .merge_unit(island, &u.name, Default::default())
-                        .rt_budget;
-                    Some(RtUnit {
-                        name: u.name.to_string(),
-                        group,
-                        policy: atoll_core::plan::task_policy(island, Some(u)),
-                        runtime_us: tuned.map_or(b.runtime_us / n, |t| t.runtime_us),
-                        period_us: b.period_us,
-                    })
+/// The realtime units of the platform with their budgets (a coordination
+/// tune moves a unit's budget).
+pub fn rt_units(reg: &Registry, coord: &Coordination) -> Vec<RtUnit> {
+    let spec = reg.spec();
+    spec.islands
+        .iter()
+        .filter(|i| matches!(i.policy, SchedPolicy::Realtime(_)))
+        .flat_map(|island| {
+            let members: Vec<_> = reg.units_of(&island.name).collect();
+            let budget = island_rt_budget(island);
+            let n = members.len().max(1) as u64;
+            members.into_iter().filter_map(move |u| {
+                let b = budget?;
+                let tuned = coord.tuned_rt_budget(island, &u.name);
+                Some(RtUnit {
+                    name: u.name.to_string(),
+                    group: GroupPath::unit(&island.name, &u.name),
+                    policy: atoll_core::plan::task_policy(island, Some(u)),
+                    runtime_us: tuned.map_or(b.runtime_us / n, |t| t.runtime_us),
+                    period_us: b.period_us,
                 })
             })
-            .collect()
-    }
+        })
+        .collect()
+}
 
-    /// Enforces RT budgets in user space when the backend cannot.
-    pub(crate) fn guard_rt_budgets(&mut self) {
-        if self.env.backend.capabilities().rt_groups {
-            return;
-        }
-        let now = self.now();
-        for u in self.rt_units() {
-            let Some(used) = self
-                .env
-                .backend
-                .stats(&u.group)
-                .ok()
-                .and_then(|s| s.cpu_usage_us)
-            else {
+/// The RT guard's state: each realtime unit's window.
+#[derive(Debug, Default)]
+pub struct RtGuard {
+    windows: BTreeMap<GroupPath, RtWindow>,
+}
+
+impl RtGuard {
+    /// Enforces the RT budgets of `units` (see the module docs). Call only
+    /// where the backend has no RT group scheduling.
+    pub fn guard(&mut self, units: &[RtUnit], p: &mut Placement<'_>) {
+        let now = p.now;
+        for u in units {
+            let Some(used) = p.backend.stats(&u.group).ok().and_then(|s| s.cpu_usage_us) else {
                 continue;
             };
-            let w = *self.rt_windows.entry(u.group.clone()).or_insert(RtWindow {
+            let w = *self.windows.entry(u.group.clone()).or_insert(RtWindow {
                 start: now,
                 base_us: used,
                 throttled: false,
@@ -109,7 +103,7 @@ impl Controller {
                 exhausted,
             };
             if now.saturating_sub(w.start) >= Duration::from_micros(u.period_us) {
-                self.rt_windows.insert(
+                self.windows.insert(
                     u.group.clone(),
                     RtWindow {
                         start: now,
@@ -118,31 +112,16 @@ impl Controller {
                     },
                 );
                 if w.throttled {
-                    self.set_group_policy(&u.group, u.policy, why(false), false);
+                    p.set_group_policy(&u.group, u.policy, why(false), false);
                 }
             } else if in_window > u.runtime_us {
-                self.set_group_policy(&u.group, TaskPolicy::Other, why(true), w.throttled);
-                if let Some(w) = self.rt_windows.get_mut(&u.group) {
+                p.set_group_policy(&u.group, TaskPolicy::Other, why(true), w.throttled);
+                if let Some(w) = self.windows.get_mut(&u.group) {
                     w.throttled = true;
                 }
             }
         }
-    }
-
-    /// Sets `policy` on every process of `group`; with `only_changed`, only
-    /// on those not already under it (cheap to repeat every epoch).
-    fn set_group_policy(
-        &mut self,
-        group: &GroupPath,
-        policy: TaskPolicy,
-        why: Reason,
-        only_changed: bool,
-    ) {
-        for pid in self.env.backend.processes(group).unwrap_or_default() {
-            if only_changed && self.env.tasks.policy(pid).ok() == Some(policy) {
-                continue;
-            }
-            self.set_policy(pid, policy, why.clone());
-        }
+        self.windows
+            .retain(|g, _| units.iter().any(|u| &u.group == g));
     }
 }

@@ -221,7 +221,7 @@ fn a_tune_through_the_api_changes_the_weight_and_the_reconcile_keeps_it() {
     let d = why(&c, "api");
     assert!(
         d.iter().any(|d| d.contains(
-            "set web/api: cpu.weight=125, because overlay shop: tune CPU time up (asked by uid 0)"
+            "set web/api: cpu.weight=125 [plan + coordination], because overlay shop: tune CPU time up (asked by uid 0)"
         )),
         "{d:#?}"
     );
@@ -272,8 +272,9 @@ fn a_trigger_boosts_until_its_length_ends() {
     assert_eq!(rig.weight("batch/db"), None);
     let d = why(&c, "db");
     assert!(
-        d.iter().any(|d| d
-            .contains("set batch/db: cpu.weight=default, because overlay shop: the boost ended")),
+        d.iter().any(|d| d.contains(
+            "set batch/db: cpu.weight=default [plan], because overlay shop: the boost ended"
+        )),
         "{d:#?}"
     );
 }
@@ -340,8 +341,9 @@ fn borrowed_cpus_move_between_island_cpusets_and_come_back() {
     assert_eq!(rig.cpus("batch"), "4-7");
     let d = why(&c, "web");
     assert!(
-        d.iter()
-            .any(|d| d.contains("set web: cpuset.cpus=1-3,5, because overlay shop: borrow cores")),
+        d.iter().any(|d| d.contains(
+            "set web: cpuset.cpus=1-3,5 [plan + coordination], because overlay shop: borrow cores"
+        )),
         "{d:#?}"
     );
 }

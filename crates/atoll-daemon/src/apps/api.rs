@@ -8,128 +8,144 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Duration;
 
+use atoll_core::awm::{IslandCapacity, RecipeError};
 use atoll_core::decision::Reason;
+use atoll_core::process::ProcessTable;
+use atoll_core::spec::PlatformSpec;
 use atoll_proto::apps::{AppRunState, AppStatus, RecipeRef};
-use atoll_proto::{ErrorCode, Reply, Request};
+use atoll_proto::Reply;
 
-use super::App;
-use crate::adopt::ApiFailure;
+use super::{App, Apps, Kit};
+use crate::adopt::{process_of, AdoptError};
 use crate::command::Caller;
-use crate::controller::Controller;
 
-fn bad(message: String) -> ApiFailure {
-    (ErrorCode::BadRequest, message)
+/// Why a request about applications failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AppsError {
+    /// No pid given and the caller's is unknown.
+    #[error("no pid given, and the caller's pid is unknown")]
+    NoPid,
+    /// The pid is the daemon's.
+    #[error("pid {0} is atoll itself")]
+    SelfPid(u32),
+    /// The process cannot be registered by this caller.
+    #[error(transparent)]
+    Process(#[from] AdoptError),
+    /// The process is registered already.
+    #[error("pid {pid} is already registered as application {app}")]
+    AlreadyRegistered {
+        /// The pid.
+        pid: u32,
+        /// Its application.
+        app: u64,
+    },
+    /// No recipe of that name in the config.
+    #[error("no recipe named {0:?} in the platform description ([recipe.{0}])")]
+    NoRecipe(String),
+    /// A recipe sent along is not valid here.
+    #[error(transparent)]
+    BadRecipe(#[from] RecipeError),
+    /// No such application.
+    #[error("no application {0}")]
+    NoApp(u64),
+    /// The application is not the caller's.
+    #[error(
+        "application {app} (pid {pid}) belongs to uid {owner}, not to the caller (uid {caller})"
+    )]
+    NotOwner {
+        /// The application.
+        app: u64,
+        /// Its process.
+        pid: u32,
+        /// Its owner.
+        owner: u32,
+        /// The caller.
+        caller: u32,
+    },
+    /// A goal that is not a finite number >= 0.
+    #[error("goal_cps = {0}: must be a finite number of cycles per second >= 0 (0: no goal)")]
+    BadGoal(f64),
 }
 
-impl Controller {
-    /// Answers an `app_*` or `apps` request.
-    pub(crate) fn api_apps(
-        &mut self,
-        caller: Caller,
-        request: Request,
-    ) -> Result<Reply, ApiFailure> {
-        self.sweep_stale_app_units();
-        let summary = request.summary();
-        match request {
-            Request::AppRegister { recipe, pid } => self.app_register(caller, recipe, pid),
-            Request::AppPoll { app, after: _ } => {
-                Ok(Reply::AppAssignment(self.app_of(caller, app)?.assignment()))
-            }
-            Request::AppReport {
-                app,
-                cycles,
-                goal_cps,
-            } => self.app_report(caller, app, cycles, goal_cps),
-            Request::AppDone { app } => {
-                self.app_of(caller, app)?;
-                let why = Reason::Api {
-                    uid: caller.uid,
-                    request: summary,
-                };
-                self.remove_app(app, why);
-                let now = self.now();
-                self.apps.batcher.event(now);
-                Ok(Reply::AppDone { app })
-            }
-            Request::Apps {} => Ok(Reply::Apps {
-                apps: self.app_statuses(),
-            }),
-            other => Err(bad(format!(
-                "{}: not a request about applications",
-                other.summary()
-            ))),
-        }
-    }
+/// What registering needs to know of the daemon.
+pub struct Registering<'a> {
+    /// Processes.
+    pub procs: &'a dyn ProcessTable,
+    /// The config's recipes.
+    pub spec: &'a PlatformSpec,
+    /// What the islands offer applications now.
+    pub caps: &'a [IslandCapacity],
+    /// The daemon's own pid.
+    pub self_pid: u32,
+    /// A unit name is taken.
+    pub taken: &'a dyn Fn(&str) -> bool,
+    /// Now.
+    pub now: Duration,
+}
 
+impl Apps {
     /// Planning runs made so far (a burst of events gives one).
-    pub fn app_planning_runs(&self) -> u64 {
-        self.apps.runs
+    pub fn planning_runs(&self) -> u64 {
+        self.runs
     }
 
     /// Application `id`, if the caller may act on it.
-    fn app_of(&self, caller: Caller, id: u64) -> Result<&App, ApiFailure> {
-        let app = self
-            .apps
-            .list
-            .get(&id)
-            .ok_or_else(|| (ErrorCode::NotFound, format!("no application {id}")))?;
+    fn app_of(&self, caller: Caller, id: u64) -> Result<&App, AppsError> {
+        let app = self.list.get(&id).ok_or(AppsError::NoApp(id))?;
         if !caller.is_root() && caller.uid != app.uid {
-            return Err((
-                ErrorCode::PermissionDenied,
-                format!(
-                    "application {id} (pid {}) belongs to uid {}, not to the caller (uid {})",
-                    app.pid, app.uid, caller.uid
-                ),
-            ));
+            return Err(AppsError::NotOwner {
+                app: id,
+                pid: app.pid,
+                owner: app.uid,
+                caller: caller.uid,
+            });
         }
         Ok(app)
     }
 
-    fn app_register(
+    /// `app_register`.
+    pub fn register(
         &mut self,
         caller: Caller,
         recipe: RecipeRef,
         pid: Option<u32>,
-    ) -> Result<Reply, ApiFailure> {
+        r: &Registering<'_>,
+    ) -> Result<Reply, AppsError> {
         let pid = match pid {
             Some(p) => p,
-            None if caller.pid > 0 => caller.pid as u32,
-            None => return Err(bad("no pid given, and the caller's pid is unknown".into())),
+            None => u32::try_from(caller.pid)
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or(AppsError::NoPid)?,
         };
-        if pid == self.opts.self_pid {
-            return Err(bad(format!("pid {pid} is atoll itself")));
+        if pid == r.self_pid {
+            return Err(AppsError::SelfPid(pid));
         }
-        let info = self.process_of(caller, pid)?;
-        if let Some(a) = self.apps.by_pid(pid) {
-            return Err(bad(format!(
-                "pid {pid} is already registered as application {}",
-                a.id
-            )));
+        let info = process_of(r.procs, caller, pid)?;
+        if let Some(a) = self.by_pid(pid) {
+            return Err(AppsError::AlreadyRegistered { pid, app: a.id });
         }
-        let spec = self.reg.spec();
         let recipe = match recipe {
-            RecipeRef::Named(name) => spec.apps.recipe(&name).cloned().ok_or_else(|| {
-                (
-                    ErrorCode::NotFound,
-                    format!(
-                        "no recipe named {name:?} in the platform description ([recipe.{name}])"
-                    ),
-                )
-            })?,
-            RecipeRef::Inline(mut r) => {
-                r.validate_for(&self.app_capacities())
-                    .map_err(|e| bad(e.to_string()))?;
+            RecipeRef::Named(name) => r
+                .spec
+                .apps
+                .recipe(&name)
+                .cloned()
+                .ok_or(AppsError::NoRecipe(name))?,
+            RecipeRef::Inline(mut recipe) => {
+                recipe.validate_for(r.caps)?;
                 if !caller.is_root() {
-                    if let Some(worst) = spec.apps.recipes.iter().map(|c| c.priority).max() {
-                        r.priority = r.priority.max(worst);
+                    if let Some(worst) = r.spec.apps.recipes.iter().map(|c| c.priority).max() {
+                        recipe.priority = recipe.priority.max(worst);
                     }
                 }
-                r
+                recipe
             }
         };
-        let reg = &self.reg;
-        let id = self.apps.take_id(|name| reg.unit(name).is_some());
+        let id = self.take_id(r.taken);
+        let waiting = "registered: waiting for the next planning run".to_string();
         let app = App {
             id,
             recipe: Arc::new(recipe),
@@ -138,7 +154,7 @@ impl Controller {
             uid: info.uid,
             generation: 0,
             state: AppRunState::Waiting {
-                reason: "registered: waiting for the next planning run".into(),
+                reason: waiting.clone(),
             },
             grant: None,
             unit_island: None,
@@ -146,7 +162,7 @@ impl Controller {
             unfrozen_wait: false,
             pinned: None,
             waiting: 0,
-            reason: "registered: waiting for the next planning run".into(),
+            reason: waiting,
             ever_ran: false,
             goal_gap: 0.0,
             planned_gap: 0.0,
@@ -162,46 +178,62 @@ impl Controller {
             info.uid
         );
         let assignment = app.assignment();
-        self.apps.list.insert(id, app);
-        let now = self.now();
-        self.apps.batcher.event(now);
+        self.list.insert(id, app);
+        self.batcher.event(r.now);
         Ok(Reply::AppRegistered {
             app: id,
             assignment,
         })
     }
 
-    fn app_report(
+    /// `app_poll`.
+    pub fn poll(&self, caller: Caller, id: u64) -> Result<Reply, AppsError> {
+        Ok(Reply::AppAssignment(self.app_of(caller, id)?.assignment()))
+    }
+
+    /// `app_report`.
+    pub fn report(
         &mut self,
         caller: Caller,
         id: u64,
         cycles: u64,
         goal_cps: Option<f64>,
-    ) -> Result<Reply, ApiFailure> {
+        now: Duration,
+    ) -> Result<Reply, AppsError> {
         self.app_of(caller, id)?;
         if let Some(g) = goal_cps.filter(|g| !g.is_finite() || *g < 0.0) {
-            return Err(bad(format!(
-                "goal_cps = {g}: must be a finite number of cycles per second >= 0 (0: no goal)"
-            )));
+            return Err(AppsError::BadGoal(g));
         }
-        let now = self.now();
-        let deadband = self.apps.deadband;
-        let Some(app) = self.apps.list.get_mut(&id) else {
-            return Err((ErrorCode::NotFound, format!("no application {id}")));
+        let deadband = self.deadband;
+        let Some(app) = self.list.get_mut(&id) else {
+            return Err(AppsError::NoApp(id));
         };
         let replan = app.record(now, cycles, goal_cps, deadband);
         let goal_gap = app.goal_gap;
         if replan {
             tracing::debug!("application {id}: goal gap {goal_gap:.3}: planning again");
-            self.apps.batcher.event(now);
+            self.batcher.event(now);
         }
         Ok(Reply::AppReported { app: id, goal_gap })
     }
 
+    /// `app_done`: the application leaves.
+    pub fn done(
+        &mut self,
+        caller: Caller,
+        id: u64,
+        why: Reason,
+        kit: &mut Kit<'_, '_>,
+    ) -> Result<Reply, AppsError> {
+        self.app_of(caller, id)?;
+        self.remove(id, why, kit);
+        self.batcher.event(kit.p.now);
+        Ok(Reply::AppDone { app: id })
+    }
+
     /// Every application, by id, for `atoll apps`.
-    pub(crate) fn app_statuses(&self) -> Vec<AppStatus> {
-        self.apps
-            .list
+    pub fn statuses(&self) -> Vec<AppStatus> {
+        self.list
             .values()
             .map(|a| AppStatus {
                 app: a.id,

@@ -27,6 +27,11 @@
 //!   is left at its smallest mode's quota, and its assignment says so).
 //!   Every change is a decision whose reason is the change's text, so
 //!   `atoll why app-<id>` tells its story.
+//! - **The `apps` layer** (see [`crate::compose`]): an application unit's
+//!   suspension and its CPUs (its own in an exclusive mode, else its
+//!   island's less those others hold). A unit's group is written by the
+//!   composer before its process moves in: moves wait in
+//!   [`Apps::after_flush`] until the groups they need exist.
 //! - **Assignments.** Each change of what an application should do bumps
 //!   its generation; `app_poll` returns the assignment and the client
 //!   compares generations.
@@ -41,10 +46,17 @@ use std::time::Duration;
 
 use atoll_core::awm::trigger::{gap_needs_replan, goal_gap, PlanBatcher};
 use atoll_core::awm::{Current, Grant, Planner, Recipe};
-use atoll_core::plan::GroupPath;
+use atoll_core::decision::Reason;
+use atoll_core::plan::{GroupPath, GroupSettings};
 use atoll_core::spec::{PlatformSpec, APP_UNIT_PREFIX};
+use atoll_core::topology::Topology;
 use atoll_core::{CpuSet, Name};
 use atoll_proto::apps::{AppAssignment, AppRunState};
+
+use crate::compose::{At, Composer, Layer};
+use crate::placement::Placement;
+
+pub use api::{AppsError, Registering};
 
 /// Reports of progress are kept over at least this long for the rate.
 pub const RATE_WINDOW: Duration = Duration::from_secs(1);
@@ -198,6 +210,46 @@ pub(crate) struct Apps {
     pins: BTreeMap<Name, CpuSet>,
     /// Units of applications a previous run left have been looked for.
     pub(crate) swept: bool,
+    /// Moves waiting for their units' groups to be written.
+    pending: Vec<PendingMove>,
+}
+
+/// An application's process (and whatever else is in its old unit) to move
+/// into its unit once the unit's group is written.
+#[derive(Clone, Debug)]
+struct PendingMove {
+    id: u64,
+    from: Option<GroupPath>,
+    to: GroupPath,
+    why: Reason,
+}
+
+/// What the applications' steps take besides their own state.
+pub struct Kit<'a, 'b> {
+    /// Moving processes, the registry, decisions.
+    pub p: &'b mut Placement<'a>,
+    /// Touching and removing groups.
+    pub compose: &'b mut Composer,
+    /// The CPUs each island holds now.
+    pub island_cpus: &'b BTreeMap<Name, CpuSet>,
+    /// The machine.
+    pub topo: &'b Topology,
+}
+
+impl Layer for Apps {
+    fn name(&self) -> &'static str {
+        "apps"
+    }
+
+    fn lay(&self, at: &At<'_>, s: &mut GroupSettings) {
+        let Some(app) = self.at(at.path) else {
+            return;
+        };
+        s.frozen = app.frozen;
+        if let Some(cpus) = self.unit_cpus(app.id, at.parent.and_then(|p| p.cpus.as_ref())) {
+            s.cpus = Some(cpus);
+        }
+    }
 }
 
 impl Apps {
@@ -218,7 +270,46 @@ impl Apps {
             runs: 0,
             pins: BTreeMap::new(),
             swept: false,
+            pending: Vec::new(),
         }
+    }
+
+    /// The `cpuset.cpus` an application's unit needs: its own CPUs when its
+    /// mode is exclusive; else, in an island where others have CPUs of
+    /// their own, the island's other CPUs (`live`: what the island holds
+    /// now); else `None` (the island's).
+    pub(crate) fn unit_cpus(&self, id: u64, live: Option<&CpuSet>) -> Option<CpuSet> {
+        let app = self.list.get(&id)?;
+        if let Some(p) = &app.pinned {
+            return Some(p.clone());
+        }
+        let island = app.unit_island.as_ref()?;
+        let pins = self.pins(island);
+        if pins.is_empty() {
+            return None;
+        }
+        let rest = live?.difference(&pins);
+        (!rest.is_empty()).then_some(rest)
+    }
+
+    /// The CPUs an application may run on, as its assignment says.
+    pub(crate) fn run_cpus(&self, id: u64, island_cpus: &BTreeMap<Name, CpuSet>) -> CpuSet {
+        let Some(app) = self.list.get(&id) else {
+            return CpuSet::new();
+        };
+        let live = app
+            .unit_island
+            .as_ref()
+            .or(app.grant.as_ref().map(|g| &g.island))
+            .and_then(|i| island_cpus.get(i));
+        if let Some(c) = self.unit_cpus(id, live) {
+            return c;
+        }
+        app.grant
+            .as_ref()
+            .and_then(|g| island_cpus.get(&g.island))
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// A fresh id whose unit name is free.

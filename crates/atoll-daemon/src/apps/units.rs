@@ -3,20 +3,22 @@
 //!
 //! Each application runs in a runtime unit `app-<id>` of the island of its
 //! grant. What the unit's entitlement carries (`cpu_cap` = the working
-//! mode's quota, `memory_max` = its memory) survives the periodic repair
-//! pass like any unit's. What it does not carry, the suspension (`frozen`)
-//! and the CPUs of exclusive modes, is merged in by
-//! [`Controller::merge_app_unit`] and re-asserted every epoch when another
-//! writer put the plan's value back.
+//! mode's quota, `memory_max` = its memory) is in the plan like any unit's;
+//! what it does not carry, the suspension (`frozen`) and the CPUs of
+//! exclusive modes, is the `apps` layer ([`super::Apps`]'s `Layer`).
+//!
+//! Changing a unit touches its group; the composer writes it at the next
+//! flush. A process moves into a unit only once the unit's group exists,
+//! so moves wait ([`Apps::after_flush`]), and so does removing the unit
+//! the application left.
 
 use atoll_core::awm::Grant;
 use atoll_core::decision::{Action, Reason};
-use atoll_core::plan::{GroupPath, GroupSettings};
+use atoll_core::plan::GroupPath;
 use atoll_core::spec::{Entitlement, MemoryEntitlement, UnitSpec};
 use atoll_core::{CpuSet, Name};
 
-use crate::controller::Controller;
-use crate::reconcile::knob_diff;
+use super::{unit_name, Apps, Kit, PendingMove};
 
 /// Why a unit operation failed: the process is gone (the application is
 /// then removed), or something else, in words.
@@ -24,7 +26,7 @@ use crate::reconcile::knob_diff;
 pub(crate) enum UnitError {
     /// The application's process exited (or its pid was reused).
     Gone,
-    /// The backend refused.
+    /// Nothing could be done, in words.
     Failed(String),
 }
 
@@ -46,67 +48,12 @@ fn unit_spec(name: Name, island: Name, quota: f64, memory: u64) -> UnitSpec {
     }
 }
 
-impl Controller {
-    /// An application unit's own knobs over `s` (the settings every other
-    /// writer merged): frozen while it waits, and its CPUs when it or a
-    /// neighbour has CPUs of its own. Other groups are returned unchanged.
-    pub(crate) fn merge_app_unit(&self, group: &GroupPath, mut s: GroupSettings) -> GroupSettings {
-        let Some(app) = self.apps.at(group) else {
-            return s;
-        };
-        s.frozen = app.frozen;
-        if let Some(cpus) = self.app_unit_cpus(app.id) {
-            s.cpus = Some(cpus);
-        }
-        s
-    }
-
-    /// The `cpuset.cpus` an application's unit needs: its own CPUs when its
-    /// mode is exclusive; else, in an island where others have CPUs of
-    /// their own, the island's other CPUs; else `None` (the island's).
-    pub(crate) fn app_unit_cpus(&self, id: u64) -> Option<CpuSet> {
-        let app = self.apps.list.get(&id)?;
-        if let Some(p) = &app.pinned {
-            return Some(p.clone());
-        }
-        let island = app.unit_island.as_ref()?;
-        let pins = self.apps.pins(island);
-        if pins.is_empty() {
-            return None;
-        }
-        let live = self
-            .reg
-            .spec()
-            .island(island)
-            .map(|i| self.island_cpus(i))?;
-        let rest = live.difference(&pins);
-        (!rest.is_empty()).then_some(rest)
-    }
-
-    /// The CPUs an application may run on, as its assignment says.
-    pub(crate) fn app_run_cpus(&self, id: u64) -> CpuSet {
-        if let Some(c) = self.app_unit_cpus(id) {
-            return c;
-        }
-        self.apps
-            .list
-            .get(&id)
-            .and_then(|a| a.grant.as_ref())
-            .and_then(|g| self.reg.spec().island(&g.island))
-            .map(|i| self.island_cpus(i))
-            .unwrap_or_default()
-    }
-
+impl Apps {
     /// `k` CPUs of `island` for application `id`: those it has there and
     /// no one else holds first, then the free ones from the highest id down
     /// (away from the low CPUs the system's own work tends to use).
-    pub(crate) fn pick_app_cpus(&self, island: &Name, k: u32, id: u64) -> CpuSet {
-        let Some(spec) = self.reg.spec().island(island) else {
-            return CpuSet::new();
-        };
-        let live = self.island_cpus(spec);
+    pub(crate) fn pick_cpus(&self, live: &CpuSet, island: &Name, k: u32, id: u64) -> CpuSet {
         let others = self
-            .apps
             .list
             .values()
             .filter(|a| a.id != id && a.unit_island.as_ref() == Some(island))
@@ -114,7 +61,6 @@ impl Controller {
             .fold(CpuSet::new(), |acc, p| acc.union(p));
         let free = live.difference(&others);
         let own = self
-            .apps
             .list
             .get(&id)
             .and_then(|a| a.pinned.clone())
@@ -125,10 +71,11 @@ impl Controller {
         let mut rest: Vec<u32> = free.difference(&own).iter().collect();
         rest.reverse();
         order.extend(rest);
-        for c in order.into_iter().take(k as usize) {
+        let want = usize::try_from(k).unwrap_or(usize::MAX);
+        for c in order.into_iter().take(want) {
             out.insert(c);
         }
-        if out.len() < k as usize {
+        if out.len() < want {
             tracing::warn!(
                 "app {id}: island {island} has {} free CPUs for {k} CPUs of its own",
                 out.len()
@@ -137,78 +84,39 @@ impl Controller {
         out
     }
 
-    /// Writes an application unit's group as every writer merges it, if
-    /// that differs from what was applied; a decision with `why`.
-    pub(crate) fn write_app_group(&mut self, group: &GroupPath, why: Reason) -> Result<(), String> {
-        let Some(base) = self.unit_settings(group) else {
-            return Err(format!("{group} is not a unit"));
-        };
-        let settings = self.merge_app_unit(group, base);
-        self.write_settings(group, settings, why)
-    }
-
-    /// Writes `settings` to `group` unless already applied.
-    fn write_settings(
-        &mut self,
-        group: &GroupPath,
-        settings: GroupSettings,
-        why: Reason,
-    ) -> Result<(), String> {
-        let before = self.applied.get(group);
-        if before == Some(&settings) {
-            return Ok(());
-        }
-        let knobs = knob_diff(before, &settings);
-        match self.env.backend.apply(group, &settings) {
-            Ok(fallbacks) => {
-                self.decide(
-                    Action::ApplyGroup {
-                        path: group.clone(),
-                        knobs,
-                    },
-                    why,
-                );
-                self.applied.insert(group.clone(), settings);
-                self.note_fallbacks(group, fallbacks);
-                Ok(())
-            }
-            Err(e) => {
-                self.decide(
-                    Action::ApplyGroup {
-                        path: group.clone(),
-                        knobs,
-                    },
-                    Reason::KernelRefused {
-                        error: e.to_string(),
-                    },
-                );
-                Err(format!("{group}: {e}"))
-            }
-        }
+    /// The CPUs of its own an exclusive grant gives application `id`.
+    fn pinned_for(&self, grant: &Grant, id: u64, kit: &Kit<'_, '_>) -> Option<CpuSet> {
+        (grant.exclusive_cpus > 0).then(|| {
+            let live = kit
+                .island_cpus
+                .get(&grant.island)
+                .cloned()
+                .unwrap_or_default();
+            self.pick_cpus(&live, &grant.island, grant.exclusive_cpus, id)
+        })
     }
 
     /// Sets application `id`'s unit to `island` with this quota and memory
-    /// in the registry; a `CreateUnit` decision when it had none there.
-    /// Returns the unit's group.
-    fn set_app_unit(
+    /// in the registry, and touches its group; a `CreateUnit` decision when
+    /// it had none there. Returns the unit's group.
+    fn set_unit(
         &mut self,
         id: u64,
         island: &Name,
         quota: f64,
         memory: u64,
         why: &Reason,
+        kit: &mut Kit<'_, '_>,
     ) -> GroupPath {
-        let name = crate::apps::unit_name(id);
-        let same = self
+        let name = unit_name(id);
+        let same = kit
+            .p
             .reg
             .unit(name.as_str())
             .is_some_and(|(u, _)| &u.island == island);
-        self.reg.remove_runtime_unit(name.as_str());
-        self.reg
-            .restore_runtime_unit(unit_spec(name.clone(), island.clone(), quota, memory));
-        self.dirty = true;
         if !same {
-            self.decide(
+            kit.p.reg.remove_runtime_unit(name.as_str());
+            kit.p.decide(
                 Action::CreateUnit {
                     unit: name.to_string(),
                     island: island.to_string(),
@@ -216,125 +124,53 @@ impl Controller {
                 why.clone(),
             );
         }
-        if let Some(app) = self.apps.list.get_mut(&id) {
+        kit.p
+            .reg
+            .set_runtime_unit(unit_spec(name.clone(), island.clone(), quota, memory));
+        if let Some(app) = self.list.get_mut(&id) {
             app.unit_island = Some(island.clone());
         }
-        GroupPath::unit(island, &name)
-    }
-
-    /// Moves application `id`'s process (and every other process of its
-    /// old unit) into `group`. The process must still be the one that
-    /// registered.
-    fn move_app(
-        &mut self,
-        id: u64,
-        from: Option<&GroupPath>,
-        group: &GroupPath,
-        why: &Reason,
-    ) -> Result<(), UnitError> {
-        let Some(app) = self.apps.list.get(&id) else {
-            return Err(UnitError::Gone);
-        };
-        let (pid, start) = (app.pid, app.start_ticks);
-        let info = match self.env.procs.info(pid) {
-            Ok(i) if i.start_ticks == start => i,
-            _ => return Err(UnitError::Gone),
-        };
-        let current = self.in_atoll(&info.cgroups);
-        if current.as_ref() != Some(group) {
-            self.move_into(&info, group, why.clone()).map_err(|e| {
-                if e.is_gone() {
-                    UnitError::Gone
-                } else {
-                    UnitError::Failed(format!("moving pid {pid} into {group}: {e}"))
-                }
-            })?;
-        }
-        if let Some(s) = self.seen.get_mut(&pid) {
-            s.settled = true;
-        }
-        // Its children (and anything else in its old unit) come along.
-        if let Some(old) = from.filter(|o| *o != group) {
-            for p in self.env.backend.processes(old).unwrap_or_default() {
-                if let Ok(child) = self.env.procs.info(p) {
-                    if let Err(e) = self.move_into(&child, group, why.clone()) {
-                        tracing::warn!("app {id}: moving pid {p} from {old} to {group}: {e}");
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Thaws `group` if it was applied frozen (before its tasks leave it).
-    fn thaw_group(&mut self, group: &GroupPath, why: &Reason) {
-        let Some(s) = self.applied.get(group).filter(|s| s.frozen).cloned() else {
-            return;
-        };
-        let s = GroupSettings { frozen: false, ..s };
-        if let Err(e) = self.write_settings(group, s, why.clone()) {
-            tracing::warn!("thawing {group}: {e}");
-        }
-    }
-
-    /// Removes an empty group of atoll's (a decision), forgetting what was
-    /// applied to it.
-    fn remove_app_group(&mut self, group: &GroupPath, why: &Reason) {
-        match self.env.backend.remove(group) {
-            Ok(()) => {
-                self.applied.remove(group);
-                self.decide(
-                    Action::RemoveGroup {
-                        path: group.clone(),
-                    },
-                    why.clone(),
-                );
-            }
-            Err(e) => tracing::warn!("removing {group}: {e}"),
-        }
+        let group = GroupPath::unit(island, &name);
+        kit.compose.touch(group.clone(), why.clone());
+        group
     }
 
     /// Runs application `id` with `grant`: in place when its unit is
     /// already in the grant's island (resumed if it waited), else in a new
     /// unit there (its process and its children moved, the old unit
-    /// removed).
-    pub(crate) fn place_app(
+    /// removed, once the new one is written).
+    pub(crate) fn place(
         &mut self,
         id: u64,
         grant: Grant,
         why: &Reason,
+        kit: &mut Kit<'_, '_>,
     ) -> Result<(), UnitError> {
-        let Some(app) = self.apps.list.get(&id) else {
+        let Some(app) = self.list.get(&id) else {
             return Err(UnitError::Gone);
         };
         let old_island = app.unit_island.clone();
-        let name = crate::apps::unit_name(id);
-        let old_group = old_island.as_ref().map(|i| GroupPath::unit(i, &name));
-        let pinned = (grant.exclusive_cpus > 0)
-            .then(|| self.pick_app_cpus(&grant.island, grant.exclusive_cpus, id));
+        let old_group = old_island
+            .as_ref()
+            .map(|i| GroupPath::unit(i, &unit_name(id)));
+        let pinned = self.pinned_for(&grant, id, kit);
         let island = grant.island.clone();
         let (quota, memory) = (grant.cpu_quota, grant.memory_bytes);
-        if let Some(app) = self.apps.list.get_mut(&id) {
+        if let Some(app) = self.list.get_mut(&id) {
             app.pinned = pinned;
             app.frozen = false;
             app.unfrozen_wait = false;
             app.ever_ran = true;
             app.grant = Some(grant);
         }
-        self.apps.recount_pins();
-        if let Some(old) = old_group
-            .as_ref()
-            .filter(|_| old_island.as_ref() != Some(&island))
-        {
-            self.thaw_group(old, why);
-        }
-        let group = self.set_app_unit(id, &island, quota, memory, why);
-        self.write_app_group(&group, why.clone())
-            .map_err(UnitError::Failed)?;
-        self.move_app(id, old_group.as_ref(), &group, why)?;
-        if let Some(old) = old_group.filter(|o| *o != group) {
-            self.remove_app_group(&old, why);
-        }
+        self.recount_pins();
+        let group = self.set_unit(id, &island, quota, memory, why, kit);
+        self.pending.push(PendingMove {
+            id,
+            from: old_group,
+            to: group,
+            why: why.clone(),
+        });
         Ok(())
     }
 
@@ -342,9 +178,14 @@ impl Controller {
     /// smallest mode's quota, in the first island that mode may use when it
     /// has none): frozen where the backend has a freezer, else left running
     /// at that quota. Its CPUs of its own go back.
-    pub(crate) fn suspend_app(&mut self, id: u64, why: &Reason) -> Result<(), UnitError> {
-        let freezer = self.env.backend.capabilities().freezer;
-        let Some(app) = self.apps.list.get(&id) else {
+    pub(crate) fn suspend(
+        &mut self,
+        id: u64,
+        why: &Reason,
+        freezer: bool,
+        kit: &mut Kit<'_, '_>,
+    ) -> Result<(), UnitError> {
+        let Some(app) = self.list.get(&id) else {
             return Err(UnitError::Gone);
         };
         let smallest = app
@@ -358,7 +199,7 @@ impl Controller {
             (Some(i), Some(g)) => (i.clone(), g.memory_bytes),
             (Some(i), None) => (i.clone(), 0),
             (None, _) => {
-                let caps = self.app_capacities();
+                let caps = self.capacities(kit.p.reg.spec(), kit.topo, kit.island_cpus);
                 let allowed = |n: &Name| smallest.is_none_or(|m| m.needs.allows(n));
                 match caps.iter().find(|c| allowed(&c.name)) {
                     Some(c) => (c.name.clone(), 0),
@@ -367,71 +208,155 @@ impl Controller {
             }
         };
         let had_unit = app.unit_island.is_some();
-        if let Some(app) = self.apps.list.get_mut(&id) {
+        if let Some(app) = self.list.get_mut(&id) {
             app.grant = None;
             app.pinned = None;
             app.frozen = freezer;
             app.unfrozen_wait = !freezer;
         }
-        self.apps.recount_pins();
-        let group = self.set_app_unit(id, &island, quota, memory, why);
-        self.write_app_group(&group, why.clone())
-            .map_err(UnitError::Failed)?;
+        self.recount_pins();
+        let group = self.set_unit(id, &island, quota, memory, why, kit);
         if !had_unit {
-            self.move_app(id, None, &group, why)?;
+            self.pending.push(PendingMove {
+                id,
+                from: None,
+                to: group,
+                why: why.clone(),
+            });
         }
         Ok(())
     }
 
     /// Resizes application `id` in place (another mode on the same island).
-    pub(crate) fn resize_app(
+    pub(crate) fn resize(
         &mut self,
         id: u64,
         grant: Grant,
         why: &Reason,
+        kit: &mut Kit<'_, '_>,
     ) -> Result<(), UnitError> {
-        let pinned = (grant.exclusive_cpus > 0)
-            .then(|| self.pick_app_cpus(&grant.island, grant.exclusive_cpus, id));
+        let pinned = self.pinned_for(&grant, id, kit);
         let island = grant.island.clone();
         let (quota, memory) = (grant.cpu_quota, grant.memory_bytes);
-        let Some(app) = self.apps.list.get_mut(&id) else {
+        let Some(app) = self.list.get_mut(&id) else {
             return Err(UnitError::Gone);
         };
         if app.unit_island.as_ref() != Some(&island) {
             // Not where the schedule thinks it is: place it properly.
-            return self.place_app(id, grant, why);
+            return self.place(id, grant, why, kit);
         }
         app.pinned = pinned;
         app.grant = Some(grant);
-        self.apps.recount_pins();
-        let group = self.set_app_unit(id, &island, quota, memory, why);
-        self.write_app_group(&group, why.clone())
-            .map_err(UnitError::Failed)
+        self.recount_pins();
+        self.set_unit(id, &island, quota, memory, why, kit);
+        Ok(())
+    }
+
+    /// Carries out the moves that waited for their units' groups: the old
+    /// unit thawed, the process (and the rest of the old unit) moved, the
+    /// old unit's group removed. Returns the applications whose process
+    /// was gone (they are removed).
+    pub(crate) fn after_flush(&mut self, kit: &mut Kit<'_, '_>) -> Vec<u64> {
+        let mut gone = Vec::new();
+        for m in std::mem::take(&mut self.pending) {
+            let old = m.from.clone().filter(|o| *o != m.to);
+            if let Some(old) = &old {
+                kit.compose
+                    .thaw(old, kit.p.backend, kit.p.log, kit.p.now, m.why.clone());
+            }
+            match self.move_app(m.id, old.as_ref(), &m.to, &m.why, kit) {
+                Ok(()) => {}
+                Err(UnitError::Gone) => gone.push(m.id),
+                Err(UnitError::Failed(e)) => tracing::warn!("app {}: {e}", m.id),
+            }
+            if let Some(old) = &old {
+                if let Err(e) =
+                    kit.compose
+                        .remove(old, kit.p.backend, kit.p.log, kit.p.now, m.why.clone())
+                {
+                    tracing::warn!("removing {old}: {e}");
+                }
+            }
+        }
+        for id in &gone {
+            let detail = format!("app {id}: its process is gone");
+            self.remove(*id, Reason::Apps { detail }, kit);
+            self.batcher.event(kit.p.now);
+        }
+        gone
+    }
+
+    /// Moves application `id`'s process (and every other process of its
+    /// old unit) into `group`. The process must still be the one that
+    /// registered.
+    fn move_app(
+        &mut self,
+        id: u64,
+        from: Option<&GroupPath>,
+        group: &GroupPath,
+        why: &Reason,
+        kit: &mut Kit<'_, '_>,
+    ) -> Result<(), UnitError> {
+        let Some(app) = self.list.get(&id) else {
+            return Err(UnitError::Gone);
+        };
+        let (pid, start) = (app.pid, app.start_ticks);
+        let info = match kit.p.procs.info(pid) {
+            Ok(i) if i.start_ticks == start => i,
+            _ => return Err(UnitError::Gone),
+        };
+        let current = kit.p.in_atoll(&info.cgroups);
+        if current.as_ref() != Some(group) {
+            kit.p.move_into(&info, group, why.clone()).map_err(|e| {
+                if e.is_gone() {
+                    UnitError::Gone
+                } else {
+                    UnitError::Failed(format!("moving pid {pid} into {group}: {e}"))
+                }
+            })?;
+        }
+        // Its children (and anything else in its old unit) come along.
+        if let Some(old) = from {
+            for p in kit.p.backend.processes(old).unwrap_or_default() {
+                if let Ok(child) = kit.p.procs.info(p) {
+                    if let Err(e) = kit.p.move_into(&child, group, why.clone()) {
+                        tracing::warn!("app {id}: moving pid {p} from {old} to {group}: {e}");
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Forgets application `id`: its unit's processes go back where they
     /// came from (thawed first), the unit and its group are removed.
-    pub(crate) fn remove_app(&mut self, id: u64, why: Reason) {
-        let Some(app) = self.apps.list.remove(&id) else {
+    pub(crate) fn remove(&mut self, id: u64, why: Reason, kit: &mut Kit<'_, '_>) {
+        let Some(app) = self.list.remove(&id) else {
             return;
         };
-        self.apps.recount_pins();
+        self.pending.retain(|m| m.id != id);
+        self.recount_pins();
         let Some(island) = app.unit_island else {
             return;
         };
-        let name = crate::apps::unit_name(id);
+        let name = unit_name(id);
         let group = GroupPath::unit(&island, &name);
-        self.thaw_group(&group, &why);
-        self.release_group(&group, why.clone());
-        self.remove_app_group(&group, &why);
-        if self.reg.remove_runtime_unit(name.as_str()) {
-            self.decide(
+        kit.compose
+            .thaw(&group, kit.p.backend, kit.p.log, kit.p.now, why.clone());
+        kit.p.release_group(&group, why.clone());
+        if let Err(e) = kit
+            .compose
+            .remove(&group, kit.p.backend, kit.p.log, kit.p.now, why.clone())
+        {
+            tracing::warn!("removing {group}: {e}");
+        }
+        if kit.p.reg.remove_runtime_unit(name.as_str()) {
+            kit.p.decide(
                 Action::RemoveUnit {
                     unit: name.to_string(),
                 },
                 why,
             );
         }
-        self.dirty = true;
     }
 }

@@ -12,39 +12,78 @@
 //!
 //! A refused message is an answer (`Coordinated` with a nack), not an error.
 
+use std::time::Duration;
+
 use atoll_core::coord::{Direction, Message, OverlaySpec, Reply as CoordReply, Resource};
+use atoll_core::name::NameError;
 use atoll_core::plan::GroupPath;
+use atoll_core::spec::PlatformSpec;
 use atoll_core::Name;
 use atoll_proto::coord::{LoanStatus, OverlayOrigin, OverlayStatus};
-use atoll_proto::{ErrorCode, Reply};
+use atoll_proto::Reply;
 
 use super::policy::{self, ReportWant};
-use super::{OverlayState, ReactPolicy};
-use crate::adopt::ApiFailure;
+use super::{Coordination, Inputs, OverlayState, ReactPolicy};
 use crate::command::Caller;
-use crate::controller::Controller;
+use crate::compose::Composer;
 
-fn bad(m: String) -> ApiFailure {
-    (ErrorCode::BadRequest, m)
+/// Why a coordination request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CoordApiError {
+    /// The platform manager could not be built from the platform.
+    #[error("coordination is off: {0}")]
+    Off(String),
+    /// A name in the request is not a valid name.
+    #[error("{what}: {source}")]
+    BadName {
+        /// Which field.
+        what: &'static str,
+        /// Why.
+        #[source]
+        source: NameError,
+    },
+    /// A reported value that is not a finite number >= 0.
+    #[error("value {0} is not a finite number >= 0")]
+    BadValue(f64),
+    /// No such overlay.
+    #[error("no overlay {0}")]
+    NoOverlay(String),
+    /// The caller does not own the overlay.
+    #[error("uid {uid} may not coordinate overlay {overlay}: {why}")]
+    NotOwner {
+        /// The caller.
+        uid: u32,
+        /// The overlay.
+        overlay: String,
+        /// What makes it not the caller's.
+        why: String,
+    },
+    /// Only root may send this message.
+    #[error("only root may {message} (caller uid {uid}): it moves CPUs between islands or changes the overlays")]
+    RootOnly {
+        /// The message, in words.
+        message: String,
+        /// The caller.
+        uid: u32,
+    },
 }
 
-impl Controller {
-    fn coord_off(&self) -> Option<ApiFailure> {
-        self.coord
-            .manager
-            .as_ref()
-            .err()
-            .map(|e| bad(format!("coordination is off: {e}")))
+impl Coordination {
+    fn off(&self) -> Result<(), CoordApiError> {
+        match &self.manager {
+            Ok(_) => Ok(()),
+            Err(e) => Err(CoordApiError::Off(e.to_string())),
+        }
     }
 
     /// `overlays`: every overlay in name order.
-    pub(crate) fn api_overlays(&self) -> Result<Reply, ApiFailure> {
-        let Some(m) = self.coord.manager() else {
-            return Err(self.coord_off().unwrap_or_else(|| bad(String::new())));
+    pub fn overlay_list(&self) -> Result<Reply, CoordApiError> {
+        self.off()?;
+        let Some(m) = self.manager() else {
+            return Err(CoordApiError::Off(String::new()));
         };
         let loans = m.loans();
         let overlays = self
-            .coord
             .overlays
             .iter()
             .filter_map(|(name, st)| {
@@ -82,23 +121,21 @@ impl Controller {
     /// The island a message comes from when the caller names none: the
     /// island of the message's unit for `tune` and `trigger`, else the
     /// island of the overlay's first unit, else the first island.
-    pub(crate) fn default_sender(&self, msg: &Message) -> Name {
+    pub(crate) fn default_sender(&self, spec: &PlatformSpec, msg: &Message) -> Name {
         let first = || {
-            self.reg
-                .spec()
-                .islands
+            spec.islands
                 .first()
                 .map(|i| i.name.clone())
                 .unwrap_or_else(|| Name::new("main").expect("a valid name"))
         };
         let units_of = |o: &Name| -> Option<Vec<(Name, Name)>> {
-            Some(self.coord.manager()?.overlay(o)?.units.clone())
+            Some(self.manager()?.overlay(o)?.units.clone())
         };
         match msg {
             Message::Tune { overlay, unit, .. } | Message::Trigger { overlay, unit, .. } => {
                 units_of(overlay)
                     .and_then(|us| us.into_iter().find(|(_, u)| u == unit).map(|(i, _)| i))
-                    .or_else(|| self.coord.island_of(unit).cloned())
+                    .or_else(|| self.island_of(unit).cloned())
                     .unwrap_or_else(first)
             }
             Message::Register { overlay } => overlay
@@ -116,24 +153,22 @@ impl Controller {
 
     /// Whether `caller` owns `overlay` (see the module docs). An overlay
     /// that is not registered is left to the coordinator to refuse.
-    fn owns(&self, caller: Caller, overlay: &Name) -> Result<(), ApiFailure> {
+    fn owns(&self, inp: &Inputs<'_>, caller: Caller, overlay: &Name) -> Result<(), CoordApiError> {
         let denied = |why: String| {
-            Err((
-                ErrorCode::PermissionDenied,
-                format!(
-                    "uid {} may not coordinate overlay {overlay}: {why}",
-                    caller.uid
-                ),
-            ))
+            Err(CoordApiError::NotOwner {
+                uid: caller.uid,
+                overlay: overlay.to_string(),
+                why,
+            })
         };
-        let Some(spec) = self.coord.manager().and_then(|m| m.overlay(overlay)) else {
+        let Some(spec) = self.manager().and_then(|m| m.overlay(overlay)) else {
             return Ok(());
         };
         let mut seen = 0;
         for (island, unit) in &spec.units {
             let group = GroupPath::unit(island, unit);
-            for pid in self.env.backend.processes(&group).unwrap_or_default() {
-                if let Ok(info) = self.env.procs.info(pid) {
+            for pid in inp.mon.processes(&group).unwrap_or_default() {
+                if let Ok(info) = inp.procs.info(pid) {
                     if info.uid != caller.uid {
                         return denied(format!(
                             "unit {unit} holds pid {pid} ({}) of uid {}",
@@ -150,40 +185,41 @@ impl Controller {
         Ok(())
     }
 
-    /// `coordinate`: one message, served at once.
-    pub(crate) fn api_coordinate(
+    /// `coordinate`: one message, served at once. Returns the coordinator's
+    /// reply; the groups it changed are touched in `compose`.
+    pub fn coordinate(
         &mut self,
+        inp: &Inputs<'_>,
         caller: Caller,
         from: Option<&str>,
         msg: Message,
-    ) -> Result<Reply, ApiFailure> {
-        if let Some(e) = self.coord_off() {
-            return Err(e);
-        }
+        compose: &mut Composer,
+    ) -> Result<CoordReply, CoordApiError> {
+        self.off()?;
         if !caller.is_root() {
             match &msg {
                 Message::Null => {}
                 Message::Tune { overlay, .. } | Message::Trigger { overlay, .. } => {
-                    self.owns(caller, overlay)?;
+                    self.owns(inp, caller, overlay)?;
                 }
                 other => {
-                    return Err((
-                        ErrorCode::PermissionDenied,
-                        format!(
-                            "only root may {} (caller uid {}): it moves CPUs between islands or changes the overlays",
-                            other, caller.uid
-                        ),
-                    ))
+                    return Err(CoordApiError::RootOnly {
+                        message: other.to_string(),
+                        uid: caller.uid,
+                    })
                 }
             }
         }
         let from = match from {
-            Some(f) => Name::new(f).map_err(|e| bad(format!("from: {e}")))?,
-            None => self.default_sender(&msg),
+            Some(f) => Name::new(f).map_err(|source| CoordApiError::BadName {
+                what: "from",
+                source,
+            })?,
+            None => self.default_sender(inp.reg.spec(), &msg),
         };
         let context = format!(" (asked by uid {})", caller.uid);
-        let Some((reply, refused)) = self.send(&from, &msg, &context) else {
-            return Err(self.coord_off().unwrap_or_else(|| bad(String::new())));
+        let Some(reply) = self.send(inp.now, &from, &msg, &context, compose) else {
+            return Err(CoordApiError::Off(String::new()));
         };
         if reply.is_ack() {
             match &msg {
@@ -194,74 +230,72 @@ impl Controller {
                         caller.uid,
                         overlay.property
                     );
-                    self.coord.overlays.insert(
+                    self.overlays.insert(
                         overlay.name.clone(),
                         OverlayState::new(OverlayOrigin::Api, ReactPolicy::default()),
                     );
-                    self.coord.count(Some(&overlay.name), true);
+                    self.count(Some(&overlay.name), true);
                 }
                 Message::Deregister { overlay } => {
                     tracing::info!("overlay {overlay} deregistered by uid {}", caller.uid);
-                    self.coord.overlays.remove(overlay);
-                    self.coord.next.retain(|(o, _), _| o != overlay);
+                    self.overlays.remove(overlay);
+                    self.next.retain(|(o, _), _| o != overlay);
                 }
                 _ => {}
             }
         }
-        let text = if refused.is_empty() {
-            reply.to_string()
-        } else {
-            format!("{reply}; the kernel refused: {}", refused.join("; "))
-        };
-        Ok(Reply::Coordinated { reply, text })
+        Ok(reply)
     }
 
     /// Sends one message at once, counts its reply and applies its effects;
-    /// returns the reply and what the kernel refused (`None`: coordination
-    /// is off).
+    /// `None`: coordination is off.
     fn send(
         &mut self,
+        now: Duration,
         from: &Name,
         msg: &Message,
         context: &str,
-    ) -> Option<(CoordReply, Vec<String>)> {
-        let now = self.now();
-        let reply = self.coord.manager.as_mut().ok()?.handle(now, from, msg);
-        self.coord.count(msg.overlay(), reply.is_ack());
+        compose: &mut Composer,
+    ) -> Option<CoordReply> {
+        let reply = self.manager.as_mut().ok()?.handle(now, from, msg);
+        self.count(msg.overlay(), reply.is_ack());
         let effects = reply.effects().to_vec();
-        let refused = self.apply_coord(&effects, context);
-        Some((reply, refused))
+        self.apply_coord(&effects, context, compose);
+        Some(reply)
     }
 
     /// `report`: records the value and runs the overlay's proactive policy.
-    pub(crate) fn api_report(
+    pub fn report(
         &mut self,
+        inp: &Inputs<'_>,
         caller: Caller,
         overlay: &str,
         value: f64,
-    ) -> Result<Reply, ApiFailure> {
-        if let Some(e) = self.coord_off() {
-            return Err(e);
-        }
-        let name = Name::new(overlay).map_err(|e| bad(e.to_string()))?;
+        compose: &mut Composer,
+    ) -> Result<Reply, CoordApiError> {
+        self.off()?;
+        let name = Name::new(overlay).map_err(|source| CoordApiError::BadName {
+            what: "overlay",
+            source,
+        })?;
         if !value.is_finite() || value < 0.0 {
-            return Err(bad(format!("value {value} is not a finite number >= 0")));
+            return Err(CoordApiError::BadValue(value));
         }
-        let Some(spec) = self.coord.manager().and_then(|m| m.overlay(&name)).cloned() else {
-            return Err((ErrorCode::NotFound, format!("no overlay {overlay}")));
+        let Some(spec) = self.manager().and_then(|m| m.overlay(&name)).cloned() else {
+            return Err(CoordApiError::NoOverlay(overlay.to_string()));
         };
         if !caller.is_root() {
-            self.owns(caller, &name)?;
+            self.owns(inp, caller, &name)?;
         }
         let (holds, want) = policy::report_step(&spec.property, value);
-        if let Some(st) = self.coord.overlays.get_mut(&name) {
+        if let Some(st) = self.overlays.get_mut(&name) {
             st.value = Some(value);
             st.holds = Some(holds);
         }
         let context = format!(" ({})", policy::describe_value(&spec.property, value));
         let action = match want {
             None => None,
-            Some(w) => self.report_action(&spec, w, &context),
+            Some(w) => self.report_action(inp.now, &spec, w, &context, compose),
         };
         Ok(Reply::Reported {
             overlay: overlay.to_string(),
@@ -273,16 +307,17 @@ impl Controller {
     /// Sends what a report asks for; returns it and its answer in words.
     fn report_action(
         &mut self,
+        now: Duration,
         spec: &OverlaySpec,
         want: ReportWant,
         context: &str,
+        compose: &mut Composer,
     ) -> Option<String> {
         let (overlay, units) = (&spec.name, &spec.units);
         let pressure = |c: &Self, island: &Name, unit: &Name| {
-            let load = c.coord.loads.get(island);
+            let load = c.loads.get(island);
             (
-                c.coord
-                    .unit_pressure
+                c.unit_pressure
                     .get(unit)
                     .copied()
                     .or(load.and_then(|l| l.pressure))
@@ -315,7 +350,7 @@ impl Controller {
                     .iter()
                     .take_while(|r| r.0 == top.0 && r.1 == top.1)
                     .count();
-                let turn = self.coord.overlays.get_mut(overlay).map_or(0, |s| {
+                let turn = self.overlays.get_mut(overlay).map_or(0, |s| {
                     s.report_turn += 1;
                     s.report_turn - 1
                 });
@@ -329,14 +364,14 @@ impl Controller {
                         overlay: overlay.clone(),
                         unit,
                     };
-                    let (reply, _) = self.send(&island, &msg, context)?;
+                    let reply = self.send(now, &island, &msg, context, compose)?;
                     said.push(format!("{msg}: {reply}"));
                 }
                 // The first unit whose coordinator can still give it more:
                 // one at its island's capacity refuses, the next is asked.
                 for (_, _, island, unit) in &ranked {
                     let msg = tune(Direction::Up, unit);
-                    let (reply, _) = self.send(island, &msg, context)?;
+                    let reply = self.send(now, island, &msg, context, compose)?;
                     said.push(format!("{msg}: {reply}"));
                     if reply.is_ack() {
                         break;
@@ -347,10 +382,10 @@ impl Controller {
                 let (_, _, island, unit) = ranked
                     .iter()
                     .rev()
-                    .find(|(_, _, _, u)| self.coord.cpu_above_base(u))?
+                    .find(|(_, _, _, u)| self.cpu_above_base(u))?
                     .clone();
                 let msg = tune(Direction::Down, &unit);
-                let (reply, _) = self.send(&island, &msg, context)?;
+                let reply = self.send(now, &island, &msg, context, compose)?;
                 said.push(format!("{msg}: {reply}"));
             }
         }

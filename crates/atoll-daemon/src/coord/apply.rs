@@ -1,26 +1,25 @@
-//! Effects to the kernel.
+//! Effects into the coordination layer.
 //!
-//! Each [`Effect`] updates the coordination overlay (see the
-//! [module docs](super)) and writes the groups it touches, merged the same
-//! way the reconcile merges them; every write is an `ApplyGroup` decision
-//! with `Reason::Coordination`. Boosts of realtime units set their tasks'
-//! priority instead (a `SetPolicy` decision).
+//! Each [`Effect`] updates the coordination layer (see the
+//! [module docs](super)) and touches the groups it changed, with
+//! `Reason::Coordination`: the composer writes them, each once, with every
+//! layer laid. Boosts of realtime units change their tasks' priority
+//! instead: they are queued for the loop ([`Coordination::take_priorities`]).
 //!
-//! `MoveCores` keeps every cpuset valid at every step: the giver's units
-//! (where the isolation model pins them) shrink first, then the giver
-//! island, then the receiver island grows, then its units are written again
-//! so that those inheriting their parent's CPUs (cgroup v1 copies them at
-//! creation) follow. Two islands never claim a CPU at once, so exclusive
-//! partitions stay valid; tasks move with the cpuset.
+//! `MoveCores` moves CPUs from one island's layer to another's and touches
+//! both islands; the composer writes the giver's groups first (its units
+//! narrowed to what it keeps) and the receiver's after, so every cpuset
+//! stays valid at every step and two islands never claim a CPU at once.
 
 use atoll_core::coord::{BoostKind, Change, Effect, Why};
-use atoll_core::decision::{Action, Reason};
-use atoll_core::plan::{GroupPath, GroupSettings, TaskPolicy};
+use atoll_core::decision::Reason;
+use atoll_core::plan::{GroupPath, TaskPolicy};
 use atoll_core::spec::{RtClass, SchedPolicy};
-use atoll_core::{CpuSet, Name};
+use atoll_core::Name;
 
-use crate::controller::Controller;
-use crate::reconcile::knob_diff;
+use super::{Coordination, RtBoost};
+use crate::compose::Composer;
+use crate::registry::Registry;
 
 /// `Some(v)` unless `v` is the configured value.
 fn unless_base<T: PartialEq>(v: T, base: Option<T>) -> Option<T> {
@@ -31,38 +30,34 @@ fn unless_base<T: PartialEq>(v: T, base: Option<T>) -> Option<T> {
     }
 }
 
-impl Controller {
+impl Coordination {
     /// Applies `effects` in order; `context` (e.g. ` (asked by uid 0)`)
-    /// says what led to them. Returns what the kernel refused, in words.
-    pub(crate) fn apply_coord(&mut self, effects: &[Effect], context: &str) -> Vec<String> {
-        let mut refused = Vec::new();
+    /// says what led to them.
+    pub(crate) fn apply_coord(
+        &mut self,
+        effects: &[Effect],
+        context: &str,
+        compose: &mut Composer,
+    ) {
         for e in effects {
             let why = self.coord_reason(e, context);
-            if let Err(err) = self.apply_change(&e.change, why) {
-                tracing::warn!("coordination: {}: {err}", e.change);
-                refused.push(err);
-            }
+            self.apply_change(&e.change, why, compose);
         }
-        refused
     }
 
     /// The decision reason of an effect.
     fn coord_reason(&self, effect: &Effect, context: &str) -> Reason {
         let why = &effect.why;
         let cap_overlay = || {
-            self.coord
-                .overlays
+            self.overlays
                 .keys()
                 .find(|o| {
-                    self.coord
-                        .manager()
-                        .and_then(|m| m.overlay(o))
-                        .is_some_and(|s| {
-                            matches!(
-                                s.property,
-                                atoll_core::coord::Property::PlatformCpuCap { .. }
-                            )
-                        })
+                    self.manager().and_then(|m| m.overlay(o)).is_some_and(|s| {
+                        matches!(
+                            s.property,
+                            atoll_core::coord::Property::PlatformCpuCap { .. }
+                        )
+                    })
                 })
                 .map_or_else(|| "platform".to_string(), |o| o.to_string())
         };
@@ -76,7 +71,6 @@ impl Controller {
             Why::BoostExpired => {
                 let overlay = match &effect.change {
                     Change::Unboost { island, unit, .. } => self
-                        .coord
                         .manager()
                         .and_then(|m| m.island(island)?.overlay_of(unit).cloned()),
                     _ => None,
@@ -118,8 +112,11 @@ impl Controller {
         Reason::Coordination { overlay, detail }
     }
 
-    fn apply_change(&mut self, change: &Change, why: Reason) -> Result<(), String> {
-        let base = |c: &Self, unit: &Name| c.coord.base.get(unit).map(|(_, k)| *k);
+    fn apply_change(&mut self, change: &Change, why: Reason, compose: &mut Composer) {
+        let base = |c: &Self, unit: &Name| c.base.get(unit).map(|(_, k)| *k);
+        let touch_unit = |compose: &mut Composer, island: &Name, unit: &Name, why: Reason| {
+            compose.touch(GroupPath::unit(island, unit), why);
+        };
         match change {
             Change::SetWeight {
                 island,
@@ -127,13 +124,13 @@ impl Controller {
                 weight,
             } => {
                 let b = base(self, unit).map(|k| k.weight);
-                self.coord.units.entry(unit.clone()).or_default().weight = unless_base(*weight, b);
-                self.write_unit(island, unit, why)
+                self.units.entry(unit.clone()).or_default().weight = unless_base(*weight, b);
+                touch_unit(compose, island, unit, why);
             }
             Change::SetCap { island, unit, cpus } => {
                 let b = base(self, unit).map(|k| k.cap);
-                self.coord.units.entry(unit.clone()).or_default().cap = unless_base(*cpus, b);
-                self.write_unit(island, unit, why)
+                self.units.entry(unit.clone()).or_default().cap = unless_base(*cpus, b);
+                touch_unit(compose, island, unit, why);
             }
             Change::SetRtBudget {
                 island,
@@ -141,12 +138,9 @@ impl Controller {
                 runtime_us,
             } => {
                 let b = base(self, unit).map(|k| k.rt_runtime_us);
-                self.coord
-                    .units
-                    .entry(unit.clone())
-                    .or_default()
-                    .rt_runtime_us = unless_base(*runtime_us, b);
-                self.write_unit(island, unit, why)
+                self.units.entry(unit.clone()).or_default().rt_runtime_us =
+                    unless_base(*runtime_us, b);
+                touch_unit(compose, island, unit, why);
             }
             Change::SetMemoryHigh {
                 island,
@@ -154,27 +148,24 @@ impl Controller {
                 bytes,
             } => {
                 let b = base(self, unit).map(|k| k.memory_high);
-                self.coord
-                    .units
-                    .entry(unit.clone())
-                    .or_default()
-                    .memory_high = unless_base(*bytes, b);
-                self.write_unit(island, unit, why)
+                self.units.entry(unit.clone()).or_default().memory_high = unless_base(*bytes, b);
+                touch_unit(compose, island, unit, why);
             }
             Change::Boost {
                 island, unit, kind, ..
             } => match kind {
                 BoostKind::Weight { weight } => {
-                    self.coord
-                        .units
-                        .entry(unit.clone())
-                        .or_default()
-                        .boost_weight = Some(*weight);
-                    self.write_unit(island, unit, why)
+                    self.units.entry(unit.clone()).or_default().boost_weight = Some(*weight);
+                    touch_unit(compose, island, unit, why);
                 }
                 BoostKind::RtPriority { priority } => {
-                    self.coord.units.entry(unit.clone()).or_default().boost_rt = Some(*priority);
-                    self.set_unit_rt_priority(island, unit, Some(*priority), why)
+                    self.units.entry(unit.clone()).or_default().boost_rt = Some(*priority);
+                    self.priorities.push(RtBoost {
+                        island: island.clone(),
+                        unit: unit.clone(),
+                        priority: Some(*priority),
+                        why,
+                    });
                 }
             },
             Change::Unboost {
@@ -182,197 +173,62 @@ impl Controller {
                 unit,
                 restore,
             } => {
-                let c = self.coord.units.entry(unit.clone()).or_default();
+                let c = self.units.entry(unit.clone()).or_default();
                 c.boost_weight = None;
                 c.boost_rt = None;
                 match restore {
                     BoostKind::Weight { weight } => {
                         let b = base(self, unit).map(|k| k.weight);
-                        self.coord.units.entry(unit.clone()).or_default().weight =
+                        self.units.entry(unit.clone()).or_default().weight =
                             unless_base(*weight, b);
-                        self.write_unit(island, unit, why)
+                        touch_unit(compose, island, unit, why);
                     }
-                    BoostKind::RtPriority { .. } => {
-                        self.set_unit_rt_priority(island, unit, None, why)
-                    }
+                    BoostKind::RtPriority { .. } => self.priorities.push(RtBoost {
+                        island: island.clone(),
+                        unit: unit.clone(),
+                        priority: None,
+                        why,
+                    }),
                 }
             }
             Change::MoveCores {
                 from_island,
                 to_island,
                 cpus,
-            } => self.move_cores(from_island, to_island, cpus, why),
+            } => {
+                let held = |c: &Self, i: &Name| c.island_cpus.get(i).cloned().unwrap_or_default();
+                let giver = held(self, from_island).difference(cpus);
+                let receiver = held(self, to_island).union(cpus);
+                self.island_cpus.insert(from_island.clone(), giver);
+                self.island_cpus.insert(to_island.clone(), receiver);
+                compose.touch(GroupPath::island(from_island), why.clone());
+                compose.touch(GroupPath::island(to_island), why);
+            }
             Change::SetIslandCap { island, cpus } => {
                 match cpus {
-                    Some(c) => self.coord.island_caps.insert(island.clone(), *c),
-                    None => self.coord.island_caps.remove(island),
+                    Some(c) => self.island_caps.insert(island.clone(), *c),
+                    None => self.island_caps.remove(island),
                 };
-                self.write_island(island, why)
+                compose.touch(GroupPath::island(island), why);
             }
         }
     }
+}
 
-    /// Writes a unit group: its isolation (or planned) settings with
-    /// coordination's knobs over them.
-    pub(crate) fn write_unit(
-        &mut self,
-        island: &Name,
-        unit: &Name,
-        why: Reason,
-    ) -> Result<(), String> {
-        let group = GroupPath::unit(island, unit);
-        let Some(settings) = self.unit_settings(&group) else {
-            return Err(format!("unit {unit} has no group in island {island}"));
-        };
-        self.write_group(&group, settings, why)
-    }
-
-    /// A unit group's settings as every writer merges them.
-    pub(crate) fn unit_settings(&self, group: &GroupPath) -> Option<GroupSettings> {
-        let unit = self.reg.unit_at(group)?;
-        let island = self.reg.spec().island(&unit.island)?;
-        let base = match self.iso.overlay.get(group) {
-            Some(s) => s.clone(),
-            None => self.reg.plan().get(group)?.settings.clone(),
-        };
-        let s = self.coord.merge_unit(island, &unit.name, base);
-        let s = self
-            .comm
-            .merge_unit(self.reg.spec().comm.as_ref(), &unit.name, s);
-        Some(self.merge_app_unit(group, s))
-    }
-
-    fn write_island(&mut self, island: &Name, why: Reason) -> Result<(), String> {
-        let group = GroupPath::island(island);
-        let Some(planned) = self.reg.plan().get(&group).map(|g| g.settings.clone()) else {
-            return Err(format!("no island {island}"));
-        };
-        let settings = self.coord.merge_island(island, planned);
-        self.write_group(&group, settings, why)
-    }
-
-    /// Writes `settings` to `path` if they differ from what was applied, as
-    /// a decision; fallbacks are recorded as the reconcile records them.
-    fn write_group(
-        &mut self,
-        path: &GroupPath,
-        settings: GroupSettings,
-        why: Reason,
-    ) -> Result<(), String> {
-        let before = self.applied.get(path);
-        if before == Some(&settings) {
-            return Ok(());
-        }
-        let knobs = knob_diff(before, &settings);
-        match self.env.backend.apply(path, &settings) {
-            Ok(fallbacks) => {
-                self.decide(
-                    Action::ApplyGroup {
-                        path: path.clone(),
-                        knobs,
-                    },
-                    why,
-                );
-                self.applied.insert(path.clone(), settings);
-                self.note_fallbacks(path, fallbacks);
-                Ok(())
-            }
-            Err(e) => {
-                self.decide(
-                    Action::ApplyGroup {
-                        path: path.clone(),
-                        knobs,
-                    },
-                    Reason::KernelRefused {
-                        error: e.to_string(),
-                    },
-                );
-                Err(format!("{path}: {e}"))
-            }
-        }
-    }
-
-    /// Moves `cpus` from one island to another in the safe order of the
-    /// module docs.
-    fn move_cores(
-        &mut self,
-        from: &Name,
-        to: &Name,
-        cpus: &CpuSet,
-        why: Reason,
-    ) -> Result<(), String> {
-        let held = |c: &Self, i: &Name| c.coord.island_cpus.get(i).cloned().unwrap_or_default();
-        let giver = held(self, from).difference(cpus);
-        let receiver = held(self, to).union(cpus);
-        let mut errors = Vec::new();
-        let units_of = |c: &Self, island: &Name| -> Vec<Name> {
-            c.reg
-                .units()
-                .filter(|(u, _)| &u.island == island)
-                .map(|(u, _)| u.name.clone())
-                .collect()
-        };
-        for unit in units_of(self, from) {
-            let group = GroupPath::unit(from, &unit);
-            if let Some(o) = self.iso.overlay.get_mut(&group) {
-                if let Some(c) = &o.cpus {
-                    let fit = c.intersection(&giver);
-                    o.cpus = Some(if fit.is_empty() { giver.clone() } else { fit });
-                }
-            }
-            if let Err(e) = self.write_unit(from, &unit, why.clone()) {
-                errors.push(e);
-            }
-        }
-        self.coord.island_cpus.insert(from.clone(), giver);
-        if let Err(e) = self.write_island(from, why.clone()) {
-            errors.push(e);
-        }
-        self.coord.island_cpus.insert(to.clone(), receiver);
-        if let Err(e) = self.write_island(to, why) {
-            errors.push(e);
-        }
-        for unit in units_of(self, to) {
-            let group = GroupPath::unit(to, &unit);
-            if let Some(s) = self.applied.get(&group).cloned() {
-                if let Err(e) = self.env.backend.apply(&group, &s) {
-                    errors.push(format!("{group}: {e}"));
-                }
-            }
-        }
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(errors.join("; "))
-        }
-    }
-
-    /// Sets the RT priority of a realtime unit's tasks: `priority` for a
-    /// boost, `None` for the unit's own.
-    fn set_unit_rt_priority(
-        &mut self,
-        island: &Name,
-        unit: &Name,
-        priority: Option<u8>,
-        why: Reason,
-    ) -> Result<(), String> {
-        let group = GroupPath::unit(island, unit);
-        let Some(own) = self.reg.unit_at(&group).and_then(|u| {
-            let i = self.reg.spec().island(island)?;
-            Some((atoll_core::plan::task_policy(i, Some(u)), i.policy.clone()))
-        }) else {
-            return Err(format!("unit {unit} has no group in island {island}"));
-        };
-        let policy = match (priority, &own.1) {
-            (Some(p), SchedPolicy::Realtime(rt)) => match rt.class {
-                RtClass::Fifo => TaskPolicy::Fifo(p),
-                RtClass::Rr => TaskPolicy::Rr(p),
-            },
-            _ => own.0,
-        };
-        for pid in self.env.backend.processes(&group).unwrap_or_default() {
-            self.set_policy(pid, policy, why.clone());
-        }
-        Ok(())
-    }
+/// The group and the task policy an RT boost gives its tasks: the boost's
+/// priority in the island's RT class, or the unit's own policy when the
+/// boost ends. `None` when the unit is gone.
+pub fn boost_policy(reg: &Registry, b: &RtBoost) -> Option<(GroupPath, TaskPolicy)> {
+    let group = GroupPath::unit(&b.island, &b.unit);
+    let unit = reg.unit_at(&group)?;
+    let island = reg.island(&b.island)?;
+    let own = atoll_core::plan::task_policy(island, Some(unit));
+    let policy = match (b.priority, &island.policy) {
+        (Some(p), SchedPolicy::Realtime(rt)) => match rt.class {
+            RtClass::Fifo => TaskPolicy::Fifo(p),
+            RtClass::Rr => TaskPolicy::Rr(p),
+        },
+        _ => own,
+    };
+    Some((group, policy))
 }

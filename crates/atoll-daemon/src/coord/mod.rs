@@ -16,25 +16,26 @@
 //!   one, and runs the overlays' *reactive* policies (CPU pressure, island
 //!   utilization, socket receive queues), submitted together and arbitrated
 //!   as one round;
-//! - writes every effect to the kernel (`apply`) and records it as a
-//!   decision with `Reason::Coordination`.
+//! - turns every effect into its layer's state (`apply`) and touches the
+//!   groups it changed, with `Reason::Coordination`; the composer writes
+//!   them. RT boosts change task priorities instead: those are handed to the
+//!   loop ([`Coordination::take_priorities`]).
 //!
 //! # What coordination keeps, and how it composes
 //!
-//! Effects become a *coordination overlay*: per unit the knobs an overlay
-//! changed away from their configured value (weight, cap, RT budget,
-//! `memory.high`, a boost), per island its CPUs (after borrows and
-//! releases) and its share of the platform CPU cap. Every writer merges it
-//! last: the periodic reconcile (plan, then isolation's overlay, then this),
-//! the isolation step (its settings, then this), and the effects
-//! themselves. So the reconcile never undoes coordination, and where the
-//! isolation model and coordination set the same knob (`cpu.max`,
-//! `memory.high`) **coordination wins** while it holds a value other than the
-//! configured one; a knob tuned back to its configured value (or an overlay
-//! that leaves) hands the knob back to isolation. Isolation's other knobs
-//! (the units' cpusets, `cpu.idle`, `memory.low`/`max`, `io.max`) are
-//! untouched, and its CPU lender lays an island's home CPUs out again when
-//! coordination changes the island's CPUs.
+//! Effects become the `coordination` layer (see [`crate::compose`]): per
+//! unit the knobs an overlay changed away from their configured value
+//! (weight, cap, RT budget, `memory.high`, a boost), per island its CPUs
+//! (after borrows and releases) and its share of the platform CPU cap. It
+//! is laid over the plan and the isolation layer. So where the isolation
+//! model and coordination set the same knob (`cpu.max`, `memory.high`)
+//! **coordination wins** while it holds a value other than the configured
+//! one; a knob tuned back to its configured value (or an overlay that
+//! leaves) hands the knob back to isolation. Isolation's other knobs (the
+//! units' cpusets, `cpu.idle`, `memory.low`/`max`, `io.max`) are untouched,
+//! and its CPU lender lays an island's home CPUs out again when
+//! coordination changes the island's CPUs; until it does, the composer
+//! keeps every unit's CPUs within its island's.
 //!
 //! Coordination state is not saved: after a restart the daemon starts again
 //! from the configured knobs and CPUs, and registers the configured
@@ -49,15 +50,22 @@ pub mod recv;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use atoll_core::coord::{CoordConfig, Message, NackReason, PlatformManager, UnitKnobs};
+use atoll_core::backend::Monitor;
+use atoll_core::coord::{CoordConfig, CoordError, Message, NackReason, PlatformManager, UnitKnobs};
+use atoll_core::decision::Reason;
 use atoll_core::plan::{CpuMax, GroupSettings, RtBudget, RT_PERIOD_US};
+use atoll_core::process::ProcessTable;
 use atoll_core::spec::{IslandSpec, PlatformSpec, ReactPolicy, SchedPolicy, DEFAULT_CPU_PERIOD_US};
 use atoll_core::topology::Topology;
 use atoll_core::{CpuSet, Name};
 use atoll_proto::coord::OverlayOrigin;
 
-use crate::controller::Controller;
+use crate::compose::{At, Composer, Layer};
 use crate::cpu_wait::WaitTracker;
+use crate::registry::Registry;
+
+pub use api::CoordApiError;
+pub use apply::boost_policy;
 
 pub use recv::{ProcRecvQueues, RecvQueues};
 
@@ -138,10 +146,36 @@ impl IslandLoad {
     }
 }
 
-/// The coordination state the controller keeps between epochs.
+/// What coordination reads besides its own state.
+pub struct Inputs<'a> {
+    /// Now.
+    pub now: Duration,
+    /// Units, islands and overlays of the platform.
+    pub reg: &'a Registry,
+    /// The groups' figures and processes.
+    pub mon: &'a dyn Monitor,
+    /// Processes (owners, thread waits).
+    pub procs: &'a dyn ProcessTable,
+}
+
+/// An RT boost to carry out: the tasks of a realtime unit get `priority`
+/// (`None`: their own again).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RtBoost {
+    /// The unit's island.
+    pub island: Name,
+    /// The unit.
+    pub unit: Name,
+    /// The boost's priority, or `None` to end it.
+    pub priority: Option<u8>,
+    /// Why.
+    pub why: Reason,
+}
+
+/// The coordination state between epochs.
 pub struct Coordination {
     /// The platform manager, or why coordination is off.
-    pub(crate) manager: Result<PlatformManager, String>,
+    pub(crate) manager: Result<PlatformManager, CoordError>,
     pub(crate) overlays: BTreeMap<Name, OverlayState>,
     /// Unit → what coordination changed on it.
     pub(crate) units: BTreeMap<Name, UnitCoord>,
@@ -160,6 +194,17 @@ pub struct Coordination {
     recv: Option<Box<dyn RecvQueues>>,
     /// (overlay, what) → no reactive message before this.
     pub(crate) next: BTreeMap<(Name, String), Duration>,
+    /// RT boosts decided and not yet carried out.
+    priorities: Vec<RtBoost>,
+}
+
+impl std::fmt::Debug for Coordination {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Coordination")
+            .field("on", &self.manager.is_ok())
+            .field("overlays", &self.overlays.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Coordination {
@@ -174,8 +219,7 @@ impl Coordination {
                         m.set_arbitration(&i.name, i.arbitration)?;
                     }
                     Ok(m)
-                })
-                .map_err(|e| e.to_string());
+                });
         if let Err(e) = &manager {
             tracing::warn!("coordination is off: {e}");
         }
@@ -204,7 +248,30 @@ impl Coordination {
             waits: WaitTracker::default(),
             recv: None,
             next: BTreeMap::new(),
+            priorities: Vec::new(),
         }
+    }
+
+    /// Sets the reader of socket receive queues (for `react_recv_queue`);
+    /// without one that policy watches nothing.
+    pub fn set_recv_queues(&mut self, reader: Box<dyn RecvQueues>) {
+        self.recv = Some(reader);
+    }
+
+    /// The CPUs every island holds now.
+    pub fn all_island_cpus(&self) -> &BTreeMap<Name, CpuSet> {
+        &self.island_cpus
+    }
+
+    /// A unit's RT budget as tuned by an overlay, if one moved it.
+    pub fn tuned_rt_budget(&self, island: &IslandSpec, unit: &Name) -> Option<RtBudget> {
+        self.merge_unit(island, unit, GroupSettings::default())
+            .rt_budget
+    }
+
+    /// The RT boosts decided since the last call, to carry out in order.
+    pub fn take_priorities(&mut self) -> Vec<RtBoost> {
+        std::mem::take(&mut self.priorities)
     }
 
     /// The manager, if coordination is on.
@@ -310,88 +377,91 @@ pub(crate) fn retry_at(reason: &NackReason) -> Option<Duration> {
     }
 }
 
-impl Controller {
-    /// Sets the reader of socket receive queues (for `react_recv_queue`);
-    /// without one that policy watches nothing.
-    pub fn set_recv_queues(&mut self, reader: Box<dyn RecvQueues>) {
-        self.coord.recv = Some(reader);
+impl Layer for Coordination {
+    fn name(&self) -> &'static str {
+        "coordination"
     }
 
-    /// The coordination state.
-    pub fn coordination(&self) -> &Coordination {
-        &self.coord
+    fn lay(&self, at: &At<'_>, s: &mut GroupSettings) {
+        match (at.unit, at.island) {
+            (Some(u), Some(island)) => *s = self.merge_unit(island, &u.name, s.clone()),
+            (None, Some(island)) => *s = self.merge_island(&island.name, s.clone()),
+            _ => {}
+        }
     }
+}
 
+impl Coordination {
     /// The CPUs `island` holds now.
-    pub(crate) fn island_cpus(&self, island: &IslandSpec) -> CpuSet {
-        self.coord
-            .island_cpus(&island.name)
+    pub fn island_cpus_of(&self, island: &IslandSpec) -> CpuSet {
+        self.island_cpus(&island.name)
             .cloned()
             .unwrap_or_else(|| island.cpus.clone())
     }
 
     /// Registers the overlays of the platform description (at start).
-    pub(crate) fn register_config_overlays(&mut self) {
-        let spec = self.reg.spec().clone();
+    pub fn register_config_overlays(
+        &mut self,
+        spec: &PlatformSpec,
+        now: Duration,
+        compose: &mut Composer,
+    ) {
         for o in &spec.overlays {
             let msg = Message::Register {
-                overlay: o.to_overlay_spec(&spec),
+                overlay: o.to_overlay_spec(spec),
             };
-            self.coord.overlays.insert(
+            self.overlays.insert(
                 o.name.clone(),
                 OverlayState::new(OverlayOrigin::Config, o.react),
             );
-            let from = self.default_sender(&msg);
-            let now = self.now();
-            let Ok(m) = self.coord.manager.as_mut() else {
+            let from = self.default_sender(spec, &msg);
+            let Ok(m) = self.manager.as_mut() else {
                 return;
             };
             let reply = m.handle(now, &from, &msg);
-            self.coord.count(Some(&o.name), reply.is_ack());
+            self.count(Some(&o.name), reply.is_ack());
             match reply.reason() {
                 None => {
                     let effects = reply.effects().to_vec();
-                    self.apply_coord(&effects, " (from the platform description)");
+                    self.apply_coord(&effects, " (from the platform description)", compose);
                 }
                 Some(r) => {
                     tracing::warn!("overlay {}: registration refused: {r}", o.name);
-                    self.coord.overlays.remove(&o.name);
+                    self.overlays.remove(&o.name);
                 }
             }
         }
     }
 
     /// One coordination step of the control loop; see the module docs.
-    pub(crate) fn coordinate(&mut self) {
-        let now = self.now();
-        let expired = match self.coord.manager.as_mut() {
+    pub fn step(&mut self, inp: &Inputs<'_>, compose: &mut Composer) {
+        let now = inp.now;
+        let expired = match self.manager.as_mut() {
             Ok(m) => m.tick(now),
             Err(_) => return,
         };
-        self.apply_coord(&expired, "");
-        if self.coord.overlays.is_empty() {
+        self.apply_coord(&expired, "", compose);
+        if self.overlays.is_empty() {
             // Nothing to observe for: keep the epoch as cheap as without
             // coordination.
             return;
         }
-        let samples = self.sample_islands(now);
-        let capped = self.coord.manager().is_some_and(|m| m.cpu_cap().is_some());
+        let samples = self.sample_islands(inp);
+        let capped = self.manager().is_some_and(|m| m.cpu_cap().is_some());
         if capped {
             let usage: Vec<(Name, f64, bool)> = samples
                 .iter()
                 .map(|(n, l)| (n.clone(), l.used, l.throttled))
                 .collect();
-            let moved = match self.coord.manager.as_mut() {
+            let moved = match self.manager.as_mut() {
                 Ok(m) => m.rebalance(now, &usage),
                 Err(_) => return,
             };
             match moved {
-                Ok(effects) => {
-                    self.apply_coord(&effects, "");
-                }
+                Ok(effects) => self.apply_coord(&effects, "", compose),
                 Err(e) => tracing::warn!("coordination: rebalancing the CPU cap: {e}"),
             }
         }
-        self.react(now);
+        self.react(inp, compose);
     }
 }

@@ -15,8 +15,8 @@ use atoll_core::plan::GroupPath;
 use atoll_core::Name;
 
 use super::policy::{self, UtilWant, REACT_INTERVAL};
-use super::{retry_at, Counters, IslandLoad};
-use crate::controller::Controller;
+use super::{retry_at, Coordination, Counters, Inputs, IslandLoad};
+use crate::compose::Composer;
 
 /// A reactive message and what led to it.
 struct Planned {
@@ -29,11 +29,12 @@ struct Planned {
     key: String,
 }
 
-impl Controller {
+impl Coordination {
     /// CPU use, pressure and throttling of every island since the last
     /// epoch; records them and feeds the manager.
-    pub(super) fn sample_islands(&mut self, now: Duration) -> Vec<(Name, IslandLoad)> {
-        let capped = self.coord.manager().is_some_and(|m| m.cpu_cap().is_some());
+    pub(super) fn sample_islands(&mut self, inp: &Inputs<'_>) -> Vec<(Name, IslandLoad)> {
+        let now = inp.now;
+        let capped = self.manager().is_some_and(|m| m.cpu_cap().is_some());
         let select = StatSelect {
             cpu_usage: true,
             cpu_throttling: capped,
@@ -41,11 +42,10 @@ impl Controller {
             io: false,
             pressure: true,
         };
-        let islands: Vec<_> = self.reg.spec().islands.clone();
         let mut out = Vec::new();
-        for island in &islands {
+        for island in &inp.reg.spec().islands {
             let group = GroupPath::island(&island.name);
-            let Ok(st) = self.env.backend.stats_of(&group, select) else {
+            let Ok(st) = inp.mon.stats_of(&group, select) else {
                 continue;
             };
             let cur = Counters {
@@ -54,12 +54,7 @@ impl Controller {
                 throttled: st.nr_throttled,
                 psi_us: st.cpu_pressure.map(|p| p.some.total_us),
             };
-            let Some(last) = self
-                .coord
-                .counters
-                .insert(group, cur)
-                .filter(|l| now > l.at)
-            else {
+            let Some(last) = self.counters.insert(group, cur).filter(|l| now > l.at) else {
                 continue;
             };
             let window = (now - last.at).as_micros() as f64;
@@ -73,16 +68,16 @@ impl Controller {
             let throttled = matches!((cur.throttled, last.throttled), (Some(a), Some(b)) if a > b);
             let load = IslandLoad {
                 used,
-                cpus: self.island_cpus(island).len(),
+                cpus: self.island_cpus_of(island).len(),
                 pressure,
                 throttled,
             };
-            if let Ok(m) = self.coord.manager.as_mut() {
+            if let Ok(m) = self.manager.as_mut() {
                 if let Err(e) = m.observe(&island.name, used) {
                     tracing::warn!("coordination: {e}");
                 }
             }
-            self.coord.loads.insert(island.name.clone(), load);
+            self.loads.insert(island.name.clone(), load);
             out.push((island.name.clone(), load));
         }
         out
@@ -90,9 +85,15 @@ impl Controller {
 
     /// CPU pressure (%) of a unit since its last sample: the kernel's
     /// per-group figure, else its threads' run-queue waits.
-    fn sample_unit_pressure(&mut self, now: Duration, island: &Name, unit: &Name) -> Option<f64> {
+    fn sample_unit_pressure(
+        &mut self,
+        inp: &Inputs<'_>,
+        island: &Name,
+        unit: &Name,
+    ) -> Option<f64> {
+        let now = inp.now;
         let group = GroupPath::unit(island, unit);
-        let st = self.env.backend.stats_of(&group, StatSelect::CPU).ok()?;
+        let st = inp.mon.stats_of(&group, StatSelect::CPU).ok()?;
         let cur = Counters {
             at: now,
             cpu_us: st.cpu_usage_us.unwrap_or(0),
@@ -100,7 +101,6 @@ impl Controller {
             psi_us: st.cpu_pressure.map(|p| p.some.total_us),
         };
         let last = self
-            .coord
             .counters
             .insert(group.clone(), cur)
             .filter(|l| now > l.at)?;
@@ -109,27 +109,21 @@ impl Controller {
             (Some(a), Some(b)) => (a.saturating_sub(b) as f64 * 100.0 / window).min(100.0),
             _ => {
                 let used = cur.cpu_us.saturating_sub(last.cpu_us) as f64 / window;
-                let allowed = self.coord.island_cpus.get(island).map_or(0, |c| c.len());
-                self.coord.waits.pressure(
-                    &group,
-                    now,
-                    used,
-                    allowed,
-                    &*self.env.backend,
-                    &*self.env.procs,
-                )?
+                let allowed = self.island_cpus.get(island).map_or(0, |c| c.len());
+                self.waits
+                    .pressure(&group, now, used, allowed, inp.mon, inp.procs)?
             }
         };
-        self.coord.unit_pressure.insert(unit.clone(), p);
+        self.unit_pressure.insert(unit.clone(), p);
         Some(p)
     }
 
     /// The overlays' reactive messages for this epoch, arbitrated as one
     /// round, and their effects applied.
-    pub(super) fn react(&mut self, now: Duration) {
+    pub(super) fn react(&mut self, inp: &Inputs<'_>, compose: &mut Composer) {
+        let now = inp.now;
         let mut planned = Vec::new();
         let watched: Vec<(Name, atoll_core::spec::ReactPolicy)> = self
-            .coord
             .overlays
             .iter()
             .filter(|(_, s)| !s.react.is_empty())
@@ -137,7 +131,6 @@ impl Controller {
             .collect();
         for (overlay, react) in watched {
             let Some(units) = self
-                .coord
                 .manager()
                 .and_then(|m| m.overlay(&overlay))
                 .map(|s| s.units.clone())
@@ -146,8 +139,8 @@ impl Controller {
             };
             for (island, unit) in &units {
                 if let Some(threshold) = react.pressure {
-                    if let Some(p) = self.sample_unit_pressure(now, island, unit) {
-                        let above = self.coord.cpu_above_base(unit);
+                    if let Some(p) = self.sample_unit_pressure(inp, island, unit) {
+                        let above = self.cpu_above_base(unit);
                         if let Some(dir) = policy::pressure_step(p, threshold, above) {
                             let cmp = if dir == Direction::Up { ">" } else { "<" };
                             planned.push(Planned {
@@ -174,8 +167,8 @@ impl Controller {
                 }
                 if let Some(threshold) = react.recv_queue {
                     let group = GroupPath::unit(island, unit);
-                    let pids = self.env.backend.processes(&group).unwrap_or_default();
-                    let bytes = match self.coord.recv.as_mut() {
+                    let pids = inp.mon.processes(&group).unwrap_or_default();
+                    let bytes = match self.recv.as_mut() {
                         Some(r) if !pids.is_empty() => r.queued_bytes(&pids),
                         _ => None,
                     };
@@ -200,9 +193,9 @@ impl Controller {
                 let mut islands: Vec<&Name> = units.iter().map(|(i, _)| i).collect();
                 islands.sort();
                 islands.dedup();
-                let loans = self.coord.manager().map(|m| m.loans()).unwrap_or_default();
+                let loans = self.manager().map(|m| m.loans()).unwrap_or_default();
                 for island in islands {
-                    let Some(load) = self.coord.loads.get(island).copied() else {
+                    let Some(load) = self.loads.get(island).copied() else {
                         continue;
                     };
                     let mut from: Vec<(String, usize)> = Vec::new();
@@ -255,18 +248,18 @@ impl Controller {
                 }
             }
         }
-        self.run_round(now, planned);
+        self.run_round(now, planned, compose);
     }
 
     /// Submits the planned messages that are due, arbitrates, applies.
-    fn run_round(&mut self, now: Duration, planned: Vec<Planned>) {
+    fn run_round(&mut self, now: Duration, planned: Vec<Planned>, compose: &mut Composer) {
         let mut sent: Vec<(Ticket, Planned)> = Vec::new();
         for p in planned {
             let key = (p.overlay.clone(), p.key.clone());
-            if self.coord.next.get(&key).is_some_and(|t| *t > now) {
+            if self.next.get(&key).is_some_and(|t| *t > now) {
                 continue;
             }
-            let Ok(m) = self.coord.manager.as_mut() else {
+            let Ok(m) = self.manager.as_mut() else {
                 return;
             };
             let backoff = p
@@ -280,15 +273,15 @@ impl Controller {
                 Ok(t) => sent.push((t, p)),
                 Err(reason) => {
                     let until = retry_at(&reason).unwrap_or(now).max(now + REACT_INTERVAL);
-                    self.coord.next.insert(key, until);
-                    self.coord.count(Some(&p.overlay), false);
+                    self.next.insert(key, until);
+                    self.count(Some(&p.overlay), false);
                 }
             }
         }
         if sent.is_empty() {
             return;
         }
-        let answers = match self.coord.manager.as_mut() {
+        let answers = match self.manager.as_mut() {
             Ok(m) => m.arbitrate(now),
             Err(_) => return,
         };
@@ -298,11 +291,11 @@ impl Controller {
             };
             let (_, p) = sent.swap_remove(i);
             let key = (p.overlay.clone(), p.key.clone());
-            self.coord.count(Some(&p.overlay), a.reply.is_ack());
+            self.count(Some(&p.overlay), a.reply.is_ack());
             let until = match a.reply.reason() {
                 None => {
                     let effects = a.reply.effects().to_vec();
-                    self.apply_coord(&effects, &p.context);
+                    self.apply_coord(&effects, &p.context, compose);
                     now + REACT_INTERVAL
                 }
                 Some(r) => {
@@ -310,7 +303,7 @@ impl Controller {
                     retry_at(r).unwrap_or(now).max(now + REACT_INTERVAL)
                 }
             };
-            self.coord.next.insert(key, until);
+            self.next.insert(key, until);
         }
     }
 }

@@ -11,17 +11,17 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use atoll_core::backend::StatSelect;
+use atoll_core::backend::{Monitor, StatSelect};
 use atoll_core::isolation::{
     memory_entitlements, DiskFairness, DiskSample, MemConfig, MemGrant, MemSample, MemoryPolicy,
 };
-use atoll_core::plan::{GroupPath, GroupSettings};
-use atoll_core::spec::{DeviceId, IoLimit, IsolationMode};
+use atoll_core::plan::GroupPath;
+use atoll_core::spec::{DeviceId, IsolationMode, SharePolicy};
 use atoll_core::Name;
 use atoll_proto::UnitIsolation;
 
-use super::{UnitSample, HELD_IO_BPS};
-use crate::controller::Controller;
+use super::{Inputs, Isolation, MemoryLay, UnitGrant, UnitSample};
+use crate::registry::Registry;
 
 /// How often memory and disk are sampled and their policies stepped.
 pub const SLOW_INTERVAL: Duration = Duration::from_secs(1);
@@ -49,6 +49,15 @@ pub(crate) struct SlowSample {
     pub(crate) io_devices: Vec<DeviceId>,
 }
 
+/// The stats the slow step reads.
+pub(crate) const SLOW_STATS: StatSelect = StatSelect {
+    cpu_usage: false,
+    cpu_throttling: false,
+    memory: true,
+    io: true,
+    pressure: true,
+};
+
 impl Slow {
     /// Whether the slow step is due at `now` (and if so, that it ran).
     pub(crate) fn due(&mut self, now: Duration) -> bool {
@@ -60,28 +69,13 @@ impl Slow {
         }
         due
     }
-}
 
-/// The stats the slow step reads.
-pub(crate) const SLOW_STATS: StatSelect = StatSelect {
-    cpu_usage: false,
-    cpu_throttling: false,
-    memory: true,
-    io: true,
-    pressure: true,
-};
-
-impl Controller {
     /// Reads memory and IO of `group`; IO bytes are counted since the last
     /// slow step.
-    pub(crate) fn sample_slow(&mut self, group: &GroupPath) -> SlowSample {
-        let st = self
-            .env
-            .backend
-            .stats_of(group, SLOW_STATS)
-            .unwrap_or_default();
+    pub(crate) fn sample(&mut self, mon: &dyn Monitor, group: &GroupPath) -> SlowSample {
+        let st = mon.stats_of(group, SLOW_STATS).unwrap_or_default();
         let io_bytes = st.io_read_bytes.unwrap_or(0) + st.io_write_bytes.unwrap_or(0);
-        let before = self.iso.slow.io_last.insert(group.clone(), io_bytes);
+        let before = self.io_last.insert(group.clone(), io_bytes);
         SlowSample {
             mem_used: st.memory_current.unwrap_or(0),
             mem_pressure: st.memory_pressure.map(|p| p.some.avg10),
@@ -92,101 +86,35 @@ impl Controller {
 
     /// Steps the memory and disk policies with `samples` (each with its
     /// slow part) and keeps their grants.
-    pub(crate) fn step_slow(
+    pub(crate) fn step(
         &mut self,
-        now: Duration,
+        inp: &Inputs<'_>,
         mode: IsolationMode,
         samples: &[(&UnitSample, SlowSample)],
         events: &mut Vec<String>,
     ) {
         let groups: BTreeSet<&GroupPath> = samples.iter().map(|(s, _)| &s.group).collect();
-        self.iso.slow.io_last.retain(|g, _| groups.contains(g));
-        self.step_memory(mode, samples, events);
-        self.step_disk(now, mode, samples, events);
-    }
-
-    /// Lays the kept memory and disk grants over this epoch's settings.
-    pub(crate) fn apply_slow(
-        &self,
-        samples: &[UnitSample],
-        overlay: &mut BTreeMap<GroupPath, GroupSettings>,
-        accounts: &mut BTreeMap<String, UnitIsolation>,
-    ) {
-        let slow = &self.iso.slow;
-        let isolate = self.reg.spec().isolation.mode == IsolationMode::Isolate;
-        for s in samples {
-            let lends = isolate
-                && self.reg.unit(s.name.as_str()).is_some_and(|(u, _)| {
-                    u.entitlement.sharing.memory == atoll_core::spec::SharePolicy::Lend
-                });
-            if let (Some(grant), Some(settings)) =
-                (slow.mem_grants.get(&s.name), overlay.get_mut(&s.group))
-            {
-                // memory.high throttles and reclaims instead of killing.
-                settings.memory.high = grant.limit.or(settings.memory.high);
-                if lends && grant.limit.is_some() {
-                    // A sharing unit's `memory_max` is its entitlement, held
-                    // by memory.high; a hard memory.max at the entitlement
-                    // would make borrowed memory unusable, and lowering it
-                    // on revocation could OOM-kill instead of reclaiming.
-                    settings.memory.max = None;
-                }
-                settings.memory.low = Some(grant.protected)
-                    .filter(|p| *p > 0)
-                    .or(settings.memory.low);
-                if let (Some(low), Some(high)) = (settings.memory.low, settings.memory.high) {
-                    settings.memory.low = Some(low.min(high));
-                }
-            }
-            if let (Some(devices), Some(settings)) =
-                (slow.held.get(&s.name), overlay.get_mut(&s.group))
-            {
-                for dev in devices {
-                    if settings.io_max.iter().any(|l| &l.device == dev) {
-                        continue;
-                    }
-                    settings.io_max.push(IoLimit {
-                        device: *dev,
-                        rbps: Some(HELD_IO_BPS),
-                        wbps: Some(HELD_IO_BPS),
-                        riops: None,
-                        wiops: None,
-                    });
-                }
-            }
-            if let Some(a) = accounts.get_mut(s.name.as_str()) {
-                if let Some(grant) = slow.mem_grants.get(&s.name) {
-                    a.memory_limit = grant.limit;
-                    a.memory_lent = grant.lent;
-                    a.memory_borrowed = grant.borrowed;
-                    a.memory_revocations = grant.revocations;
-                }
-                a.io_held = slow.held.contains_key(&s.name);
-            }
-        }
+        self.io_last.retain(|g, _| groups.contains(g));
+        self.step_memory(inp, mode, samples, events);
+        self.step_disk(inp, mode, samples, events);
     }
 
     fn step_memory(
         &mut self,
+        inp: &Inputs<'_>,
         mode: IsolationMode,
         samples: &[(&UnitSample, SlowSample)],
         events: &mut Vec<String>,
     ) {
-        let total = self
-            .opts
-            .topology
-            .memory_of(&self.opts.topology.all_nodes());
+        let total = inp.topo.memory_of(&inp.topo.all_nodes());
         if total == 0 || samples.is_empty() {
-            self.iso.slow.mem_grants.clear();
+            self.mem_grants.clear();
             return;
         }
+        let unit = |s: &UnitSample| inp.reg.unit(s.name.as_str()).map(|(u, _)| u);
         let maxes: Vec<Option<u64>> = samples
             .iter()
-            .map(|(s, _)| {
-                self.reg
-                    .unit(s.name.as_str())
-                    .and_then(|(u, _)| u.entitlement.memory.max)
-            })
+            .map(|(s, _)| unit(s).and_then(|u| u.entitlement.memory.max))
             .collect();
         let entitled = memory_entitlements(total, &maxes);
         let mem_samples: Vec<MemSample> = samples
@@ -197,21 +125,19 @@ impl Controller {
                 entitled,
                 used: slow.mem_used,
                 pressure_some: slow.mem_pressure,
-                sharing: self
-                    .reg
-                    .unit(s.name.as_str())
-                    .map(|(u, _)| u.entitlement.sharing.memory)
+                sharing: unit(s)
+                    .map(|u| u.entitlement.sharing.memory)
                     .unwrap_or_default(),
             })
             .collect();
-        let reserve = self.reg.spec().isolation.memory_reserve;
-        let policy = self.iso.slow.memory.get_or_insert_with(|| {
+        let reserve = inp.reg.spec().isolation.memory_reserve;
+        let policy = self.memory.get_or_insert_with(|| {
             MemoryPolicy::new(MemConfig::default()).expect("default memory config is valid")
         });
         match policy.plan(total, reserve, mode, &mem_samples) {
             Ok(plan) => {
                 events.extend(plan.events.iter().map(|e| e.to_string()));
-                self.iso.slow.mem_grants = plan.units;
+                self.mem_grants = plan.units;
             }
             Err(e) => tracing::warn!("isolation: memory: {e}"),
         }
@@ -219,15 +145,15 @@ impl Controller {
 
     fn step_disk(
         &mut self,
-        now: Duration,
+        inp: &Inputs<'_>,
         mode: IsolationMode,
         samples: &[(&UnitSample, SlowSample)],
         events: &mut Vec<String>,
     ) {
-        let spec = self.reg.spec().isolation.clone();
-        if self.iso.slow.disk.is_none() {
+        let spec = &inp.reg.spec().isolation;
+        if self.disk.is_none() {
             match DiskFairness::new(mode, spec.io_threshold_bytes, spec.io_decay) {
-                Ok(d) => self.iso.slow.disk = Some(d),
+                Ok(d) => self.disk = Some(d),
                 Err(e) => {
                     tracing::warn!("isolation: disk: {e}");
                     return;
@@ -237,7 +163,7 @@ impl Controller {
         let disk_samples: Vec<DiskSample> = samples
             .iter()
             .map(|(s, slow)| {
-                let u = self.reg.unit(s.name.as_str()).map(|(u, _)| u);
+                let u = inp.reg.unit(s.name.as_str()).map(|(u, _)| u);
                 DiskSample {
                     unit: s.name.clone(),
                     bytes: slow.io_bytes,
@@ -246,11 +172,11 @@ impl Controller {
                 }
             })
             .collect();
-        let Some(disk) = self.iso.slow.disk.as_mut() else {
+        let Some(disk) = self.disk.as_mut() else {
             return;
         };
         disk.set_mode(mode);
-        match disk.update(now, &disk_samples) {
+        match disk.update(inp.now, &disk_samples) {
             Ok(ev) => events.extend(ev.iter().map(|e| e.to_string())),
             Err(e) => {
                 tracing::warn!("isolation: disk: {e}");
@@ -264,7 +190,7 @@ impl Controller {
             if !held.contains(&s.name) {
                 continue;
             }
-            let mut devices = self.iso.slow.held.remove(&s.name).unwrap_or_default();
+            let mut devices = self.held.remove(&s.name).unwrap_or_default();
             for d in &slow.io_devices {
                 if !devices.contains(d) {
                     devices.push(*d);
@@ -272,6 +198,46 @@ impl Controller {
             }
             next.insert(s.name.clone(), devices);
         }
-        self.iso.slow.held = next;
+        self.held = next;
+    }
+}
+
+impl Isolation {
+    /// Lays the kept memory and disk grants into this epoch's grants.
+    pub(super) fn lay_slow(
+        &self,
+        reg: &Registry,
+        samples: &[UnitSample],
+        grants: &mut BTreeMap<GroupPath, UnitGrant>,
+        accounts: &mut BTreeMap<String, UnitIsolation>,
+    ) {
+        let slow = &self.slow;
+        let isolate = reg.spec().isolation.mode == IsolationMode::Isolate;
+        for s in samples {
+            let lends = isolate
+                && reg
+                    .unit(s.name.as_str())
+                    .is_some_and(|(u, _)| u.entitlement.sharing.memory == SharePolicy::Lend);
+            if let (Some(grant), Some(g)) = (slow.mem_grants.get(&s.name), grants.get_mut(&s.group))
+            {
+                g.memory = Some(MemoryLay {
+                    limit: grant.limit,
+                    protected: grant.protected,
+                    drop_max: lends && grant.limit.is_some(),
+                });
+            }
+            if let (Some(devices), Some(g)) = (slow.held.get(&s.name), grants.get_mut(&s.group)) {
+                g.held = devices.clone();
+            }
+            if let Some(a) = accounts.get_mut(s.name.as_str()) {
+                if let Some(grant) = slow.mem_grants.get(&s.name) {
+                    a.memory_limit = grant.limit;
+                    a.memory_lent = grant.lent;
+                    a.memory_borrowed = grant.borrowed;
+                    a.memory_revocations = grant.revocations;
+                }
+                a.io_held = slow.held.contains_key(&s.name);
+            }
+        }
     }
 }

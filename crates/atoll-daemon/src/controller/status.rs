@@ -1,19 +1,19 @@
 //! The status report: islands, units, processes and usage, read fresh from
-//! the backend.
+//! the backend, with what each component knows.
 
 use atoll_core::plan::{GroupPath, TaskPolicy};
 use atoll_proto::{HostStatus, IslandStatus, StatusReport, UnitStatus};
 
-use crate::controller::Controller;
+use super::Controller;
 
 impl Controller {
     /// A snapshot for `atoll status` and the metrics endpoint.
     pub fn status(&self) -> StatusReport {
         let b = &self.env.backend;
         let spec = self.reg.spec();
-        let plan = self.reg.plan();
         let stats = |g: &GroupPath| b.stats(g).unwrap_or_default();
         let host = GroupPath::host();
+        let island_cpus = self.island_cpus();
         let units: Vec<UnitStatus> = spec
             .islands
             .iter()
@@ -33,14 +33,15 @@ impl Controller {
                     island: u.island.to_string(),
                     origin,
                     entitlement: u.entitlement.clone(),
-                    task_policy: plan
-                        .get(&g)
+                    task_policy: self
+                        .reg
+                        .planned(&g)
                         .and_then(|p| p.task_policy)
                         .unwrap_or(TaskPolicy::Other),
                     pids: b.processes(&g).unwrap_or_default(),
                     stats: stats(&g),
-                    isolation: self.iso.accounts.get(u.name.as_str()).cloned(),
-                    comm: self.unit_comm(&u.name),
+                    isolation: self.iso.accounts().get(u.name.as_str()).cloned(),
+                    comm: self.comm.unit_status(&u.name),
                 }
             })
             .collect();
@@ -64,7 +65,10 @@ impl Controller {
                 .iter()
                 .map(|i| IslandStatus {
                     name: i.name.to_string(),
-                    cpus: self.island_cpus(i),
+                    cpus: island_cpus
+                        .get(&i.name)
+                        .cloned()
+                        .unwrap_or_else(|| i.cpus.clone()),
                     mems: i.mems.clone(),
                     policy: i.policy.clone(),
                     units: units
@@ -76,10 +80,10 @@ impl Controller {
                 })
                 .collect(),
             units,
-            fallbacks: self.fallbacks.values().cloned().collect(),
+            fallbacks: self.compose.fallbacks().cloned().collect(),
             isolation_mode: Some(spec.isolation.mode),
             accounts: self.env.system.accounts().ok(),
-            comm: self.comm_status(),
+            comm: self.comm.status(spec.comm.as_ref()),
         }
     }
 }

@@ -1,0 +1,534 @@
+//! The one place a group's effective settings are computed and written.
+//!
+//! A group's settings come from an ordered list of **layers**, each a
+//! source of settings laid over the ones before it (see [`Layer`]):
+//!
+//! 1. `plan`: the platform description and the runtime units
+//!    (`atoll_core::plan`), the base;
+//! 2. `isolation`: home, lent and borrowed CPUs, idle priority for
+//!    borrowers, caps of pool members, memory grants, disk holds
+//!    ([`crate::isolation`]);
+//! 3. `coordination`: what overlays tuned (weight, cap, RT budget,
+//!    `memory.high`, boosts) and the CPUs and cap share of each island
+//!    ([`crate::coord`]);
+//! 4. `comm`: the communication boosts ([`crate::comm`]);
+//! 5. `apps`: an application unit's suspension and CPUs of its own
+//!    ([`crate::apps`]).
+//!
+//! The [`Composer`] owns what was written to every group. Steps update
+//! their own state and [`touch`](Composer::touch) the groups whose settings
+//! they changed, with the reason; at the end of the epoch (or of an API
+//! request) [`flush`](Composer::flush) computes each touched group once,
+//! writes it if it differs from what was written, and records one decision
+//! naming the layers that shaped it and every reason that touched it.
+//!
+//! # Invariants kept here
+//!
+//! - A unit's `cpuset.cpus` lies within its island's effective CPUs: a
+//!   layer's CPUs that fall outside are cut to the island's (or replaced by
+//!   them when nothing is left), so coordination may move CPUs between
+//!   islands without the unit layers knowing.
+//! - CPUs move in a safe order: groups whose CPUs shrink are written first,
+//!   deepest first, through the CPUs they keep; then every changed group,
+//!   parents first. So a child's cpuset stays within its parent's and two
+//!   exclusive islands never claim a CPU at once, at every step.
+//! - When an island's CPUs change, its units are written again, so those
+//!   that inherit the island's CPUs (cgroup v1 copies them only at
+//!   creation) follow.
+
+mod knobs;
+mod order;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use atoll_core::backend::{Backend, BackendError, Fallback};
+use atoll_core::decision::{Action, Decision, Reason};
+use atoll_core::plan::{GroupPath, GroupSettings};
+use atoll_core::spec::{IslandSpec, PlatformSpec, UnitSpec};
+use atoll_core::CpuSet;
+
+use crate::decisions::DecisionLog;
+use crate::registry::Registry;
+
+pub use knobs::knob_diff;
+
+/// One source of settings, laid over the layers before it.
+pub trait Layer {
+    /// Its name in decisions (`isolation`, `coordination`, ...).
+    fn name(&self) -> &'static str;
+    /// Lays this layer's settings for the group `at` over `s`. A layer
+    /// changes only the knobs it owns and leaves the rest as it found them.
+    fn lay(&self, at: &At<'_>, s: &mut GroupSettings);
+}
+
+/// The group a layer is laying, with what the composer knows of it.
+#[derive(Clone, Copy, Debug)]
+pub struct At<'a> {
+    /// The group.
+    pub path: &'a GroupPath,
+    /// The platform description.
+    pub spec: &'a PlatformSpec,
+    /// The unit, when the group is a unit's leaf.
+    pub unit: Option<&'a UnitSpec>,
+    /// The island of the group (an island's group, or a unit's island).
+    pub island: Option<&'a IslandSpec>,
+    /// The parent's effective settings (computed first).
+    pub parent: Option<&'a GroupSettings>,
+}
+
+/// The layers in the order they are laid over the plan. Built in one
+/// place, [`crate::controller::Controller`]'s `stack`.
+pub struct Stack<'a> {
+    /// The plan (the base) and what the groups are.
+    pub reg: &'a Registry,
+    /// The layers over it, in order.
+    pub layers: Vec<&'a dyn Layer>,
+}
+
+/// A group's effective settings and the layers that shaped them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Effective {
+    /// The settings.
+    pub settings: GroupSettings,
+    /// `plan` and every layer whose [`Layer::lay`] changed something.
+    pub layers: Vec<&'static str>,
+}
+
+impl Stack<'_> {
+    /// The effective settings of `path` (`None`: not a planned group),
+    /// given its parent's.
+    fn compute_one(&self, path: &GroupPath, parent: Option<&GroupSettings>) -> Option<Effective> {
+        let planned = self.reg.planned(path)?;
+        let unit = self.reg.unit_at(path);
+        let island = match unit {
+            Some(u) => self.reg.island(&u.island),
+            None => self.reg.island_at(path),
+        };
+        let at = At {
+            path,
+            spec: self.reg.spec(),
+            unit,
+            island,
+            parent,
+        };
+        let mut s = planned.settings.clone();
+        let mut layers = vec!["plan"];
+        for layer in &self.layers {
+            let before = s.clone();
+            layer.lay(&at, &mut s);
+            if s != before {
+                layers.push(layer.name());
+            }
+        }
+        if unit.is_some() {
+            if let (Some(cpus), Some(within)) = (&s.cpus, parent.and_then(|p| p.cpus.as_ref())) {
+                if !cpus.is_subset(within) {
+                    let fit = cpus.intersection(within);
+                    s.cpus = Some(if fit.is_empty() { within.clone() } else { fit });
+                }
+            }
+        }
+        Some(Effective {
+            settings: s,
+            layers,
+        })
+    }
+
+    /// The effective settings of `path` and of its ancestors, computed
+    /// into `memo` (each once).
+    fn compute_into(&self, path: &GroupPath, memo: &mut BTreeMap<GroupPath, Effective>) {
+        if memo.contains_key(path) {
+            return;
+        }
+        let parent = path.parent();
+        if let Some(p) = &parent {
+            self.compute_into(p, memo);
+        }
+        let parent_settings = parent
+            .and_then(|p| memo.get(&p))
+            .map(|e| e.settings.clone());
+        if let Some(e) = self.compute_one(path, parent_settings.as_ref()) {
+            memo.insert(path.clone(), e);
+        }
+    }
+
+    /// The effective settings of `path`.
+    pub fn compute(&self, path: &GroupPath) -> Option<Effective> {
+        let mut memo = BTreeMap::new();
+        self.compute_into(path, &mut memo);
+        memo.remove(path)
+    }
+}
+
+/// A group the kernel refused.
+#[derive(Debug, thiserror::Error)]
+#[error("writing group {path}: {source}")]
+pub struct ComposeError {
+    /// The group.
+    pub path: GroupPath,
+    /// What the backend said.
+    #[source]
+    pub source: BackendError,
+}
+
+/// What was written to every group, and what is to be written.
+#[derive(Debug, Default)]
+pub struct Composer {
+    /// Settings last written per group.
+    applied: BTreeMap<GroupPath, GroupSettings>,
+    /// Fallbacks in force, per group and knob.
+    fallbacks: BTreeMap<(GroupPath, String), Fallback>,
+    /// Groups whose settings a step changed, with its reasons.
+    touched: BTreeMap<GroupPath, Vec<Reason>>,
+    /// Every planned group is to be computed again, for this reason.
+    all: Option<Reason>,
+}
+
+impl Composer {
+    /// A step changed what its layer says of `group`, for `why`.
+    pub fn touch(&mut self, group: GroupPath, why: Reason) {
+        self.touched.entry(group).or_default().push(why);
+    }
+
+    /// Every planned group is to be computed again (a changed plan, a
+    /// restart), for `why`.
+    pub fn touch_all(&mut self, why: Reason) {
+        self.all = Some(why);
+    }
+
+    /// Whether anything waits for a [`flush`](Self::flush).
+    pub fn pending(&self) -> bool {
+        self.all.is_some() || !self.touched.is_empty()
+    }
+
+    /// Settings last written to `group`.
+    pub fn applied(&self, group: &GroupPath) -> Option<&GroupSettings> {
+        self.applied.get(group)
+    }
+
+    /// Fallbacks in force.
+    pub fn fallbacks(&self) -> impl Iterator<Item = &Fallback> {
+        self.fallbacks.values()
+    }
+
+    /// `group` was removed: forget what was written to it.
+    pub fn forget(&mut self, group: &GroupPath) {
+        self.applied.remove(group);
+        self.touched.remove(group);
+        self.fallbacks.retain(|(p, _), _| p != group);
+    }
+
+    /// Writes every touched group whose effective settings differ from
+    /// what was written (each once, in the safe order of the module docs),
+    /// and records one decision per group written. A group the kernel
+    /// refuses is a decision too; its descendants are not written. Returns
+    /// the first refusal.
+    pub fn flush(
+        &mut self,
+        stack: &Stack<'_>,
+        backend: &mut dyn Backend,
+        log: &mut DecisionLog,
+        now: Duration,
+    ) -> Result<(), ComposeError> {
+        let touched = std::mem::take(&mut self.touched);
+        let all = self.all.take();
+        let mut memo: BTreeMap<GroupPath, Effective> = BTreeMap::new();
+        let mut want: BTreeSet<GroupPath> = touched.keys().cloned().collect();
+        if all.is_some() {
+            want.extend(stack.reg.plan().groups.iter().map(|g| g.path.clone()));
+        }
+        for g in &want {
+            stack.compute_into(g, &mut memo);
+        }
+        // An island whose CPUs change takes its units along.
+        let mut forced = BTreeSet::new();
+        let moved: Vec<GroupPath> = want
+            .iter()
+            .filter(|g| stack.reg.island_at(g).is_some())
+            .filter(|g| {
+                memo.get(*g).map(|e| &e.settings.cpus) != self.applied.get(*g).map(|s| &s.cpus)
+            })
+            .cloned()
+            .collect();
+        for island in moved {
+            if let Some(spec) = stack.reg.island_at(&island) {
+                for u in stack.reg.units_of(&spec.name) {
+                    let g = GroupPath::unit(&u.island, &u.name);
+                    stack.compute_into(&g, &mut memo);
+                    forced.insert(g.clone());
+                    want.insert(g);
+                }
+            }
+        }
+        let changed: Vec<GroupPath> = want
+            .into_iter()
+            .filter(|g| memo.contains_key(g))
+            .filter(|g| {
+                forced.contains(g) || self.applied.get(g) != memo.get(g).map(|e| &e.settings)
+            })
+            .collect();
+        let order = order::Order::new(stack.reg, changed);
+        let before: BTreeMap<GroupPath, GroupSettings> = order
+            .parents_first()
+            .filter_map(|g| Some((g.clone(), self.applied.get(g)?.clone())))
+            .collect();
+        self.shrink_first(&order, &memo, backend, log, now);
+        let mut first_err = None;
+        let mut failed: Vec<GroupPath> = Vec::new();
+        for g in order.parents_first() {
+            if failed.iter().any(|f| is_within(g, f)) {
+                continue;
+            }
+            let Some(eff) = memo.get(g) else { continue };
+            let before = before.get(g);
+            let knobs = knob_diff(before, &eff.settings);
+            let causes = touched.get(g).cloned().unwrap_or_default();
+            let why = Reason::combine(causes)
+                .or_else(|| all.clone())
+                .unwrap_or(Reason::Config);
+            match backend.apply(g, &eff.settings) {
+                Ok(fallbacks) => {
+                    if before != Some(&eff.settings) {
+                        self.applied.insert(g.clone(), eff.settings.clone());
+                        log.record(Decision {
+                            at: now,
+                            action: Action::ApplyGroup {
+                                path: g.clone(),
+                                knobs,
+                                layers: eff.layers.iter().map(|l| l.to_string()).collect(),
+                            },
+                            why,
+                        });
+                    }
+                    self.note_fallbacks(g, fallbacks, log, now);
+                }
+                Err(source) => {
+                    log.record(Decision {
+                        at: now,
+                        action: Action::ApplyGroup {
+                            path: g.clone(),
+                            knobs,
+                            layers: eff.layers.iter().map(|l| l.to_string()).collect(),
+                        },
+                        why: Reason::KernelRefused {
+                            error: source.to_string(),
+                        },
+                    });
+                    failed.push(g.clone());
+                    if first_err.is_none() {
+                        first_err = Some(ComposeError {
+                            path: g.clone(),
+                            source,
+                        });
+                    }
+                }
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// Writes the CPUs of groups whose CPUs shrink or move, deepest first,
+    /// through the CPUs they keep (see the module docs); nothing else of
+    /// them changes yet.
+    fn shrink_first(
+        &mut self,
+        order: &order::Order,
+        memo: &BTreeMap<GroupPath, Effective>,
+        backend: &mut dyn Backend,
+        log: &mut DecisionLog,
+        now: Duration,
+    ) {
+        let mut kept: BTreeMap<GroupPath, CpuSet> = BTreeMap::new();
+        for g in order.deepest_first() {
+            let (Some(old), Some(new)) = (
+                self.applied.get(g),
+                memo.get(g).and_then(|e| e.settings.cpus.as_ref()),
+            ) else {
+                continue;
+            };
+            let Some(old_cpus) = &old.cpus else { continue };
+            if old_cpus.is_subset(new) {
+                continue; // it only grows: parents first is safe
+            }
+            let within_parent = g.parent().and_then(|p| {
+                let old_p = self.applied.get(&p)?.cpus.clone()?;
+                let new_p = memo.get(&p).and_then(|e| e.settings.cpus.clone())?;
+                Some(old_p.intersection(&new_p))
+            });
+            let mut step = old_cpus.intersection(new);
+            if let Some(wp) = &within_parent {
+                if step.is_empty() {
+                    step = new.intersection(wp);
+                }
+                if step.is_empty() {
+                    step = wp.clone();
+                }
+            }
+            if step.is_empty() || &step == old_cpus {
+                continue;
+            }
+            let mut s = old.clone();
+            s.cpus = Some(step.clone());
+            match backend.apply(g, &s) {
+                Ok(_) => {
+                    self.applied.insert(g.clone(), s);
+                    kept.insert(g.clone(), step);
+                }
+                Err(e) => log.record(Decision {
+                    at: now,
+                    action: Action::ApplyGroup {
+                        path: g.clone(),
+                        knobs: vec![format!("cpuset.cpus={step}")],
+                        layers: Vec::new(),
+                    },
+                    why: Reason::KernelRefused {
+                        error: e.to_string(),
+                    },
+                }),
+            }
+        }
+        tracing::trace!("cpusets narrowed first: {}", kept.len());
+    }
+
+    /// Writes every planned group again whatever was written before, so
+    /// the backend repairs what someone changed behind atoll's back; a
+    /// group whose effective settings changed is a decision with `why`.
+    pub fn repair(
+        &mut self,
+        stack: &Stack<'_>,
+        backend: &mut dyn Backend,
+        log: &mut DecisionLog,
+        now: Duration,
+        why: Reason,
+    ) -> Result<(), ComposeError> {
+        self.touch_all(why);
+        let mut memo = BTreeMap::new();
+        for g in &stack.reg.plan().groups {
+            stack.compute_into(&g.path, &mut memo);
+        }
+        // Groups whose settings did not change are not in a flush: write
+        // them here (the backend writes only knobs that differ), parents
+        // first as the plan lists them.
+        let mut first_err = None;
+        for g in &stack.reg.plan().groups {
+            let Some(e) = memo.get(&g.path) else { continue };
+            if self.applied.get(&g.path) != Some(&e.settings) {
+                continue; // the flush below writes it, with a decision
+            }
+            match backend.apply(&g.path, &e.settings) {
+                Ok(fallbacks) => self.note_fallbacks(&g.path, fallbacks, log, now),
+                Err(source) => {
+                    tracing::warn!("repairing {}: {source}", g.path);
+                    if first_err.is_none() {
+                        first_err = Some(ComposeError {
+                            path: g.path.clone(),
+                            source,
+                        });
+                    }
+                }
+            }
+        }
+        let flushed = self.flush(stack, backend, log, now);
+        match first_err {
+            Some(e) => Err(e),
+            None => flushed,
+        }
+    }
+
+    /// Thaws `group` if it was written frozen, before its tasks leave it
+    /// (a group no longer planned, which no flush computes).
+    pub fn thaw(
+        &mut self,
+        group: &GroupPath,
+        backend: &mut dyn Backend,
+        log: &mut DecisionLog,
+        now: Duration,
+        why: Reason,
+    ) {
+        let Some(old) = self.applied.get(group).filter(|s| s.frozen) else {
+            return;
+        };
+        let s = GroupSettings {
+            frozen: false,
+            ..old.clone()
+        };
+        let knobs = knob_diff(Some(old), &s);
+        match backend.apply(group, &s) {
+            Ok(_) => {
+                self.applied.insert(group.clone(), s);
+                log.record(Decision {
+                    at: now,
+                    action: Action::ApplyGroup {
+                        path: group.clone(),
+                        knobs,
+                        layers: Vec::new(),
+                    },
+                    why,
+                });
+            }
+            Err(e) => tracing::warn!("thawing {group}: {e}"),
+        }
+    }
+
+    /// Removes an empty group of atoll's (a decision) and forgets what was
+    /// written to it.
+    pub fn remove(
+        &mut self,
+        group: &GroupPath,
+        backend: &mut dyn Backend,
+        log: &mut DecisionLog,
+        now: Duration,
+        why: Reason,
+    ) -> Result<(), BackendError> {
+        backend.remove(group)?;
+        self.forget(group);
+        log.record(Decision {
+            at: now,
+            action: Action::RemoveGroup {
+                path: group.clone(),
+            },
+            why,
+        });
+        Ok(())
+    }
+
+    /// Records the fallbacks an apply of `path` reported: each new one is a
+    /// decision, and those of `path` it no longer reports are over.
+    fn note_fallbacks(
+        &mut self,
+        path: &GroupPath,
+        fallbacks: Vec<Fallback>,
+        log: &mut DecisionLog,
+        now: Duration,
+    ) {
+        let mut now_in_force = Vec::new();
+        for fb in fallbacks {
+            let key = (fb.path.clone(), fb.knob.clone());
+            now_in_force.push(key.clone());
+            if self.fallbacks.get(&key) != Some(&fb) {
+                self.fallbacks.insert(key, fb.clone());
+                let error = fb.reason.clone();
+                log.record(Decision {
+                    at: now,
+                    action: Action::Fallback(fb),
+                    why: Reason::KernelRefused { error },
+                });
+            }
+        }
+        self.fallbacks
+            .retain(|(p, k), _| p != path || now_in_force.iter().any(|(_, nk)| nk == k));
+    }
+}
+
+/// Whether `g` is `ancestor` or below it.
+fn is_within(g: &GroupPath, ancestor: &GroupPath) -> bool {
+    if ancestor.is_root() {
+        return true;
+    }
+    let (g, a) = (g.as_str(), ancestor.as_str());
+    g == a || g.strip_prefix(a).is_some_and(|rest| rest.starts_with('/'))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,489 @@
+//! The control loop: the one place that knows every component.
+//!
+//! A [`Controller`] owns the injected kernel ([`Env`]: backend, process
+//! table, task control, system accounts, clock), the [`Registry`], the
+//! decision log, the [`Composer`] of group settings, and one component per
+//! concern, each owning its own state:
+//!
+//! | component | owns | reads | changes |
+//! |---|---|---|---|
+//! | [`Adoption`] | the processes seen | `/proc` | moves processes |
+//! | [`RtGuard`] | RT windows | group CPU time | task policies |
+//! | [`Coordination`] | overlays, the platform manager | islands' and units' figures | its layer, RT priorities |
+//! | [`Isolation`] | lenders, memory and disk policies | units' figures | its layer |
+//! | [`Comm`] | boosts, the network monitor | sockets, CPU time | its layer, thread slices |
+//! | [`Apps`] | applications, the planner | their processes | its layer, runtime units, moves |
+//!
+//! Components never call each other and never write a group: they update
+//! their own state, touch the groups whose layer changed, and the composer
+//! writes each changed group once (see [`crate::compose`]). What a step
+//! needs of the others comes in as arguments.
+//!
+//! The driver ([`crate::run`]) calls [`Controller::start`] once, then
+//! [`Controller::handle`] for each command and [`Controller::epoch`] every
+//! epoch, and [`Controller::teardown`] at the end. Nothing here blocks on
+//! anything but the backend, and nothing reads the system clock, so tests
+//! and the simulator drive it step by step.
+
+mod requests;
+mod start;
+mod status;
+mod teardown;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use atoll_core::backend::{BackendError, Fallback, Monitor};
+use atoll_core::clock::Clock;
+use atoll_core::comm::NetMonitor;
+use atoll_core::decision::Reason;
+use atoll_core::process::{CgroupMembership, ProcessTable, SystemMonitor, TaskControl};
+use atoll_core::spec::PlatformSpec;
+use atoll_core::{CpuSet, Name};
+
+use crate::adopt::Adoption;
+use crate::apps::{Apps, Kit};
+use crate::comm::Comm;
+use crate::command::Command;
+use crate::compose::{ComposeError, Composer, Stack};
+use crate::coord::{Coordination, RecvQueues};
+use crate::decisions::DecisionLog;
+use crate::isolation::Isolation;
+use crate::persist::Persist;
+use crate::placement::Placement;
+use crate::registry::Registry;
+use crate::rt_guard::RtGuard;
+use crate::state::StateError;
+
+/// How often the whole plan is re-applied to catch drift.
+pub const RECONCILE_EVERY: Duration = Duration::from_secs(1);
+
+/// What the controller is given.
+pub struct Env {
+    /// The kernel (or simulator).
+    pub backend: Box<dyn atoll_core::backend::Backend>,
+    /// Processes.
+    pub procs: Box<dyn ProcessTable>,
+    /// Scheduling policies.
+    pub tasks: Box<dyn TaskControl>,
+    /// The `kernel` and `shared` accounts.
+    pub system: Box<dyn SystemMonitor>,
+    /// Time.
+    pub clock: Arc<dyn Clock>,
+}
+
+/// Knobs of the controller that are not in the spec.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Where the state file lives (`None`: no state file, as in tests).
+    pub state_dir: Option<PathBuf>,
+    /// The daemon's own cgroups: where a process with no known origin goes
+    /// back to.
+    pub self_origin: CgroupMembership,
+    /// The daemon's own pid.
+    pub self_pid: u32,
+    /// The machine (home CPU layouts keep SMT siblings together; memory
+    /// totals for the isolation model).
+    pub topology: atoll_core::topology::Topology,
+}
+
+/// Why the controller could not start or finish.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// The backend failed.
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    /// A group could not be written.
+    #[error(transparent)]
+    Compose(#[from] ComposeError),
+    /// The state file could not be written or read.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// A cgroup with atoll's root name exists and atoll has no record of it.
+    #[error("cgroup {root:?} already exists and is not atoll's (no state file and no atoll layout in it); pick another --cgroup-root or remove it")]
+    NotOurs {
+        /// The root name.
+        root: String,
+    },
+    /// Teardown left something behind.
+    #[error("teardown left {0}")]
+    Leftover(String),
+}
+
+/// Whether the driver should keep going.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    /// Keep running.
+    Continue,
+    /// Tear down and exit.
+    Stop,
+}
+
+/// The control loop's state: the components and what they share.
+pub struct Controller {
+    env: Env,
+    opts: Options,
+    reg: Registry,
+    log: DecisionLog,
+    compose: Composer,
+    persist: Persist,
+    adoption: Adoption,
+    rt: RtGuard,
+    coord: Coordination,
+    iso: Isolation,
+    comm: Comm,
+    apps: Apps,
+    epochs: u64,
+    started_at: Duration,
+    last_repair: Duration,
+    /// The registry's plan generation at the last flush.
+    flushed_generation: u64,
+}
+
+/// The layers over the plan, in the order they are laid: isolation,
+/// coordination, comm, apps. The one place that order is written.
+fn stack<'a>(
+    reg: &'a Registry,
+    iso: &'a Isolation,
+    coord: &'a Coordination,
+    comm: &'a Comm,
+    apps: &'a Apps,
+) -> Stack<'a> {
+    Stack {
+        reg,
+        layers: vec![iso, coord, comm, apps],
+    }
+}
+
+/// Borrows what moving processes takes.
+fn placement<'a>(
+    env: &'a mut Env,
+    reg: &'a mut Registry,
+    log: &'a mut DecisionLog,
+    now: Duration,
+    self_origin: &'a CgroupMembership,
+) -> Placement<'a> {
+    Placement {
+        backend: &mut *env.backend,
+        procs: &*env.procs,
+        tasks: &mut *env.tasks,
+        reg,
+        log,
+        now,
+        self_origin,
+    }
+}
+
+impl Controller {
+    /// A controller for `spec`; call [`Controller::start`] next.
+    pub fn new(env: Env, spec: PlatformSpec, opts: Options) -> Self {
+        let now = env.clock.now();
+        let coord = Coordination::new(&spec, &opts.topology);
+        let apps = Apps::new(&spec);
+        let persist = Persist::new(opts.state_dir.clone());
+        Self {
+            env,
+            reg: Registry::new(spec),
+            log: DecisionLog::default(),
+            compose: Composer::default(),
+            persist,
+            opts,
+            adoption: Adoption::default(),
+            rt: RtGuard::default(),
+            coord,
+            iso: Isolation::default(),
+            comm: Comm::default(),
+            apps,
+            epochs: 0,
+            started_at: now,
+            last_repair: now,
+            flushed_generation: 0,
+        }
+    }
+
+    /// One control-loop iteration: every step updates its own state and
+    /// touches what changed; then the composer writes, the applications'
+    /// moves follow, and the state file is saved if anything it holds
+    /// changed.
+    pub fn epoch(&mut self) {
+        self.epochs += 1;
+        let now = self.now();
+        let periodic = now.saturating_sub(self.last_repair) >= RECONCILE_EVERY;
+        {
+            let epoch = self.epoch_len();
+            let mut p = placement(
+                &mut self.env,
+                &mut self.reg,
+                &mut self.log,
+                now,
+                &self.opts.self_origin,
+            );
+            self.adoption
+                .scan(&mut p, self.opts.self_pid, epoch, periodic);
+        }
+        self.guard_rt_budgets(now);
+        self.coordinate(now);
+        self.isolate(now);
+        self.communicate(now);
+        self.manage_apps(now);
+        if periodic {
+            self.last_repair = now;
+            self.repair(Reason::Config);
+        } else {
+            self.settle();
+        }
+        self.persist
+            .save_if_changed(&mut self.reg, &*self.env.backend);
+    }
+
+    fn guard_rt_budgets(&mut self, now: Duration) {
+        if self.env.backend.capabilities().rt_groups {
+            return;
+        }
+        let units = crate::rt_guard::rt_units(&self.reg, &self.coord);
+        if units.is_empty() {
+            return;
+        }
+        let mut p = placement(
+            &mut self.env,
+            &mut self.reg,
+            &mut self.log,
+            now,
+            &self.opts.self_origin,
+        );
+        self.rt.guard(&units, &mut p);
+    }
+
+    fn coordinate(&mut self, now: Duration) {
+        let inp = crate::coord::Inputs {
+            now,
+            reg: &self.reg,
+            mon: monitor(&self.env),
+            procs: &*self.env.procs,
+        };
+        self.coord.step(&inp, &mut self.compose);
+        self.carry_out_priorities(now);
+    }
+
+    /// Sets the task priorities coordination's RT boosts asked for.
+    fn carry_out_priorities(&mut self, now: Duration) {
+        let boosts = self.coord.take_priorities();
+        if boosts.is_empty() {
+            return;
+        }
+        let mut p = placement(
+            &mut self.env,
+            &mut self.reg,
+            &mut self.log,
+            now,
+            &self.opts.self_origin,
+        );
+        for b in boosts {
+            let Some((group, policy)) = crate::coord::boost_policy(p.reg, &b) else {
+                tracing::warn!(
+                    "coordination: unit {} has no group in island {}",
+                    b.unit,
+                    b.island
+                );
+                continue;
+            };
+            for pid in p.backend.processes(&group).unwrap_or_default() {
+                p.set_policy(pid, policy, b.why.clone());
+            }
+        }
+    }
+
+    fn isolate(&mut self, now: Duration) {
+        let inp = crate::isolation::Inputs {
+            now,
+            reg: &self.reg,
+            mon: monitor(&self.env),
+            procs: &*self.env.procs,
+            topo: &self.opts.topology,
+            island_cpus: self.coord.all_island_cpus(),
+        };
+        self.iso.step(&inp, &mut self.compose);
+    }
+
+    fn communicate(&mut self, now: Duration) {
+        let inp = crate::comm::Inputs {
+            now,
+            reg: &self.reg,
+            mon: monitor_of(&*self.env.backend),
+            procs: &*self.env.procs,
+            island_cpus: self.coord.all_island_cpus(),
+        };
+        self.comm
+            .step(&inp, &mut *self.env.tasks, &mut self.compose, &mut self.log);
+    }
+
+    fn manage_apps(&mut self, now: Duration) {
+        let freezer = self.env.backend.capabilities().freezer;
+        let island_cpus = self.coord.all_island_cpus().clone();
+        let mut p = placement(
+            &mut self.env,
+            &mut self.reg,
+            &mut self.log,
+            now,
+            &self.opts.self_origin,
+        );
+        let mut kit = Kit {
+            p: &mut p,
+            compose: &mut self.compose,
+            island_cpus: &island_cpus,
+            topo: &self.opts.topology,
+        };
+        self.apps.step(freezer, &mut kit);
+    }
+
+    /// Writes what the steps touched; then the moves that waited for their
+    /// groups, and once more whatever those changed. Returns the first
+    /// group the kernel refused.
+    fn settle(&mut self) -> Option<ComposeError> {
+        let mut first = None;
+        for _ in 0..3 {
+            if let Err(e) = self.flush() {
+                tracing::warn!("{e}");
+                first.get_or_insert(e);
+            }
+            let now = self.now();
+            let island_cpus = self.coord.all_island_cpus().clone();
+            let mut p = placement(
+                &mut self.env,
+                &mut self.reg,
+                &mut self.log,
+                now,
+                &self.opts.self_origin,
+            );
+            let mut kit = Kit {
+                p: &mut p,
+                compose: &mut self.compose,
+                island_cpus: &island_cpus,
+                topo: &self.opts.topology,
+            };
+            self.apps.after_flush(&mut kit);
+            if !self.compose.pending() && self.reg.generation() == self.flushed_generation {
+                break;
+            }
+        }
+        first
+    }
+
+    /// Writes every group whose effective settings changed (see
+    /// [`Composer::flush`]); a changed plan recomputes every group.
+    fn flush(&mut self) -> Result<(), ComposeError> {
+        if self.reg.generation() != self.flushed_generation {
+            self.flushed_generation = self.reg.generation();
+            self.compose.touch_all(Reason::Config);
+        }
+        if !self.compose.pending() {
+            return Ok(());
+        }
+        let now = self.now();
+        let stack = stack(&self.reg, &self.iso, &self.coord, &self.comm, &self.apps);
+        self.compose
+            .flush(&stack, &mut *self.env.backend, &mut self.log, now)
+    }
+
+    /// Writes every planned group again so the backend repairs drift, then
+    /// settles.
+    fn repair(&mut self, why: Reason) {
+        let now = self.now();
+        self.flushed_generation = self.reg.generation();
+        let stack = stack(&self.reg, &self.iso, &self.coord, &self.comm, &self.apps);
+        if let Err(e) = self
+            .compose
+            .repair(&stack, &mut *self.env.backend, &mut self.log, now, why)
+        {
+            tracing::warn!("reconcile: {e}");
+        }
+        self.settle();
+    }
+
+    /// The control-loop period.
+    pub fn epoch_len(&self) -> Duration {
+        self.reg.spec().epoch
+    }
+
+    /// Handles one command.
+    pub fn handle(&mut self, cmd: Command) -> Flow {
+        match cmd {
+            Command::Shutdown => Flow::Stop,
+            Command::Snapshot { reply } => {
+                let _ = reply.send(Box::new(self.status()));
+                Flow::Continue
+            }
+            Command::Api {
+                caller,
+                id,
+                request,
+                reply,
+            } => {
+                let (resp, flow) = self.request(caller, id, request);
+                // Acknowledged only once it is written and saved.
+                self.persist
+                    .save_if_changed(&mut self.reg, &*self.env.backend);
+                let _ = reply.send(resp);
+                flow
+            }
+        }
+    }
+
+    /// The decision log.
+    pub fn decisions(&self) -> &DecisionLog {
+        &self.log
+    }
+
+    /// The registry.
+    pub fn registry(&self) -> &Registry {
+        &self.reg
+    }
+
+    /// Fallbacks in force.
+    pub fn fallbacks(&self) -> impl Iterator<Item = &Fallback> {
+        self.compose.fallbacks()
+    }
+
+    /// The coordination state.
+    pub fn coordination(&self) -> &Coordination {
+        &self.coord
+    }
+
+    /// Planning runs of the application policy so far.
+    pub fn app_planning_runs(&self) -> u64 {
+        self.apps.planning_runs()
+    }
+
+    /// Sets the reader of units' sockets; `source` names it in the status
+    /// (`sock_diag`, `procfs`, ...).
+    pub fn set_net_monitor(&mut self, monitor: Box<dyn NetMonitor>, source: &str) {
+        self.comm.set_monitor(monitor, source);
+    }
+
+    /// Sets the reader of socket receive queues (for `react_recv_queue`).
+    pub fn set_recv_queues(&mut self, reader: Box<dyn RecvQueues>) {
+        self.coord.set_recv_queues(reader);
+    }
+
+    /// Now, on the injected clock.
+    pub fn now(&self) -> Duration {
+        self.env.clock.now()
+    }
+
+    /// The CPUs each island holds now.
+    fn island_cpus(&self) -> &BTreeMap<Name, CpuSet> {
+        self.coord.all_island_cpus()
+    }
+}
+
+/// The backend as a monitor.
+fn monitor(env: &Env) -> &dyn Monitor {
+    monitor_of(&*env.backend)
+}
+
+/// A backend as a monitor.
+fn monitor_of(b: &dyn atoll_core::backend::Backend) -> &dyn Monitor {
+    b
+}

@@ -1,0 +1,125 @@
+//! Starting: the hierarchy built fresh, or taken over from a previous run
+//! (the state file checked against the kernel), then the first adoption
+//! scan and the platform description's overlays.
+
+use atoll_core::decision::Reason;
+use atoll_core::plan::GroupPath;
+
+use super::{placement, Controller, ControllerError};
+
+impl Controller {
+    /// Builds the hierarchy, or takes over the one a previous run left
+    /// (checking the state file against the kernel), then adopts processes.
+    pub fn start(&mut self) -> Result<(), ControllerError> {
+        let root = GroupPath::root();
+        let saved = match self.persist.load() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("ignoring the state file: {e}; the kernel's view decides");
+                None
+            }
+        };
+        let root_name = self.env.backend.root_name().to_string();
+        let kind = self.env.backend.kind();
+        if self.env.backend.exists(&root) {
+            let saved = saved.filter(|s| s.root == root_name && s.backend == kind);
+            let ours = saved.is_some() || self.env.backend.exists(&GroupPath::host());
+            if !ours {
+                return Err(ControllerError::NotOurs { root: root_name });
+            }
+            crate::recover::recover(
+                &mut self.reg,
+                &mut *self.env.backend,
+                &*self.env.procs,
+                saved,
+            );
+            self.compose.touch_all(Reason::Recover {
+                detail: "re-applying the platform description".into(),
+            });
+            self.flushed_generation = self.reg.generation();
+            self.flush()?;
+            self.remove_strays();
+        } else {
+            if saved.is_some() {
+                tracing::info!(
+                    "a state file exists but cgroup {root_name:?} does not: starting fresh"
+                );
+            }
+            self.compose.touch_all(Reason::Config);
+            self.flushed_generation = self.reg.generation();
+            if let Err(e) = self.flush() {
+                // Bad input changes nothing: undo what was made.
+                let _ = self.teardown();
+                return Err(e.into());
+            }
+        }
+        self.persist.save(&self.reg, &*self.env.backend);
+        let now = self.now();
+        {
+            let epoch = self.epoch_len();
+            let mut p = placement(
+                &mut self.env,
+                &mut self.reg,
+                &mut self.log,
+                now,
+                &self.opts.self_origin,
+            );
+            self.adoption.scan(&mut p, self.opts.self_pid, epoch, true);
+        }
+        self.coord
+            .register_config_overlays(self.reg.spec(), now, &mut self.compose);
+        self.carry_out_priorities(now);
+        self.settle();
+        self.persist
+            .save_if_changed(&mut self.reg, &*self.env.backend);
+        Ok(())
+    }
+
+    /// Removes groups under atoll's root that the plan no longer has, after
+    /// giving their processes back. Used after recovery.
+    fn remove_strays(&mut self) {
+        let mut strays = Vec::new();
+        let root = GroupPath::root();
+        for island in self.env.backend.children(&root).unwrap_or_default() {
+            let ip = GroupPath::from_relative(&island);
+            if self.reg.planned(&ip).is_none() {
+                for unit in self.env.backend.children(&ip).unwrap_or_default() {
+                    strays.push(GroupPath::from_relative(&format!("{island}/{unit}")));
+                }
+                strays.push(ip);
+                continue;
+            }
+            for unit in self.env.backend.children(&ip).unwrap_or_default() {
+                let up = GroupPath::from_relative(&format!("{island}/{unit}"));
+                if self.reg.planned(&up).is_none() {
+                    strays.push(up);
+                }
+            }
+        }
+        let now = self.now();
+        for path in strays {
+            let mut p = placement(
+                &mut self.env,
+                &mut self.reg,
+                &mut self.log,
+                now,
+                &self.opts.self_origin,
+            );
+            p.release_group(
+                &path,
+                Reason::Recover {
+                    detail: format!("group {path} is no longer in the platform description"),
+                },
+            );
+            let why = Reason::Recover {
+                detail: "stale group".into(),
+            };
+            if let Err(e) =
+                self.compose
+                    .remove(&path, &mut *self.env.backend, &mut self.log, now, why)
+            {
+                tracing::warn!("removing stale group {path}: {e}");
+            }
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! Giving everything back: processes to the cgroups they came from, groups
+//! removed deepest first, then whatever the backend changed outside the
+//! root, then the state file.
+
+use std::time::Duration;
+
+use atoll_core::backend::{Backend, BackendError};
+use atoll_core::decision::Reason;
+use atoll_core::plan::GroupPath;
+
+use super::{placement, Controller, ControllerError};
+
+/// Rounds of emptying groups before giving up (a process may fork while
+/// its parent is being moved).
+const ROUNDS: usize = 10;
+
+/// How long teardown waits for groups whose tasks are still exiting.
+pub const BUSY_WAIT: Duration = Duration::from_secs(5);
+const BUSY_PAUSE: Duration = Duration::from_millis(100);
+
+/// Whether `e` is the kernel's "group still has tasks" (`EBUSY`).
+fn is_busy(e: &BackendError) -> bool {
+    matches!(e, BackendError::Io { source, .. } if source.raw_os_error() == Some(libc::EBUSY))
+}
+
+/// Every group under atoll's root that exists in the kernel, deepest
+/// first, the root last.
+pub fn kernel_groups(backend: &dyn Backend) -> Vec<GroupPath> {
+    let mut out = Vec::new();
+    let mut stack = vec![(GroupPath::root(), 0usize)];
+    while let Some((g, depth)) = stack.pop() {
+        if depth < 4 {
+            for child in backend.children(&g).unwrap_or_default() {
+                let p = if g.is_root() {
+                    GroupPath::from_relative(&child)
+                } else {
+                    GroupPath::from_relative(&format!("{}/{child}", g.as_str()))
+                };
+                stack.push((p, depth + 1));
+            }
+        }
+        out.push(g);
+    }
+    out.sort_by_key(|g| std::cmp::Reverse(g.depth()));
+    out
+}
+
+impl Controller {
+    /// Every process back where it came from, every group atoll made
+    /// removed.
+    ///
+    /// The layers are lifted first (the isolation model's disk holds and
+    /// idle CPU priority, the communication boosts): a task killed while
+    /// held on disk finishes its queued IO before it leaves its group, and
+    /// at the trickle rate that keeps the group busy for seconds. A group
+    /// that is still busy (a task is exiting) is tried again for up to
+    /// [`BUSY_WAIT`].
+    pub fn teardown(&mut self) -> Result<(), ControllerError> {
+        self.iso.lift(&mut self.compose, Reason::Teardown);
+        self.comm
+            .end_boosts(&mut *self.env.tasks, &mut self.compose);
+        if let Err(e) = self.flush() {
+            tracing::warn!("teardown: lifting the layers: {e}");
+        }
+        for _ in 0..ROUNDS {
+            if self.release_all() == 0 {
+                break;
+            }
+        }
+        let mut left = Vec::new();
+        let tries = (BUSY_WAIT.as_millis() / BUSY_PAUSE.as_millis()).max(1) as usize;
+        for attempt in 1..=tries {
+            left.clear();
+            let mut busy = false;
+            let now = self.now();
+            for g in kernel_groups(&*self.env.backend) {
+                if let Err(e) = self.compose.remove(
+                    &g,
+                    &mut *self.env.backend,
+                    &mut self.log,
+                    now,
+                    Reason::Teardown,
+                ) {
+                    busy |= is_busy(&e);
+                    left.push(format!("{g} ({e})"));
+                }
+            }
+            if !busy || attempt == tries {
+                break;
+            }
+            std::thread::sleep(BUSY_PAUSE);
+            self.release_all();
+        }
+        match self.env.backend.release() {
+            Ok(lines) => lines.iter().for_each(|l| tracing::info!("teardown: {l}")),
+            Err(e) => left.push(format!("backend release ({e})")),
+        }
+        if left.is_empty() {
+            self.persist.remove()?;
+            Ok(())
+        } else {
+            self.persist.save(&self.reg, &*self.env.backend);
+            Err(ControllerError::Leftover(left.join(", ")))
+        }
+    }
+
+    /// Moves every process of every group of atoll's back to its origin;
+    /// returns how many moved.
+    fn release_all(&mut self) -> usize {
+        let now = self.now();
+        let groups = kernel_groups(&*self.env.backend);
+        let mut p = placement(
+            &mut self.env,
+            &mut self.reg,
+            &mut self.log,
+            now,
+            &self.opts.self_origin,
+        );
+        groups
+            .iter()
+            .map(|g| p.release_group(g, Reason::Teardown))
+            .sum()
+    }
+}
