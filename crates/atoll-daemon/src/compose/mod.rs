@@ -44,7 +44,7 @@ use std::time::Duration;
 
 use atoll_core::backend::{Backend, BackendError, Fallback};
 use atoll_core::decision::{Action, Decision, Reason};
-use atoll_core::plan::{GroupPath, GroupSettings};
+use atoll_core::plan::{GroupPath, GroupSettings, Partition};
 use atoll_core::spec::{IslandSpec, PlatformSpec, UnitSpec};
 use atoll_core::CpuSet;
 
@@ -330,7 +330,7 @@ impl Composer {
 
     /// Writes the CPUs of groups whose CPUs shrink or move, deepest first,
     /// through the CPUs they keep (see the module docs); nothing else of
-    /// them changes yet.
+    /// them changes yet. A group that names no CPUs holds its parent's.
     fn shrink_first(
         &mut self,
         order: &order::Order,
@@ -339,24 +339,58 @@ impl Composer {
         log: &mut DecisionLog,
         now: Duration,
     ) {
-        let mut kept: BTreeMap<GroupPath, CpuSet> = BTreeMap::new();
+        // The CPUs a group holds in the kernel now, and will hold.
+        fn held(at: &GroupPath, of: &dyn Fn(&GroupPath) -> Option<CpuSet>) -> Option<CpuSet> {
+            let mut g = Some(at.clone());
+            while let Some(p) = g {
+                if let Some(c) = of(&p) {
+                    return Some(c);
+                }
+                g = p.parent();
+            }
+            None
+        }
+        let mut narrowed = 0;
         for g in order.deepest_first() {
-            let (Some(old), Some(new)) = (
-                self.applied.get(g),
-                memo.get(g).and_then(|e| e.settings.cpus.as_ref()),
-            ) else {
+            let Some(old) = self.applied.get(g).cloned() else {
                 continue;
             };
-            let Some(old_cpus) = &old.cpus else { continue };
-            if old_cpus.is_subset(new) {
+            let applied = &self.applied;
+            let old_of = |p: &GroupPath| applied.get(p).and_then(|s| s.cpus.clone());
+            let new_of = |p: &GroupPath| match memo.get(p) {
+                Some(e) => e.settings.cpus.clone(),
+                None => old_of(p),
+            };
+            let (Some(old_cpus), Some(new)) = (held(g, &old_of), held(g, &new_of)) else {
+                continue;
+            };
+            if old_cpus.is_subset(&new) {
                 continue; // it only grows: parents first is safe
             }
-            let within_parent = g.parent().and_then(|p| {
-                let old_p = self.applied.get(&p)?.cpus.clone()?;
-                let new_p = memo.get(&p).and_then(|e| e.settings.cpus.clone())?;
-                Some(old_p.intersection(&new_p))
-            });
-            let mut step = old_cpus.intersection(new);
+            let within_parent = g
+                .parent()
+                .and_then(|p| Some(held(&p, &old_of)?.intersection(&held(&p, &new_of)?)));
+            // Only a group that would be in the way needs a step of its
+            // own: its parent keeps less than it holds, or it is exclusive
+            // and a sibling takes CPUs it gives up.
+            let parent_narrows = within_parent
+                .as_ref()
+                .is_some_and(|wp| !old_cpus.is_subset(wp));
+            let given_up = old_cpus.difference(&new);
+            let sibling_takes = old.partition == Some(Partition::Root)
+                && memo.iter().any(|(other, e)| {
+                    other != g
+                        && other.parent() == g.parent()
+                        && e.settings.partition == Some(Partition::Root)
+                        && e.settings
+                            .cpus
+                            .as_ref()
+                            .is_some_and(|c| !c.intersection(&given_up).is_empty())
+                });
+            if !parent_narrows && !sibling_takes {
+                continue;
+            }
+            let mut step = old_cpus.intersection(&new);
             if let Some(wp) = &within_parent {
                 if step.is_empty() {
                     step = new.intersection(wp);
@@ -365,15 +399,15 @@ impl Composer {
                     step = wp.clone();
                 }
             }
-            if step.is_empty() || &step == old_cpus {
+            if step.is_empty() || step == old_cpus {
                 continue;
             }
-            let mut s = old.clone();
+            let mut s = old;
             s.cpus = Some(step.clone());
             match backend.apply(g, &s) {
                 Ok(_) => {
                     self.applied.insert(g.clone(), s);
-                    kept.insert(g.clone(), step);
+                    narrowed += 1;
                 }
                 Err(e) => log.record(Decision {
                     at: now,
@@ -388,7 +422,7 @@ impl Composer {
                 }),
             }
         }
-        tracing::trace!("cpusets narrowed first: {}", kept.len());
+        tracing::trace!("cpusets narrowed first: {narrowed}");
     }
 
     /// Writes every planned group again whatever was written before, so
