@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use atoll_daemon::setup::{self, BackendRequest, SetupOptions};
 
-fn parse_backend(s: &str) -> Result<BackendRequest, String> {
+fn parse_backend(s: &str) -> Result<BackendRequest, setup::UnknownBackend> {
     s.parse()
 }
 

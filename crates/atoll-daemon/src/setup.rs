@@ -43,14 +43,20 @@ impl Default for BackendRequest {
     }
 }
 
+/// A `--backend` value that names no backend.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown backend {0:?} (expected auto, cgroup2, cgroup1 or sim)")]
+pub struct UnknownBackend(pub String);
+
 impl FromStr for BackendRequest {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownBackend;
+    fn from_str(s: &str) -> Result<Self, UnknownBackend> {
         match s {
             "sim" => Ok(Self::Sim),
-            _ => s.parse().map(Self::Cgroup).map_err(|_| {
-                format!("unknown backend {s:?} (expected auto, cgroup2, cgroup1 or sim)")
-            }),
+            _ => s
+                .parse()
+                .map(Self::Cgroup)
+                .map_err(|_| UnknownBackend(s.to_string())),
         }
     }
 }

@@ -165,9 +165,7 @@ impl Apps {
                 self.remove(id, Reason::Apps { detail }, kit);
                 self.batcher.event(kit.p.now);
             }
-            Err(UnitError::Failed(e)) => {
-                tracing::warn!("{c}: {e}");
-            }
+            Err(e) => tracing::warn!("{c}: {e}"),
         }
     }
 

@@ -21,13 +21,26 @@ use atoll_core::{CpuSet, Name};
 use super::{unit_name, Apps, Kit, PendingMove};
 
 /// Why a unit operation failed: the process is gone (the application is
-/// then removed), or something else, in words.
-#[derive(Debug)]
+/// then removed), or the unit could not be made or entered.
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum UnitError {
     /// The application's process exited (or its pid was reused).
+    #[error("the process is gone")]
     Gone,
-    /// Nothing could be done, in words.
-    Failed(String),
+    /// No island may hold the application's smallest mode.
+    #[error("no island applications may use")]
+    NoIsland,
+    /// The process could not be moved into its unit.
+    #[error("moving pid {pid} into {group}: {source}")]
+    Move {
+        /// The process.
+        pid: u32,
+        /// Its unit's group.
+        group: GroupPath,
+        /// What the kernel said.
+        #[source]
+        source: Box<atoll_core::backend::BackendError>,
+    },
 }
 
 /// The spec of an application's unit.
@@ -203,7 +216,7 @@ impl Apps {
                 let allowed = |n: &Name| smallest.is_none_or(|m| m.needs.allows(n));
                 match caps.iter().find(|c| allowed(&c.name)) {
                     Some(c) => (c.name.clone(), 0),
-                    None => return Err(UnitError::Failed("no island applications may use".into())),
+                    None => return Err(UnitError::NoIsland),
                 }
             }
         };
@@ -267,7 +280,7 @@ impl Apps {
             match self.move_app(m.id, old.as_ref(), &m.to, &m.why, kit) {
                 Ok(()) => {}
                 Err(UnitError::Gone) => gone.push(m.id),
-                Err(UnitError::Failed(e)) => tracing::warn!("app {}: {e}", m.id),
+                Err(e) => tracing::warn!("app {}: {e}", m.id),
             }
             if let Some(old) = &old {
                 if let Err(e) =
@@ -311,7 +324,11 @@ impl Apps {
                 if e.is_gone() {
                     UnitError::Gone
                 } else {
-                    UnitError::Failed(format!("moving pid {pid} into {group}: {e}"))
+                    UnitError::Move {
+                        pid,
+                        group: group.clone(),
+                        source: Box::new(e),
+                    }
                 }
             })?;
         }
