@@ -43,6 +43,7 @@ use atoll_proto::{CommStatus, UnitComm};
 
 use crate::compose::{At, Composer, Layer};
 use crate::decisions::DecisionLog;
+use crate::load::Loads;
 use crate::registry::Registry;
 
 /// The most a boosted weight may be (the kernel's `cpu.weight` range).
@@ -134,6 +135,8 @@ pub struct Inputs<'a> {
     pub procs: &'a dyn ProcessTable,
     /// The CPUs each island holds now.
     pub island_cpus: &'a BTreeMap<Name, CpuSet>,
+    /// Each island's load over the last epoch.
+    pub loads: &'a Loads,
 }
 
 /// How a boost is carried out, in words.
@@ -191,7 +194,20 @@ impl Comm {
                 entitled: u.entitlement.cpus,
             });
         }
-        islands.retain(|_, units| units.iter().any(|u| spec.watches(&u.name)));
+        // An island none of whose tasks ran or waited over the last epoch
+        // is not contended: nothing there needs a boost, and none of its
+        // units has data it could not be scheduled to read. Its sockets are
+        // not read until it is busy again (a boost in force runs its
+        // course).
+        let boosting: BTreeSet<&Name> = self.boosted.values().map(|b| &b.island).collect();
+        islands.retain(|island, units| {
+            units.iter().any(|u| spec.watches(&u.name))
+                && (!inp.loads.idle(island) || boosting.contains(island))
+        });
+        if islands.is_empty() {
+            self.forget_removed_units(inp.reg);
+            return;
+        }
         let mut pids = BTreeMap::new();
         for u in islands.values().flatten().filter(|u| spec.watches(&u.name)) {
             pids.insert(

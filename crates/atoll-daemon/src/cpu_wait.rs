@@ -79,6 +79,12 @@ impl WaitTracker {
         Some((waited as f64 / window * 100.0).min(100.0))
     }
 
+    /// Drops the baseline of the unit at `group` (its waits are not being
+    /// followed for now).
+    pub fn forget(&mut self, group: &GroupPath) {
+        self.units.remove(group);
+    }
+
     /// Drops every unit not in `keep` (units that went away).
     pub fn retain(&mut self, keep: impl Fn(&GroupPath) -> bool) {
         self.units.retain(|g, _| keep(g));

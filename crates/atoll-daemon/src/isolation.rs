@@ -41,6 +41,7 @@ use atoll_proto::UnitIsolation;
 
 use crate::compose::{At, Composer, Layer};
 use crate::cpu_wait::WaitTracker;
+use crate::load::Loads;
 use crate::registry::Registry;
 
 mod slow;
@@ -139,6 +140,9 @@ pub struct Inputs<'a> {
     pub topo: &'a Topology,
     /// The CPUs each island holds now (coordination may move them).
     pub island_cpus: &'a BTreeMap<Name, CpuSet>,
+    /// Each island's load over the last epoch: the units of an idle island
+    /// are not read one by one.
+    pub loads: &'a Loads,
 }
 
 /// The isolation model's state between epochs.
@@ -255,10 +259,11 @@ impl Isolation {
             }
         }
         self.step_cpu(inp, mode, &samples, &mut grants, &mut accounts, &mut events);
+        self.slow.note_activity(inp);
         if self.slow.due(inp.now) {
             let slow: Vec<_> = samples
                 .iter()
-                .map(|s| (s, self.slow.sample(inp.mon, &s.group)))
+                .map(|s| (s, self.slow.sample(inp.mon, s)))
                 .collect();
             self.slow.step(inp, mode, &slow, &mut events);
         }
@@ -302,6 +307,27 @@ impl Isolation {
                     group,
                     usage_cpus: 0.0,
                     cpu_pressure: None,
+                });
+                continue;
+            }
+            if inp.loads.idle(&island) {
+                // No task of the island ran or waited: neither did the
+                // unit's. Its counters are not read; the windows move on.
+                let hist = self.psi.get_mut(&group);
+                let cpu_pressure = hist.and_then(|h| {
+                    let total = h.back()?.1;
+                    psi_over_window(h, now, total)
+                });
+                if let Some(l) = self.last.get_mut(&group) {
+                    l.at = now;
+                }
+                self.waits.forget(&group);
+                out.push(UnitSample {
+                    name,
+                    island,
+                    group,
+                    usage_cpus: 0.0,
+                    cpu_pressure,
                 });
                 continue;
             }

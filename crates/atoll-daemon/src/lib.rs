@@ -21,6 +21,7 @@ pub mod coord;
 pub mod cpu_wait;
 pub mod decisions;
 pub mod isolation;
+pub mod load;
 pub mod metrics;
 pub mod persist;
 pub mod placement;

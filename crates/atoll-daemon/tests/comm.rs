@@ -158,6 +158,14 @@ impl Rig {
         }
     }
 
+    /// A busy process for unit `hog`: the island is contended, so its
+    /// sockets are read (an idle island's are not).
+    fn busy_hog(&self) -> u32 {
+        let hog = self.sim.spawn("hog", 0, None);
+        self.sim.set_busy(hog, true).unwrap();
+        hog
+    }
+
     fn settings(&self, unit: &str) -> atoll_core::plan::GroupSettings {
         self.sim
             .settings(&GroupPath::from_relative(&format!("web/{unit}")))
@@ -182,7 +190,7 @@ fn a_recipient_gets_the_boost_slice_and_loses_it_when_quiet() {
     let front = rig.sim.spawn("front", 0, None);
     let worker = rig.sim.spawn_thread(front).unwrap();
     let back = rig.sim.spawn("back", 0, None);
-    rig.sim.spawn("hog", 0, None);
+    rig.busy_hog();
     let mut c = rig.start(spec(Some(comm(Mechanism::Slice)), None));
     rig.epochs(&mut c, 2);
     assert_eq!(rig.sim.slice(front), None, "nothing received yet");
@@ -240,6 +248,7 @@ fn a_recipient_gets_the_boost_slice_and_loses_it_when_quiet() {
 fn the_weight_mechanism_multiplies_and_survives_the_reconcile() {
     let rig = Rig::new();
     rig.sim.spawn("front", 0, None);
+    rig.busy_hog();
     let mut c = rig.start(spec(Some(comm(Mechanism::Weight)), None));
     rig.epochs(&mut c, 1);
     let base = rig.settings("front").cpu_weight.unwrap_or(100);
@@ -261,7 +270,7 @@ fn the_weight_mechanism_multiplies_and_survives_the_reconcile() {
 fn idle_others_idles_the_rest_of_the_island_only_while_a_boost_lasts() {
     let rig = Rig::new();
     rig.sim.spawn("front", 0, None);
-    rig.sim.spawn("hog", 0, None);
+    rig.busy_hog();
     let mut c = rig.start(spec(Some(comm(Mechanism::IdleOthers)), None));
     rig.epochs(&mut c, 1);
     assert!(!rig.settings("hog").cpu_idle);
@@ -316,6 +325,7 @@ fn without_a_comm_section_or_with_a_failing_monitor_nothing_is_boosted() {
 
     let rig = Rig::new();
     let front = rig.sim.spawn("front", 0, None);
+    rig.busy_hog();
     rig.net.set("front", 1000, 0);
     *rig.net.fail.lock().unwrap() = true;
     let mut c = rig.start(spec(Some(comm(Mechanism::Slice)), None));
@@ -334,4 +344,28 @@ fn teardown_gives_the_default_slice_back() {
     assert_eq!(rig.sim.slice(front), Some(Duration::from_micros(100)));
     c.teardown().unwrap();
     assert_eq!(rig.sim.slice(front), None);
+}
+
+#[test]
+fn an_idle_island_is_not_read_until_it_is_busy_again() {
+    let rig = Rig::new();
+    rig.sim.spawn("front", 0, None);
+    let mut c = rig.start(spec(Some(comm(Mechanism::Weight)), None));
+    // The first epoch has no load yet: the island is read once.
+    rig.epochs(&mut c, 5);
+    let asked = rig.net.asked.lock().unwrap().len();
+    assert_eq!(asked, 1, "only before the island was known to be idle");
+    // Busy again: read every epoch.
+    let hog = rig.busy_hog();
+    rig.epochs(&mut c, 3);
+    assert!(rig.net.asked.lock().unwrap().len() >= asked + 2);
+    rig.sim.set_busy(hog, false).unwrap();
+    rig.epochs(&mut c, 5);
+    let quiet = rig.net.asked.lock().unwrap().len();
+    rig.epochs(&mut c, 5);
+    assert_eq!(
+        rig.net.asked.lock().unwrap().len(),
+        quiet,
+        "idle again: not read"
+    );
 }

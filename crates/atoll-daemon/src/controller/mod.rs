@@ -51,6 +51,7 @@ use crate::compose::{ComposeError, Composer, Stack};
 use crate::coord::{Coordination, RecvQueues};
 use crate::decisions::DecisionLog;
 use crate::isolation::Isolation;
+use crate::load::Loads;
 use crate::persist::Persist;
 use crate::placement::Placement;
 use crate::registry::Registry;
@@ -131,6 +132,7 @@ pub struct Controller {
     persist: Persist,
     adoption: Adoption,
     rt: RtGuard,
+    loads: Loads,
     coord: Coordination,
     iso: Isolation,
     comm: Comm,
@@ -192,6 +194,7 @@ impl Controller {
             opts,
             adoption: Adoption::default(),
             rt: RtGuard::default(),
+            loads: Loads::default(),
             coord,
             iso: Isolation::default(),
             comm: Comm::default(),
@@ -224,6 +227,7 @@ impl Controller {
                 .scan(&mut p, self.opts.self_pid, epoch, periodic);
         }
         self.guard_rt_budgets(now);
+        self.sample_loads(now);
         self.coordinate(now);
         self.isolate(now);
         self.communicate(now);
@@ -256,12 +260,30 @@ impl Controller {
         self.rt.guard(&units, &mut p);
     }
 
+    /// Each island's load, when a step looks at it.
+    fn sample_loads(&mut self, now: Duration) {
+        let spec = self.reg.spec();
+        let wanted = self.coord.watching()
+            || spec.comm.is_some()
+            || spec.isolation.mode == atoll_core::spec::IsolationMode::Isolate;
+        if wanted {
+            self.loads.sample(
+                now,
+                &self.reg,
+                monitor(&self.env),
+                self.coord.all_island_cpus(),
+                self.coord.capped(),
+            );
+        }
+    }
+
     fn coordinate(&mut self, now: Duration) {
         let inp = crate::coord::Inputs {
             now,
             reg: &self.reg,
             mon: monitor(&self.env),
             procs: &*self.env.procs,
+            loads: self.loads.all(),
         };
         self.coord.step(&inp, &mut self.compose);
         self.carry_out_priorities(now);
@@ -303,6 +325,7 @@ impl Controller {
             procs: &*self.env.procs,
             topo: &self.opts.topology,
             island_cpus: self.coord.all_island_cpus(),
+            loads: &self.loads,
         };
         self.iso.step(&inp, &mut self.compose);
     }
@@ -314,6 +337,7 @@ impl Controller {
             mon: monitor_of(&*self.env.backend),
             procs: &*self.env.procs,
             island_cpus: self.coord.all_island_cpus(),
+            loads: &self.loads,
         };
         self.comm
             .step(&inp, &mut *self.env.tasks, &mut self.compose, &mut self.log);

@@ -276,6 +276,7 @@ impl Controller {
             reg: &self.reg,
             mon: monitor(&self.env),
             procs: &*self.env.procs,
+            loads: self.loads.all(),
         };
         let reply = self
             .coord
@@ -302,6 +303,7 @@ impl Controller {
             reg: &self.reg,
             mon: monitor(&self.env),
             procs: &*self.env.procs,
+            loads: self.loads.all(),
         };
         let reply = self
             .coord

@@ -62,6 +62,7 @@ use atoll_proto::coord::OverlayOrigin;
 
 use crate::compose::{At, Composer, Layer};
 use crate::cpu_wait::WaitTracker;
+use crate::load::IslandLoad;
 use crate::registry::Registry;
 
 pub use api::CoordApiError;
@@ -122,28 +123,7 @@ pub(crate) struct UnitCoord {
 struct Counters {
     at: Duration,
     cpu_us: u64,
-    throttled: Option<u64>,
     psi_us: Option<u64>,
-}
-
-/// An island's load over the last epoch.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct IslandLoad {
-    /// CPUs used.
-    pub used: f64,
-    /// CPUs it holds.
-    pub cpus: usize,
-    /// CPU pressure (%), where the kernel gives it.
-    pub pressure: Option<f64>,
-    /// Whether it was throttled at its cap.
-    pub throttled: bool,
-}
-
-impl IslandLoad {
-    /// Used ÷ held CPUs.
-    pub fn utilization(&self) -> f64 {
-        self.used / self.cpus.max(1) as f64
-    }
 }
 
 /// What coordination reads besides its own state.
@@ -156,6 +136,8 @@ pub struct Inputs<'a> {
     pub mon: &'a dyn Monitor,
     /// Processes (owners, thread waits).
     pub procs: &'a dyn ProcessTable,
+    /// Each island's load over the last epoch.
+    pub loads: &'a BTreeMap<Name, IslandLoad>,
 }
 
 /// An RT boost to carry out: the tasks of a realtime unit get `priority`
@@ -267,6 +249,17 @@ impl Coordination {
     pub fn tuned_rt_budget(&self, island: &IslandSpec, unit: &Name) -> Option<RtBudget> {
         self.merge_unit(island, unit, GroupSettings::default())
             .rt_budget
+    }
+
+    /// Whether a platform CPU cap is in force (the islands' throttling is
+    /// then read).
+    pub fn capped(&self) -> bool {
+        self.manager().is_some_and(|m| m.cpu_cap().is_some())
+    }
+
+    /// Whether any overlay is registered (islands are then watched).
+    pub fn watching(&self) -> bool {
+        self.manager.is_ok() && !self.overlays.is_empty()
     }
 
     /// The RT boosts decided since the last call, to carry out in order.
@@ -446,8 +439,8 @@ impl Coordination {
             // coordination.
             return;
         }
-        let samples = self.sample_islands(inp);
-        let capped = self.manager().is_some_and(|m| m.cpu_cap().is_some());
+        let samples = self.observe(inp);
+        let capped = self.capped();
         if capped {
             let usage: Vec<(Name, f64, bool)> = samples
                 .iter()

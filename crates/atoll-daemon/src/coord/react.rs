@@ -15,8 +15,9 @@ use atoll_core::plan::GroupPath;
 use atoll_core::Name;
 
 use super::policy::{self, UtilWant, REACT_INTERVAL};
-use super::{retry_at, Coordination, Counters, Inputs, IslandLoad};
+use super::{retry_at, Coordination, Counters, Inputs};
 use crate::compose::Composer;
+use crate::load::IslandLoad;
 
 /// A reactive message and what led to it.
 struct Planned {
@@ -30,55 +31,18 @@ struct Planned {
 }
 
 impl Coordination {
-    /// CPU use, pressure and throttling of every island since the last
-    /// epoch; records them and feeds the manager.
-    pub(super) fn sample_islands(&mut self, inp: &Inputs<'_>) -> Vec<(Name, IslandLoad)> {
-        let now = inp.now;
-        let capped = self.manager().is_some_and(|m| m.cpu_cap().is_some());
-        let select = StatSelect {
-            cpu_usage: true,
-            cpu_throttling: capped,
-            memory: false,
-            io: false,
-            pressure: true,
-        };
+    /// Records the islands' loads over the last epoch and feeds the
+    /// manager.
+    pub(super) fn observe(&mut self, inp: &Inputs<'_>) -> Vec<(Name, IslandLoad)> {
         let mut out = Vec::new();
-        for island in &inp.reg.spec().islands {
-            let group = GroupPath::island(&island.name);
-            let Ok(st) = inp.mon.stats_of(&group, select) else {
-                continue;
-            };
-            let cur = Counters {
-                at: now,
-                cpu_us: st.cpu_usage_us.unwrap_or(0),
-                throttled: st.nr_throttled,
-                psi_us: st.cpu_pressure.map(|p| p.some.total_us),
-            };
-            let Some(last) = self.counters.insert(group, cur).filter(|l| now > l.at) else {
-                continue;
-            };
-            let window = (now - last.at).as_micros() as f64;
-            let used = cur.cpu_us.saturating_sub(last.cpu_us) as f64 / window;
-            let pressure = match (cur.psi_us, last.psi_us) {
-                (Some(a), Some(b)) => {
-                    Some((a.saturating_sub(b) as f64 * 100.0 / window).min(100.0))
-                }
-                _ => None,
-            };
-            let throttled = matches!((cur.throttled, last.throttled), (Some(a), Some(b)) if a > b);
-            let load = IslandLoad {
-                used,
-                cpus: self.island_cpus_of(island).len(),
-                pressure,
-                throttled,
-            };
+        for (island, load) in inp.loads {
             if let Ok(m) = self.manager.as_mut() {
-                if let Err(e) = m.observe(&island.name, used) {
+                if let Err(e) = m.observe(island, load.used) {
                     tracing::warn!("coordination: {e}");
                 }
             }
-            self.loads.insert(island.name.clone(), load);
-            out.push((island.name.clone(), load));
+            self.loads.insert(island.clone(), *load);
+            out.push((island.clone(), *load));
         }
         out
     }
@@ -97,7 +61,6 @@ impl Coordination {
         let cur = Counters {
             at: now,
             cpu_us: st.cpu_usage_us.unwrap_or(0),
-            throttled: None,
             psi_us: st.cpu_pressure.map(|p| p.some.total_us),
         };
         let last = self

@@ -39,9 +39,15 @@ pub(crate) struct Slow {
     mem_grants: BTreeMap<Name, MemGrant>,
     /// Units held back on disk, with the devices to throttle them on.
     held: BTreeMap<Name, Vec<DeviceId>>,
+    /// Islands some task of which ran since the last slow step.
+    active: BTreeSet<Name>,
+    /// Each unit's last memory figures, for units of islands that stayed
+    /// idle since (nothing of theirs ran, so nothing they hold changed).
+    last: BTreeMap<GroupPath, SlowSample>,
 }
 
 /// What the slow step reads of one unit.
+#[derive(Clone, Debug)]
 pub(crate) struct SlowSample {
     pub(crate) mem_used: u64,
     pub(crate) mem_pressure: Option<f64>,
@@ -70,18 +76,40 @@ impl Slow {
         due
     }
 
-    /// Reads memory and IO of `group`; IO bytes are counted since the last
-    /// slow step.
-    pub(crate) fn sample(&mut self, mon: &dyn Monitor, group: &GroupPath) -> SlowSample {
+    /// Notes the islands that were not idle over the last epoch.
+    pub(crate) fn note_activity(&mut self, inp: &Inputs<'_>) {
+        for island in &inp.reg.spec().islands {
+            if !inp.loads.idle(&island.name) {
+                self.active.insert(island.name.clone());
+            }
+        }
+    }
+
+    /// Reads memory and IO of a unit's group; IO bytes are counted since
+    /// the last slow step. A unit of an island that stayed idle since the
+    /// last slow step is not read: its last figures stand, with no IO (the
+    /// bytes its pages see meanwhile count at its next read).
+    pub(crate) fn sample(&mut self, mon: &dyn Monitor, unit: &UnitSample) -> SlowSample {
+        let group = &unit.group;
+        if !self.active.contains(&unit.island) {
+            if let Some(last) = self.last.get(group) {
+                return SlowSample {
+                    io_bytes: 0,
+                    ..last.clone()
+                };
+            }
+        }
         let st = mon.stats_of(group, SLOW_STATS).unwrap_or_default();
         let io_bytes = st.io_read_bytes.unwrap_or(0) + st.io_write_bytes.unwrap_or(0);
         let before = self.io_last.insert(group.clone(), io_bytes);
-        SlowSample {
+        let s = SlowSample {
             mem_used: st.memory_current.unwrap_or(0),
             mem_pressure: st.memory_pressure.map(|p| p.some.avg10),
             io_bytes: before.map_or(0, |b| io_bytes.saturating_sub(b)),
             io_devices: st.io_devices,
-        }
+        };
+        self.last.insert(group.clone(), s.clone());
+        s
     }
 
     /// Steps the memory and disk policies with `samples` (each with its
@@ -95,6 +123,8 @@ impl Slow {
     ) {
         let groups: BTreeSet<&GroupPath> = samples.iter().map(|(s, _)| &s.group).collect();
         self.io_last.retain(|g, _| groups.contains(g));
+        self.last.retain(|g, _| groups.contains(g));
+        self.active.clear();
         self.step_memory(inp, mode, samples, events);
         self.step_disk(inp, mode, samples, events);
     }
