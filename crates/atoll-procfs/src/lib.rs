@@ -17,8 +17,10 @@
 //! "the caller", is refused).
 
 pub mod accounts;
+pub mod connector;
 #[cfg(any(test, feature = "testutils"))]
 pub mod fake;
+pub mod psi;
 mod sched;
 mod slice;
 mod stat;
