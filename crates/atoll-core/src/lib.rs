@@ -4,9 +4,10 @@
 //! [`topology`](topology::Topology), the [`spec`](spec::PlatformSpec) of
 //! islands and units, the [`plan`](plan::plan) that turns a spec into a cgroup
 //! hierarchy, and the traits through which the kernel ([`backend`]), the
-//! process table ([`process`]) and time ([`clock`]) come in. No module reads a
-//! file, a global or the system clock, so the same code runs against real
-//! cgroups, fake trees in a temp dir, and the simulator.
+//! process table ([`process`]), process events ([`events`]) and time
+//! ([`clock`]) come in. No module reads a file, a global or the system
+//! clock, so the same code runs against real cgroups, fake trees in a temp
+//! dir, and the simulator.
 //!
 //! Dependencies point one way: this crate depends on nothing of atoll's;
 //! backends, monitors, the daemon and the CLI depend on it.
@@ -17,6 +18,7 @@ pub mod clock;
 pub mod comm;
 pub mod coord;
 pub mod decision;
+pub mod events;
 pub mod idset;
 pub mod isolation;
 pub mod layout;

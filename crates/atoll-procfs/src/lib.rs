@@ -11,14 +11,22 @@
 //!   `sched_setscheduler(2)` and friends.
 //! - [`set_slice`] / [`slice()`] wrap `sched_setattr(2)` / `sched_getattr(2)`
 //!   to set and read the EEVDF custom slice of a fair-class thread.
+//! - [`connector::ProcConnector`] implements
+//!   [`ProcEventSource`](atoll_core::events::ProcEventSource) with the
+//!   kernel's proc connector: forks, execs, renames, id changes and exits as
+//!   they happen, instead of listing `/proc` to find them.
+//! - [`psi::PsiWatch`] waits on PSI triggers: the kernel says when a
+//!   resource's pressure crosses a threshold.
 //!
 //! Nothing here reads a global: every path starts at the root a [`ProcFs`]
 //! was given, and every system call names its thread explicitly (thread id 0,
 //! "the caller", is refused).
 
 pub mod accounts;
+pub mod connector;
 #[cfg(any(test, feature = "testutils"))]
 pub mod fake;
+pub mod psi;
 mod sched;
 mod slice;
 mod stat;

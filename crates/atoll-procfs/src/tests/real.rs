@@ -7,6 +7,7 @@ use std::time::Duration;
 use atoll_core::plan::TaskPolicy;
 use atoll_core::process::{ProcessError, ProcessTable, TaskControl};
 
+use super::is_root;
 use crate::{set_slice, slice, LinuxTaskControl, ProcFs};
 
 /// A `sleep 30` child, killed and reaped on drop.
@@ -32,11 +33,6 @@ impl Drop for Sleeper {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid takes no arguments, cannot fail and touches no memory.
-    unsafe { libc::geteuid() == 0 }
 }
 
 /// Whether `e` is the kernel saying no (not supported / not allowed).
