@@ -35,6 +35,20 @@ pub fn status(r: &StatusReport) -> String {
         r.uptime_ms as f64 / 1000.0,
         r.epochs
     );
+    if let Some(d) = &r.discovery {
+        let _ = match &d.reason {
+            Some(why) => writeln!(
+                o,
+                "processes  found by scanning /proc every epoch ({why}); {} scans",
+                d.rescans
+            ),
+            None => writeln!(
+                o,
+                "processes  found by {} events ({} so far, {} full scans)",
+                d.source, d.events, d.rescans
+            ),
+        };
+    }
     if r.host.cpus.is_empty() {
         let _ = writeln!(o, "host       (no host partition)");
     } else {

@@ -172,6 +172,7 @@ fn status_report() -> StatusReport {
         isolation_mode: None,
         accounts: None,
         comm: None,
+        discovery: None,
     }
 }
 

@@ -9,21 +9,37 @@
 //! - the API (`adopt`, and `atoll run`, which starts its command paused and
 //!   adopts it before it runs): see [`crate::controller`]'s requests.
 //!
-//! The scan lists `/proc` but reads details only of pids it has not settled
-//! yet, so its cost follows the rate of new processes, not their number. A
-//! young process is looked at again after 1, 2, 4, ... epochs, with one
-//! small read (`comm`), and matched again only if it `exec`ed. Without
-//! rules and without `adopt_all` it only prunes exited processes.
+//! # Finding processes
+//!
+//! Where the kernel reports process events (the proc connector, see
+//! `atoll_procfs::connector`), the daemon does not list `/proc` at all
+//! after the first scan: every epoch it takes the events that arrived (a
+//! non-blocking read), matches the new, `exec`ed, renamed and re-credentialed
+//! processes against the rules, and forgets the exited ones. When events
+//! were lost (the kernel's buffer overflowed) it lists `/proc` once to
+//! catch up.
+//!
+//! Without events (not permitted, no `CONFIG_PROC_EVENTS`, the simulator,
+//! a source that failed), it scans: the scan lists `/proc` every epoch but
+//! reads details only of pids it has not settled yet, so its cost follows
+//! the rate of new processes, not their number. A young process is looked
+//! at again after 1, 2, 4, ... epochs, with one small read (`comm`), and
+//! matched again only if it `exec`ed. Without rules and without
+//! `adopt_all` it only prunes exited processes, once a second.
+//!
+//! `status` says which is in use, and why it scans.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use atoll_core::decision::Reason;
+use atoll_core::events::{ProcChanges, ProcEventSource};
 use atoll_core::name::NameError;
 use atoll_core::plan::GroupPath;
 use atoll_core::process::{match_rule, ProcessError, ProcessInfo, ProcessTable};
 use atoll_core::spec::AdoptRule;
 use atoll_core::Name;
+use atoll_proto::Discovery;
 
 use crate::command::Caller;
 use crate::placement::Placement;
@@ -166,10 +182,30 @@ struct Seen {
     next: Duration,
 }
 
-/// The adoption step's state: the processes seen and how far each is.
-#[derive(Debug, Default)]
+/// The adoption step's state: where processes come from, the processes
+/// seen and how far each is.
+#[derive(Default)]
 pub struct Adoption {
     seen: HashMap<u32, Seen>,
+    /// The kernel's process events, when it reports them.
+    events: Option<Box<dyn ProcEventSource>>,
+    /// Why `/proc` is scanned instead (`None`: never said).
+    scan_reason: Option<String>,
+    /// What arrived and waits for the next step.
+    pending: ProcChanges,
+    /// Events received so far.
+    received: u64,
+    /// Full listings of `/proc` so far.
+    rescans: u64,
+}
+
+impl std::fmt::Debug for Adoption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Adoption")
+            .field("seen", &self.seen.len())
+            .field("events", &self.events.as_ref().map(|e| e.kind()))
+            .finish_non_exhaustive()
+    }
 }
 
 /// Whether the platform asks for any adoption at all.
@@ -178,6 +214,36 @@ pub fn has_rules(reg: &Registry) -> bool {
 }
 
 impl Adoption {
+    /// New processes come from `source` from now on; the first step lists
+    /// `/proc` once.
+    pub fn use_events(&mut self, source: Box<dyn ProcEventSource>) {
+        self.events = Some(source);
+        self.scan_reason = None;
+        self.pending = ProcChanges {
+            rescan: true,
+            ..ProcChanges::default()
+        };
+    }
+
+    /// `/proc` is scanned every epoch, because `why`.
+    pub fn use_scan(&mut self, why: impl Into<String>) {
+        self.events = None;
+        self.scan_reason = Some(why.into());
+    }
+
+    /// How processes are found, for the status.
+    pub fn discovery(&self) -> Discovery {
+        Discovery {
+            source: match &self.events {
+                Some(e) => e.kind().to_string(),
+                None => "scan".to_string(),
+            },
+            reason: self.scan_reason.clone(),
+            events: self.received,
+            rescans: self.rescans,
+        }
+    }
+
     /// `pid` is placed (by a request): rules never move it.
     pub fn settle(&mut self, pid: u32) {
         if let Some(s) = self.seen.get_mut(&pid) {
@@ -185,10 +251,53 @@ impl Adoption {
         }
     }
 
+    /// One adoption step: events where the kernel gives them, else a scan
+    /// (`periodic`: the once-a-second listing that prunes exited
+    /// processes when there are no rules).
+    pub fn step(&mut self, p: &mut Placement<'_>, self_pid: u32, epoch: Duration, periodic: bool) {
+        let Some(source) = self.events.as_mut() else {
+            self.scan(p, self_pid, epoch, periodic);
+            return;
+        };
+        match source.next_batch(Duration::ZERO) {
+            Ok(batch) => {
+                self.received += batch.events.len() as u64;
+                self.pending.absorb(&batch);
+            }
+            Err(e) => {
+                tracing::warn!("process events: {e}; scanning /proc from now on");
+                self.use_scan(format!("the event source failed: {e}"));
+                self.scan(p, self_pid, epoch, true);
+                return;
+            }
+        }
+        let changes = std::mem::take(&mut self.pending);
+        if changes.rescan {
+            self.rescans += 1;
+            self.seen.clear();
+            self.scan(p, self_pid, epoch, true);
+            // Matched once now: later events say what changes.
+            for s in self.seen.values_mut() {
+                s.settled = true;
+            }
+            return;
+        }
+        for pid in &changes.exited {
+            self.seen.remove(pid);
+            p.reg.forget(*pid);
+        }
+        if !has_rules(p.reg) {
+            return;
+        }
+        for pid in changes.changed {
+            consider(p, pid, self_pid);
+        }
+    }
+
     /// Finds processes to adopt and forgets exited ones. `prune` forces a
     /// listing even when there is nothing to adopt. `self_pid` is the
     /// daemon's own; `epoch` the loop's period.
-    pub fn scan(&mut self, p: &mut Placement<'_>, self_pid: u32, epoch: Duration, prune: bool) {
+    fn scan(&mut self, p: &mut Placement<'_>, self_pid: u32, epoch: Duration, prune: bool) {
         let rules = has_rules(p.reg);
         if !rules && !prune {
             return;

@@ -167,6 +167,18 @@ pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
     let comm = spec.comm.is_some();
     let mut controller = Controller::new(env, spec, opts);
     if real {
+        // Opened before the first scan, so no process slips between them.
+        let options = atoll_procfs::connector::ConnectorOptions {
+            proc_root: o.proc_root.clone(),
+            ..Default::default()
+        };
+        match atoll_procfs::connector::ProcConnector::open(&options) {
+            Ok(c) => controller.set_process_events(Box::new(c)),
+            Err(e) => {
+                tracing::warn!("process events unavailable ({e}); scanning /proc every epoch");
+                controller.set_process_scan(format!("{}: {e}", e.reason().as_str()));
+            }
+        }
         controller.set_recv_queues(Box::new(crate::coord::ProcRecvQueues::new(&o.proc_root)));
         if comm {
             // Opened only when asked for: the monitor keeps a netlink socket.
@@ -180,6 +192,8 @@ pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
             }
             controller.set_net_monitor(Box::new(monitor), source);
         }
+    } else {
+        controller.set_process_scan("the simulated machine's processes are its own");
     }
     Ok((controller, description))
 }

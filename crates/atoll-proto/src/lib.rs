@@ -368,6 +368,27 @@ pub struct StatusReport {
     /// Communication-aware scheduling, when `[comm]` is configured.
     #[serde(default)]
     pub comm: Option<CommStatus>,
+    /// How the daemon finds new processes.
+    #[serde(default)]
+    pub discovery: Option<Discovery>,
+}
+
+/// How the daemon finds new, changed and exited processes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Discovery {
+    /// `proc-connector` (the kernel reports them as they happen) or `scan`
+    /// (`/proc` is listed every epoch).
+    pub source: String,
+    /// Why it scans, when it does (no permission, no `CONFIG_PROC_EVENTS`,
+    /// the event source failed, the simulator).
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Events received so far.
+    #[serde(default)]
+    pub events: u64,
+    /// Full `/proc` listings so far (at start, and after events were lost).
+    #[serde(default)]
+    pub rescans: u64,
 }
 
 /// The host partition.

@@ -224,7 +224,7 @@ impl Controller {
                 &self.opts.self_origin,
             );
             self.adoption
-                .scan(&mut p, self.opts.self_pid, epoch, periodic);
+                .step(&mut p, self.opts.self_pid, epoch, periodic);
         }
         self.guard_rt_budgets(now);
         self.sample_loads(now);
@@ -484,6 +484,17 @@ impl Controller {
     /// (`sock_diag`, `procfs`, ...).
     pub fn set_net_monitor(&mut self, monitor: Box<dyn NetMonitor>, source: &str) {
         self.comm.set_monitor(monitor, source);
+    }
+
+    /// New processes come from the kernel's process events from now on
+    /// (see [`crate::adopt`]); without, `/proc` is scanned every epoch.
+    pub fn set_process_events(&mut self, source: Box<dyn atoll_core::events::ProcEventSource>) {
+        self.adoption.use_events(source);
+    }
+
+    /// `/proc` is scanned every epoch, because `why` (for the status).
+    pub fn set_process_scan(&mut self, why: impl Into<String>) {
+        self.adoption.use_scan(why);
     }
 
     /// Sets the reader of socket receive queues (for `react_recv_queue`).

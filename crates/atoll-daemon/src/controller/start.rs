@@ -64,7 +64,7 @@ impl Controller {
                 now,
                 &self.opts.self_origin,
             );
-            self.adoption.scan(&mut p, self.opts.self_pid, epoch, true);
+            self.adoption.step(&mut p, self.opts.self_pid, epoch, true);
         }
         self.coord
             .register_config_overlays(self.reg.spec(), now, &mut self.compose);

@@ -84,6 +84,7 @@ impl Controller {
             isolation_mode: Some(spec.isolation.mode),
             accounts: self.env.system.accounts().ok(),
             comm: self.comm.status(spec.comm.as_ref()),
+            discovery: Some(self.adoption.discovery()),
         }
     }
 }

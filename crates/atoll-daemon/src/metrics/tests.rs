@@ -69,6 +69,7 @@ fn report() -> StatusReport {
         isolation_mode: None,
         accounts: None,
         comm: None,
+        discovery: None,
         units: vec![UnitStatus {
             name: "api".into(),
             island: "web".into(),
