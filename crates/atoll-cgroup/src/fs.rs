@@ -8,7 +8,7 @@
 
 use std::ffi::CString;
 use std::fs;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -85,7 +85,21 @@ impl CgroupFs for RealFs {
     }
 
     fn read_to_string(&self, path: &Path) -> io::Result<String> {
-        fs::read_to_string(path)
+        // Not `fs::read_to_string`: it asks the size first (one `statx`
+        // more per file), and cgroup files report none. The control loop
+        // reads many small files; a stack buffer suits them.
+        let mut f = fs::File::open(path)?;
+        let mut buf = [0u8; 4096];
+        let mut out = Vec::new();
+        loop {
+            match f.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        String::from_utf8(out).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
     }
 
     fn write(&self, path: &Path, value: &str) -> io::Result<()> {

@@ -10,6 +10,15 @@ fn parse_backend(s: &str) -> Result<BackendRequest, setup::UnknownBackend> {
     s.parse()
 }
 
+fn parse_repair(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.001..=86_400.0).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "--repair-interval {s:?}: expected seconds between 0.001 and 86400"
+        )),
+    }
+}
+
 /// Flags of `atoll daemon`.
 #[derive(Debug, clap::Args)]
 pub struct DaemonArgs {
@@ -37,6 +46,10 @@ pub struct DaemonArgs {
     /// atoll's CPUs.
     #[arg(long)]
     v1_exclusive: bool,
+    /// Check every group atoll owns for changes made behind its back once
+    /// in this many seconds (default 10; at most 4 groups a second).
+    #[arg(long, value_parser = parse_repair)]
+    repair_interval: Option<f64>,
     /// Read sysfs from here (tests).
     #[arg(long, default_value = "/sys", hide = true)]
     sysfs_root: PathBuf,
@@ -72,6 +85,7 @@ pub fn daemon(a: DaemonArgs) -> anyhow::Result<ExitCode> {
         sysfs_root: a.sysfs_root,
         proc_root: a.proc_root,
         v1_exclusive: a.v1_exclusive,
+        repair_every: a.repair_interval.map(std::time::Duration::from_secs_f64),
     };
     let (ctrl, chosen) = setup::build(&opts)?;
     tracing::info!("{chosen}");

@@ -65,6 +65,8 @@ pub struct Comm {
     epochs: u64,
     sample_errors: u64,
     last_cost_us: u64,
+    /// The registry's plan generation when removed units were last dropped.
+    known_units: u64,
 }
 
 /// A unit boosted now.
@@ -181,6 +183,22 @@ impl Comm {
             return;
         };
         if self.monitor.is_none() {
+            return;
+        }
+        // Nothing to read where no watched island is busy and no boost is
+        // in force (see below).
+        if self.boosted.is_empty()
+            && inp
+                .reg
+                .spec()
+                .islands
+                .iter()
+                .all(|i| inp.loads.idle(&i.name))
+        {
+            if self.known_units != inp.reg.generation() {
+                self.known_units = inp.reg.generation();
+                self.forget_removed_units(inp.reg);
+            }
             return;
         }
         let started = Instant::now();

@@ -159,6 +159,10 @@ pub struct Isolation {
     grants: BTreeMap<GroupPath, UnitGrant>,
     /// What each unit has, lends and borrows, for status.
     accounts: BTreeMap<String, UnitIsolation>,
+    /// Islands whose lender last stepped on an idle epoch: until the island
+    /// is busy again nothing it decides can change (no unit uses, waits or
+    /// borrows), so it is not stepped.
+    settled: BTreeSet<Name>,
 }
 
 impl std::fmt::Debug for Isolation {
@@ -248,6 +252,9 @@ impl Isolation {
             }
             return;
         }
+        if self.quiet(inp) {
+            return;
+        }
         let samples = self.sample_units(inp, mode);
         let mut grants: BTreeMap<GroupPath, UnitGrant> = BTreeMap::new();
         let mut accounts: BTreeMap<String, UnitIsolation> = BTreeMap::new();
@@ -282,6 +289,42 @@ impl Isolation {
         }
         self.grants = grants;
         self.accounts = accounts;
+    }
+
+    /// Whether this step can change nothing: every island with units was
+    /// idle and its lender settled on idle input, the units are those the
+    /// lenders were built for, and the memory and disk step is not due.
+    fn quiet(&self, inp: &Inputs<'_>) -> bool {
+        if self.grants.is_empty() || self.slow.is_due(inp.now) {
+            return false;
+        }
+        let mut units = 0;
+        for island in &inp.reg.spec().islands {
+            let mut members = inp.reg.units_of(&island.name).peekable();
+            if members.peek().is_none() {
+                continue;
+            }
+            let Some((built_for, cpus, _)) = self.lenders.get(&island.name) else {
+                return false;
+            };
+            let mut same = 0;
+            for u in members {
+                match built_for.get(same) {
+                    Some((n, e)) if *n == u.name && *e == u.entitlement.cpus => same += 1,
+                    _ => return false,
+                }
+            }
+            units += same;
+            let now_cpus = inp.island_cpus.get(&island.name).unwrap_or(&island.cpus);
+            if same != built_for.len()
+                || cpus != now_cpus
+                || !inp.loads.idle(&island.name)
+                || !self.settled.contains(&island.name)
+            {
+                return false;
+            }
+        }
+        units == self.grants.len()
     }
 
     /// Lays nothing any more: every unit back on its planned settings (no
@@ -423,6 +466,31 @@ impl Isolation {
                         continue;
                     }
                 }
+            }
+            let idle = inp.loads.idle(&island.name);
+            if idle && !stale && self.settled.contains(&island.name) {
+                // Nothing moved: the grants stand as they are.
+                for u in inp.reg.units_of(&island.name) {
+                    let group = GroupPath::unit(&island.name, &u.name);
+                    if let (Some(old), Some(g)) = (self.grants.get(&group), grants.get_mut(&group))
+                    {
+                        g.cpus = old.cpus.clone();
+                        g.borrowing = old.borrowing;
+                        g.cap = old.cap;
+                    }
+                    if let (Some(old), Some(a)) = (
+                        self.accounts.get(u.name.as_str()),
+                        accounts.get_mut(u.name.as_str()),
+                    ) {
+                        *a = old.clone();
+                    }
+                }
+                continue;
+            }
+            if idle {
+                self.settled.insert(island.name.clone());
+            } else {
+                self.settled.remove(&island.name);
             }
             let cpu_samples: Vec<CpuSample> = samples
                 .iter()

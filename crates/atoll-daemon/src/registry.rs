@@ -41,22 +41,33 @@ pub struct Managed {
     pub ppid: u32,
 }
 
-/// The plan, with an index by path.
+/// The plan, with an index by path, and the units by name.
 #[derive(Clone, Debug, Default)]
 struct Planned {
     plan: GroupPlan,
     index: HashMap<GroupPath, usize>,
+    /// Unit name → (runtime, position among config or runtime units).
+    units: HashMap<String, (bool, usize)>,
 }
 
 impl Planned {
-    fn new(plan: GroupPlan) -> Self {
+    fn new(spec: &PlatformSpec, runtime_units: &[UnitSpec]) -> Self {
+        let plan = plan::plan(spec, runtime_units);
         let index = plan
             .groups
             .iter()
             .enumerate()
             .map(|(i, g)| (g.path.clone(), i))
             .collect();
-        Self { plan, index }
+        let mut units = HashMap::new();
+        for (i, u) in runtime_units.iter().enumerate() {
+            units.insert(u.name.to_string(), (true, i));
+        }
+        // Config units first, as `units()` lists them.
+        for (i, u) in spec.units.iter().enumerate() {
+            units.insert(u.name.to_string(), (false, i));
+        }
+        Self { plan, index, units }
     }
 }
 
@@ -77,7 +88,7 @@ pub struct Registry {
 impl Registry {
     /// A registry for `spec`, with no runtime units and no processes.
     pub fn new(spec: PlatformSpec) -> Self {
-        let planned = Planned::new(plan::plan(&spec, &[]));
+        let planned = Planned::new(&spec, &[]);
         Self {
             spec,
             runtime_units: Vec::new(),
@@ -89,7 +100,7 @@ impl Registry {
     }
 
     fn replan(&mut self) {
-        self.planned = Planned::new(plan::plan(&self.spec, &self.runtime_units));
+        self.planned = Planned::new(&self.spec, &self.runtime_units);
         self.generation += 1;
         self.dirty = true;
     }
@@ -150,7 +161,10 @@ impl Registry {
 
     /// The unit named `name`.
     pub fn unit(&self, name: &str) -> Option<(&UnitSpec, UnitOrigin)> {
-        self.units().find(|(u, _)| u.name.as_str() == name)
+        match *self.planned.units.get(name)? {
+            (false, i) => self.spec.units.get(i).map(|u| (u, UnitOrigin::Config)),
+            (true, i) => self.runtime_units.get(i).map(|u| (u, UnitOrigin::Runtime)),
+        }
     }
 
     /// The leaf group of unit `name`.
@@ -162,9 +176,9 @@ impl Registry {
     /// The unit whose leaf group is `path`.
     pub fn unit_at(&self, path: &GroupPath) -> Option<&UnitSpec> {
         let (island, unit) = path.as_str().split_once('/')?;
-        self.units()
+        self.unit(unit)
             .map(|(u, _)| u)
-            .find(|u| u.island.as_str() == island && u.name.as_str() == unit)
+            .filter(|u| u.island.as_str() == island)
     }
 
     /// The island whose group is `path` (a depth-1 group other than the

@@ -89,6 +89,9 @@ pub struct SetupOptions {
     /// exclusive too. Off by default: an exclusive root keeps every cpuset
     /// outside atoll (a container runtime's, say) off all of atoll's CPUs.
     pub v1_exclusive: bool,
+    /// Every group is checked for drift once in this long (`None`: the
+    /// default, [`crate::controller::REPAIR_EVERY`]).
+    pub repair_every: Option<Duration>,
 }
 
 /// Why the daemon cannot be set up.
@@ -166,6 +169,9 @@ pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
     };
     let comm = spec.comm.is_some();
     let mut controller = Controller::new(env, spec, opts);
+    if let Some(every) = o.repair_every {
+        controller.set_repair_interval(every);
+    }
     if real {
         // Opened before the first scan, so no process slips between them.
         let options = atoll_procfs::connector::ConnectorOptions {

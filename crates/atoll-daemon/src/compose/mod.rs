@@ -183,6 +183,8 @@ pub struct Composer {
     touched: BTreeMap<GroupPath, Vec<Reason>>,
     /// Every planned group is to be computed again, for this reason.
     all: Option<Reason>,
+    /// Where [`repair_next`](Self::repair_next) goes on.
+    repair_cursor: usize,
 }
 
 impl Composer {
@@ -425,48 +427,34 @@ impl Composer {
         tracing::trace!("cpusets narrowed first: {narrowed}");
     }
 
-    /// Writes every planned group again whatever was written before, so
-    /// the backend repairs what someone changed behind atoll's back; a
-    /// group whose effective settings changed is a decision with `why`.
-    pub fn repair(
+    /// Writes the next `count` planned groups again (in plan order, from
+    /// where the last call stopped, around and around), so the backend
+    /// repairs what someone changed behind atoll's back: it rewrites only
+    /// knobs that differ from what atoll wrote. A group never written (the
+    /// kernel refused it) is touched instead, for the next flush.
+    pub fn repair_next(
         &mut self,
-        stack: &Stack<'_>,
+        reg: &Registry,
         backend: &mut dyn Backend,
         log: &mut DecisionLog,
         now: Duration,
-        why: Reason,
-    ) -> Result<(), ComposeError> {
-        self.touch_all(why);
-        let mut memo = BTreeMap::new();
-        for g in &stack.reg.plan().groups {
-            stack.compute_into(&g.path, &mut memo);
+        count: usize,
+    ) {
+        let groups = &reg.plan().groups;
+        if groups.is_empty() {
+            return;
         }
-        // Groups whose settings did not change are not in a flush: write
-        // them here (the backend writes only knobs that differ), parents
-        // first as the plan lists them.
-        let mut first_err = None;
-        for g in &stack.reg.plan().groups {
-            let Some(e) = memo.get(&g.path) else { continue };
-            if self.applied.get(&g.path) != Some(&e.settings) {
-                continue; // the flush below writes it, with a decision
+        for _ in 0..count.min(groups.len()) {
+            self.repair_cursor %= groups.len();
+            let g = &groups[self.repair_cursor].path;
+            self.repair_cursor += 1;
+            match self.applied.get(g).cloned() {
+                Some(s) => match backend.apply(g, &s) {
+                    Ok(fallbacks) => self.note_fallbacks(g, fallbacks, log, now),
+                    Err(e) => tracing::warn!("repairing {g}: {e}"),
+                },
+                None => self.touch(g.clone(), Reason::Config),
             }
-            match backend.apply(&g.path, &e.settings) {
-                Ok(fallbacks) => self.note_fallbacks(&g.path, fallbacks, log, now),
-                Err(source) => {
-                    tracing::warn!("repairing {}: {source}", g.path);
-                    if first_err.is_none() {
-                        first_err = Some(ComposeError {
-                            path: g.path.clone(),
-                            source,
-                        });
-                    }
-                }
-            }
-        }
-        let flushed = self.flush(stack, backend, log, now);
-        match first_err {
-            Some(e) => Err(e),
-            None => flushed,
         }
     }
 

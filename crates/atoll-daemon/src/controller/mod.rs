@@ -58,8 +58,19 @@ use crate::registry::Registry;
 use crate::rt_guard::RtGuard;
 use crate::state::StateError;
 
-/// How often the whole plan is re-applied to catch drift.
+/// How often the periodic work of a scanning loop runs (pruning exited
+/// processes when `/proc` is scanned and no rule asks for more).
 pub const RECONCILE_EVERY: Duration = Duration::from_secs(1);
+
+/// By default, every group atoll owns is checked against what atoll wrote
+/// (and rewritten where someone changed it) once in this long, a slice of
+/// the groups per epoch...
+pub const REPAIR_EVERY: Duration = Duration::from_secs(10);
+
+/// ...but no more than this many groups a second: a check reads every knob
+/// of the group (on cgroup v1 some 25 files across five hierarchies), so
+/// on a platform of 100 units the round takes 25 s.
+pub const REPAIR_RATE: f64 = 4.0;
 
 /// What the controller is given.
 pub struct Env {
@@ -139,9 +150,15 @@ pub struct Controller {
     apps: Apps,
     epochs: u64,
     started_at: Duration,
-    last_repair: Duration,
+    last_periodic: Duration,
+    /// Every group is checked for drift once in this long.
+    repair_every: Duration,
+    /// Groups owed a drift check (a fraction carried from epoch to epoch).
+    repair_owed: f64,
     /// The registry's plan generation at the last flush.
     flushed_generation: u64,
+    /// What the backend can enforce, probed once the hierarchy exists.
+    caps: Option<atoll_core::backend::Capabilities>,
 }
 
 /// The layers over the plan, in the order they are laid: isolation,
@@ -201,8 +218,19 @@ impl Controller {
             apps,
             epochs: 0,
             started_at: now,
-            last_repair: now,
+            last_periodic: now,
+            repair_every: REPAIR_EVERY,
+            repair_owed: 0.0,
             flushed_generation: 0,
+            caps: None,
+        }
+    }
+
+    /// What the backend can enforce (probed once, after start).
+    fn caps(&mut self) -> atoll_core::backend::Capabilities {
+        match self.caps {
+            Some(c) => c,
+            None => self.env.backend.capabilities(),
         }
     }
 
@@ -213,7 +241,10 @@ impl Controller {
     pub fn epoch(&mut self) {
         self.epochs += 1;
         let now = self.now();
-        let periodic = now.saturating_sub(self.last_repair) >= RECONCILE_EVERY;
+        let periodic = now.saturating_sub(self.last_periodic) >= RECONCILE_EVERY;
+        if periodic {
+            self.last_periodic = now;
+        }
         {
             let epoch = self.epoch_len();
             let mut p = placement(
@@ -232,18 +263,14 @@ impl Controller {
         self.isolate(now);
         self.communicate(now);
         self.manage_apps(now);
-        if periodic {
-            self.last_repair = now;
-            self.repair(Reason::Config);
-        } else {
-            self.settle();
-        }
+        self.settle();
+        self.repair();
         self.persist
             .save_if_changed(&mut self.reg, &*self.env.backend);
     }
 
     fn guard_rt_budgets(&mut self, now: Duration) {
-        if self.env.backend.capabilities().rt_groups {
+        if self.caps().rt_groups {
             return;
         }
         let units = crate::rt_guard::rt_units(&self.reg, &self.coord);
@@ -344,7 +371,7 @@ impl Controller {
     }
 
     fn manage_apps(&mut self, now: Duration) {
-        let freezer = self.env.backend.capabilities().freezer;
+        let freezer = self.caps().freezer;
         let island_cpus = self.coord.all_island_cpus().clone();
         let mut p = placement(
             &mut self.env,
@@ -411,19 +438,38 @@ impl Controller {
             .flush(&stack, &mut *self.env.backend, &mut self.log, now)
     }
 
-    /// Writes every planned group again so the backend repairs drift, then
-    /// settles.
-    fn repair(&mut self, why: Reason) {
-        let now = self.now();
-        self.flushed_generation = self.reg.generation();
-        let stack = stack(&self.reg, &self.iso, &self.coord, &self.comm, &self.apps);
-        if let Err(e) = self
-            .compose
-            .repair(&stack, &mut *self.env.backend, &mut self.log, now, why)
-        {
-            tracing::warn!("reconcile: {e}");
+    /// Checks this epoch's slice of the groups for drift (see
+    /// [`Composer::repair_next`]): each group once per repair interval.
+    fn repair(&mut self) {
+        let groups = self.reg.plan().groups.len() as f64;
+        let round = self
+            .repair_every
+            .as_secs_f64()
+            .max(groups / REPAIR_RATE)
+            .max(1e-3);
+        self.repair_owed += groups * self.epoch_len().as_secs_f64() / round;
+        let count = self.repair_owed.floor();
+        if count < 1.0 {
+            return;
         }
-        self.settle();
+        self.repair_owed -= count;
+        let now = self.now();
+        self.compose.repair_next(
+            &self.reg,
+            &mut *self.env.backend,
+            &mut self.log,
+            now,
+            count as usize,
+        );
+        if self.compose.pending() {
+            self.settle();
+        }
+    }
+
+    /// Every group is checked for drift once in `every`, or more slowly on
+    /// a large platform (see [`REPAIR_EVERY`], [`REPAIR_RATE`]).
+    pub fn set_repair_interval(&mut self, every: Duration) {
+        self.repair_every = every.max(self.epoch_len());
     }
 
     /// The control-loop period.

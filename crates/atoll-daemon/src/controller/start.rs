@@ -54,6 +54,7 @@ impl Controller {
             }
         }
         self.persist.save(&self.reg, &*self.env.backend);
+        self.caps = Some(self.env.backend.capabilities());
         let now = self.now();
         {
             let epoch = self.epoch_len();

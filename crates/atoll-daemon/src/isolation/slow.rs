@@ -65,6 +65,12 @@ pub(crate) const SLOW_STATS: StatSelect = StatSelect {
 };
 
 impl Slow {
+    /// Whether the slow step would be due at `now`.
+    pub(crate) fn is_due(&self, now: Duration) -> bool {
+        self.at
+            .is_none_or(|at| now.saturating_sub(at) >= SLOW_INTERVAL)
+    }
+
     /// Whether the slow step is due at `now` (and if so, that it ran).
     pub(crate) fn due(&mut self, now: Duration) -> bool {
         let due = self
