@@ -6,17 +6,22 @@
 #              cpuset.cpus.exclusive and remote partitions). The default.
 #   stable     Debian bookworm's linux-image-amd64 (6.1).
 #
-# Paths are repo-relative so the rig works from any fresh clone:
-#   vm/build/                      everything the rig downloads or builds (gitignored)
-#   vm/build/apt/<kernel>/         private apt configuration, package lists and cache
+# Downloads are cached outside the checkout, so that every clone, worktree and
+# CI run on the machine reuses them; per-run outputs stay in the checkout:
+#   $VM_CACHE = ${ATOLL_VM_CACHE:-$HOME/.cache/atoll-vm}
+#   $VM_CACHE/apt/<kernel>/        private apt configuration, package lists and cache
 #                                  (the machine's own apt sources are not touched)
-#   vm/build/kernels/<kernel>/debs/      the cached kernel .deb
-#   vm/build/kernels/<kernel>/boot/      vmlinuz, config, the few .ko files the guest needs
-#   vm/build/kernels/<kernel>/kernel.env what setup.sh found (sourced by the other scripts)
-#   vm/build/initramfs-<kernel>.cpio.gz, vm/build/serial-<kernel>.log
+#   $VM_CACHE/kernels/<kernel>/debs/      the cached kernel .deb
+#   $VM_CACHE/kernels/<kernel>/boot/      vmlinuz, config, the few .ko files the guest needs
+#   $VM_CACHE/kernels/<kernel>/kernel.env what setup.sh found (sourced by the other scripts)
+#   $VM_CACHE/systemd/             the systemd guest images (scripts/vm/systemd/)
+#   vm/build/ (in the checkout, gitignored): initramfs-<kernel>.cpio.gz,
+#                                  serial-<kernel>.log, benchmark outputs, systemd-<kernel>/
 
 VM_REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck disable=SC2034 # used by the scripts that source this file
 VM_BUILD="${VM_REPO_ROOT}/vm/build"
+VM_CACHE="${ATOLL_VM_CACHE:-${HOME:-/root}/.cache/atoll-vm}"
 export DEBIAN_FRONTEND=noninteractive
 
 VM_KERNEL="${VM_KERNEL:-backports}"
@@ -25,13 +30,25 @@ case "${VM_KERNEL}" in
     *) printf 'vm: error: VM_KERNEL=%s: expected stable or backports\n' "${VM_KERNEL}" >&2; exit 1 ;;
 esac
 export VM_KERNEL
-VM_KDIR="${VM_BUILD}/kernels/${VM_KERNEL}"
-VM_APT_DIR="${VM_BUILD}/apt/${VM_KERNEL}"
+VM_KDIR="${VM_CACHE}/kernels/${VM_KERNEL}"
+VM_APT_DIR="${VM_CACHE}/apt/${VM_KERNEL}"
 VM_DEBIAN_MIRROR="${VM_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 VM_DEBIAN_SECURITY_MIRROR="${VM_DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}"
 
 vm_log() { printf 'vm: %s\n' "$*" >&2; }
 vm_die() { printf 'vm: error: %s\n' "$*" >&2; exit 1; }
+
+# vm_lock NAME: holds $VM_CACHE/.lock-NAME (file descriptor 9) until the
+# script exits, so that two checkouts filling the shared cache at the same
+# time wait for each other instead of racing.
+vm_lock() {
+    mkdir -p "${VM_CACHE}"
+    exec 9>"${VM_CACHE}/.lock-$1"
+    if ! flock -n 9; then
+        vm_log "waiting for another run to release ${VM_CACHE}/.lock-$1"
+        flock 9
+    fi
+}
 
 # True if the Debian package $1 is installed.
 vm_pkg_installed() {
@@ -63,7 +80,7 @@ vm_apt_install() {
     fi
 }
 
-# Loads vm/build/kernels/$VM_KERNEL/kernel.env written by setup.sh
+# Loads $VM_CACHE/kernels/$VM_KERNEL/kernel.env written by setup.sh
 # (VM_KERNEL_PKG, VM_KVER, VM_KERNEL_IMAGE, VM_KERNEL_CONFIG, VM_MODULES_DIR).
 vm_load_kernel_env() {
     [ -f "${VM_KDIR}/kernel.env" ] ||

@@ -10,10 +10,13 @@
 # echoed and saved to vm/build/serial-$VM_KERNEL.log. Exit status 0 only if
 # the guest printed "VMTEST DONE passed=N failed=0" with N > 0. The last line
 # is always "vm: N passed, M failed". VM_APPEND adds kernel arguments. A
-# guest kernel panic before any test failed gets one more boot (see boot).
+# guest kernel panic before any test failed gets one more boot (boot, retry
+# and parsing: report.sh, shared with the systemd rig).
 set -euo pipefail
 # shellcheck source=scripts/vm/common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+# shellcheck source=scripts/vm/report.sh
+. "$(dirname "${BASH_SOURCE[0]}")/report.sh"
 
 smp=8
 nodes=2
@@ -57,57 +60,4 @@ cmd=(qemu-system-x86_64 -accel tcg -m "${mem}M"
 vm_log "kernel ${VM_KVER} (VM_KERNEL=${VM_KERNEL}, ${VM_KERNEL_PKG})"
 vm_log "${cmd[*]}"
 
-# One boot: sets rc, elapsed, clean (the serial log without CRs), done_line.
-boot() {
-    local start
-    start=$(date +%s)
-    set +e
-    timeout --kill-after=10 "${timeout_s}" "${cmd[@]}" </dev/null 2>&1 | tee "${log}"
-    rc=${PIPESTATUS[0]}
-    set -e
-    elapsed=$(($(date +%s) - start))
-    clean="$(tr -d '\r' <"${log}")"
-    done_line="$(printf '%s\n' "${clean}" | grep -E '^VMTEST DONE passed=[0-9]+ failed=[0-9]+' | tail -n 1 || true)"
-}
-
-boot
-# A guest kernel that panics before any test failed gets one more boot: under
-# TCG the guest kernel has died of an "int3" Oops while patching its own code
-# (static keys), a fault of the emulation, not of a test. The first log is
-# kept; a panic that comes back fails the run as usual.
-if [ -z "${done_line}" ] && grep -q 'Kernel panic' <<<"${clean}" &&
-    ! grep -q '^VMTEST FAIL ' <<<"${clean}"; then
-    cp "${log}" "${log%.log}.first.log"
-    vm_log "guest $(grep -m 1 'Kernel panic' <<<"${clean}" | sed 's/^.*\] //') before any test failed: booting once more (first log: ${log%.log}.first.log)"
-    boot
-fi
-seen_pass=$(printf '%s\n' "${clean}" | grep -c '^VMTEST PASS ' || true)
-seen_fail=$(printf '%s\n' "${clean}" | grep -c '^VMTEST FAIL ' || true)
-
-ok=0
-if [ -n "${done_line}" ]; then
-    passed="$(sed -n 's/.*passed=\([0-9]*\).*/\1/p' <<<"${done_line}")"
-    failed="$(sed -n 's/.*failed=\([0-9]*\).*/\1/p' <<<"${done_line}")"
-    [ "${failed}" -eq 0 ] && [ "${passed}" -gt 0 ] && ok=1
-else
-    # No DONE line: the guest crashed, hung or was killed. Count what it
-    # reported and one more failure for the run itself.
-    passed=${seen_pass}
-    failed=$((seen_fail + 1))
-    if [ "${rc}" -eq 124 ] || [ "${rc}" -eq 137 ]; then
-        vm_log "timed out after ${timeout_s}s with no VMTEST DONE line"
-    else
-        vm_log "qemu exited with status ${rc} and no VMTEST DONE line"
-    fi
-    panic="$(printf '%s\n' "${clean}" | grep -m 1 'Kernel panic' || true)"
-    [ -z "${panic}" ] || vm_log "guest ${panic#*] }"
-    vm_log "last serial lines (${log}):"
-    printf '%s\n' "${clean}" | tail -n 40 | sed 's/^/  serial| /' >&2
-fi
-if [ "${ok}" = 1 ]; then
-    vm_log "guest finished in ${elapsed}s"
-else
-    printf '%s\n' "${clean}" | grep '^VMTEST FAIL ' | sed 's/^/  /' >&2 || true
-fi
-echo "vm: ${passed} passed, ${failed} failed"
-[ "${ok}" = 1 ]
+vm_boot_report "${log}" "${timeout_s}" "${cmd[@]}"

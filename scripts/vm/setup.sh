@@ -6,11 +6,12 @@
 #  2. resolves the image package Debian's linux-image-amd64 depends on, in the
 #     suite VM_KERNEL selects (backports: bookworm-backports, 6.12 today;
 #     stable: bookworm + bookworm-updates + bookworm-security, 6.1), through a
-#     private apt configuration under vm/build/apt/$VM_KERNEL/ (the machine's
+#     private apt configuration under $VM_CACHE/apt/$VM_KERNEL/ (the machine's
 #     apt sources are neither used nor changed); `apt-get download`s it into
-#     vm/build/kernels/$VM_KERNEL/debs/ WITHOUT installing it, unpacks it with
+#     $VM_CACHE/kernels/$VM_KERNEL/debs/ WITHOUT installing it, unpacks it with
 #     dpkg -x and keeps vmlinuz, its config and any module the guest needs in
-#     vm/build/kernels/$VM_KERNEL/boot/;
+#     $VM_CACHE/kernels/$VM_KERNEL/boot/ ($VM_CACHE: see common.sh, default
+#     ~/.cache/atoll-vm, ATOLL_VM_CACHE overrides it);
 #  3. checks the kernel config for what atoll's tests need; an option that is
 #     built as a module gets its .ko (and dependencies) listed for the initramfs.
 #
@@ -20,8 +21,9 @@
 #   VM_EXTRA_MODULES   extra module names to load in the guest (space separated)
 #   VM_APT_UPDATE=1    refresh the private package lists (picks up a newer kernel)
 #   VM_DEBIAN_MIRROR, VM_DEBIAN_SECURITY_MIRROR   other Debian mirrors
+#   ATOLL_VM_CACHE     the download cache (default ~/.cache/atoll-vm)
 #
-# Writes vm/build/kernels/$VM_KERNEL/kernel.env (VM_KERNEL_PKG, VM_KVER,
+# Writes $VM_CACHE/kernels/$VM_KERNEL/kernel.env (VM_KERNEL_PKG, VM_KVER,
 # VM_KERNEL_IMAGE, VM_KERNEL_CONFIG, VM_MODULES_DIR).
 set -euo pipefail
 # shellcheck source=scripts/vm/common.sh
@@ -52,6 +54,26 @@ if [ -d "${VM_BUILD}/kernel" ] || [ -d "${VM_BUILD}/debs" ] || [ -f "${VM_BUILD}
         "${VM_BUILD}/initramfs.cpio.gz" "${VM_BUILD}/serial.log"
 fi
 
+# The kernels and their apt lists used to live in the checkout
+# (vm/build/kernels/<kernel>, vm/build/apt/<kernel>): move them into the
+# shared cache once (kernel.env is written anew, from the cached .deb).
+vm_lock "kernel-${VM_KERNEL}"
+for sub in kernels apt; do
+    old="${VM_BUILD}/${sub}/${VM_KERNEL}"
+    new="${VM_CACHE}/${sub}/${VM_KERNEL}"
+    [ -d "${old}" ] || continue
+    if [ -e "${new}" ]; then
+        vm_log "removing ${old} (superseded by ${new})"
+        rm -rf --one-file-system "${old}"
+    else
+        vm_log "moving ${old} to ${new}"
+        mkdir -p "$(dirname "${new}")"
+        mv "${old}" "${new}"
+        rm -f "${new}/kernel.env"
+    fi
+    rmdir "${VM_BUILD}/${sub}" 2>/dev/null || true
+done
+
 # --- resolve the versioned kernel image package --------------------------------
 vm_kernel_apt_config
 if [ "${VM_APT_UPDATE:-0}" = 1 ]; then vm_kapt_update; fi
@@ -81,7 +103,8 @@ make_stamp() { stamp="pkg=${pkg} tristate=${REQUIRED_TRISTATE[*]} extra=${module
 make_stamp
 
 if [ -f "${kdir}/.stamp" ] && [ "$(cat "${kdir}/.stamp")" = "${stamp}" ] &&
-    [ -f "${kdir}/vmlinuz" ] && [ -f "${VM_KDIR}/kernel.env" ]; then
+    [ -f "${kdir}/vmlinuz" ] && [ -f "${VM_KDIR}/kernel.env" ] &&
+    grep -qxF "VM_KERNEL_IMAGE=${kdir}/vmlinuz" "${VM_KDIR}/kernel.env"; then
     vm_log "kernel ${pkg} (${VM_KERNEL}) already prepared in ${kdir}"
     exit 0
 fi

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The one entry point of the systemd VM rig: a Debian 12 guest with systemd
+# as PID 1 (cgroup v2 unified), nginx and postgresql, 8 vCPUs, 2 NUMA nodes.
+#
+#   systemd-test.sh [--kernel backports|stable] [--test NAME|a,b|all]
+#                   [scripts/vm/systemd/run.sh options]
+#
+# Builds the guest image if it is not cached ($ATOLL_VM_CACHE or
+# ~/.cache/atoll-vm/systemd/), builds atoll unless ATOLL_BIN=PATH names a
+# binary, boots a copy-on-write overlay of the image, runs the guest tests
+# of tests/vm-systemd/ and exits 0 only if all passed. The last line is
+# "vm: N passed, M failed". --kernel also reads VM_KERNEL (default
+# backports: bookworm-backports' 6.12; stable: bookworm's 6.1).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=scripts/vm/common.sh
+. "${here}/common.sh"
+
+args=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --kernel) VM_KERNEL="$2"; shift 2 ;;
+        -h | --help) sed -n '2,13p' "$0"; exit 0 ;;
+        *) args+=("$1"); shift ;;
+    esac
+done
+case "${VM_KERNEL}" in
+    stable | backports) export VM_KERNEL ;;
+    *) vm_die "--kernel ${VM_KERNEL}: expected stable or backports" ;;
+esac
+[ "$(id -u)" = 0 ] || vm_die "systemd-test.sh needs root (apt-get, mmdebstrap, qemu)"
+vm_apt_install qemu-system-x86 qemu-utils mmdebstrap e2fsprogs debian-archive-keyring
+
+start=$(date +%s)
+bash "${here}/systemd/build-image.sh" >/dev/null
+vm_log "image ready after $(($(date +%s) - start))s"
+
+if [ -z "${ATOLL_BIN:-}" ]; then
+    vm_log "cargo build --release -p atoll-cli"
+    (cd "${VM_REPO_ROOT}" && cargo build --release -p atoll-cli)
+    ATOLL_BIN="${CARGO_TARGET_DIR:-${VM_REPO_ROOT}/target}/release/atoll"
+fi
+
+exec bash "${here}/systemd/run.sh" --atoll "${ATOLL_BIN}" "${args[@]+"${args[@]}"}"

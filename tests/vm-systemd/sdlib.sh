@@ -1,0 +1,38 @@
+# shellcheck shell=sh
+# systemd helpers for the guest tests of the systemd VM rig (POSIX sh; load
+# with `. "$VMT_DIR/sdlib.sh"` after tests/vm/lib.sh, which the runner
+# loads). The share is $ATOLL_SHARE (/mnt/atoll): bin/ (atoll), debs/,
+# etc/, tests/, out/ (files for the host).
+
+# unit_prop UNIT PROPERTY: the value of one property (`systemctl show -P`).
+unit_prop() { systemctl show -P "$2" "$1"; }
+
+# assert_active UNIT...: each unit is active; fails with its status if not.
+assert_active() {
+    for _u in "$@"; do
+        _st=$(systemctl is-active "$_u")
+        if [ "$_st" != active ]; then
+            systemctl status --no-pager "$_u" 2>&1 | tail -n 15 | sed 's/^/  | /'
+            fail "$_u is $_st, not active"
+        fi
+    done
+}
+
+# wait_active SECONDS UNIT: polls until UNIT is active.
+wait_active() { wait_for "$1" "$2 active" systemctl is-active --quiet "$2"; }
+
+# install_debs [FILE...]: dpkg -i the given .debs (default: every .deb in
+# $ATOLL_SHARE/debs, which scripts/vm/systemd/run.sh --deb fills). The
+# guest has no network: dependencies must already be in the image
+# (scripts/vm/systemd/packages.txt).
+install_debs() {
+    [ $# -gt 0 ] || set -- "$ATOLL_SHARE"/debs/*.deb
+    [ -e "$1" ] || fail "no .deb to install in $ATOLL_SHARE/debs"
+    _out=$(DEBIAN_FRONTEND=noninteractive dpkg -i "$@" 2>&1) || {
+        echo "$_out" | tail -n 15 | sed 's/^/  | dpkg: /'
+        fail "dpkg -i $* failed"
+    }
+}
+
+# cg_path UNIT: the unit's cgroup directory under /sys/fs/cgroup.
+cg_path() { echo "$CG$(unit_prop "$1" ControlGroup)"; }
