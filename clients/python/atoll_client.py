@@ -98,7 +98,8 @@ class AtollError(Exception):
     def __init__(self, code: str, message: str):
         super().__init__(f"{code}: {message}")
         #: Machine-readable kind: ``bad_request``, ``unsupported_version``,
-        #: ``permission_denied``, ``not_found``, ``backend``, ``shutting_down``.
+        #: ``permission_denied``, ``not_found``, ``backend``, ``shutting_down``,
+        #: ``busy``.
         self.code = code
         #: What went wrong, for people.
         self.message = message

@@ -52,7 +52,8 @@ enum atoll_status {
     ATOLL_EPERMISSION_DENIED = -12,  /* daemon error: permission_denied */
     ATOLL_ENOT_FOUND = -13,          /* daemon error: not_found */
     ATOLL_EBACKEND = -14,            /* daemon error: backend */
-    ATOLL_ESHUTTING_DOWN = -15       /* daemon error: shutting_down */
+    ATOLL_ESHUTTING_DOWN = -15,      /* daemon error: shutting_down */
+    ATOLL_EBUSY = -16                /* daemon error: busy (try again later) */
 };
 
 /* The `resource` argument of atoll_tune. */

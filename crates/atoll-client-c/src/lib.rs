@@ -73,6 +73,8 @@ pub const ATOLL_ENOT_FOUND: c_int = -13;
 pub const ATOLL_EBACKEND: c_int = -14;
 /// Error reply `shutting_down`.
 pub const ATOLL_ESHUTTING_DOWN: c_int = -15;
+/// Error reply `busy`.
+pub const ATOLL_EBUSY: c_int = -16;
 
 /// `resource` argument: whole CPUs, moved between islands.
 pub const ATOLL_CORES: c_int = 0;
@@ -124,6 +126,7 @@ impl Fail {
             Some(ErrorCode::NotFound) => ATOLL_ENOT_FOUND,
             Some(ErrorCode::Backend) => ATOLL_EBACKEND,
             Some(ErrorCode::ShuttingDown) => ATOLL_ESHUTTING_DOWN,
+            Some(ErrorCode::Busy) => ATOLL_EBUSY,
             None if e.is_timeout() => ATOLL_ETIMEOUT,
             None if e.is_invalid_argument() => ATOLL_EINVAL,
             None => ATOLL_EIO,

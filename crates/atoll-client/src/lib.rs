@@ -390,6 +390,7 @@ impl fmt::Display for ClientError {
                     ErrorCode::NotFound => write!(f, "not found: {m}"),
                     ErrorCode::Backend => write!(f, "the atoll daemon could not do it: {m}"),
                     ErrorCode::ShuttingDown => f.write_str("the atoll daemon is shutting down"),
+                    ErrorCode::Busy => write!(f, "the atoll daemon is busy: {m}"),
                 }
             }
             Repr::Protocol(m) => write!(f, "bad reply from the atoll daemon at {path}: {m}"),

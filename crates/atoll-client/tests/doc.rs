@@ -147,6 +147,7 @@ fn every_error_code() -> Vec<ErrorCode> {
         ErrorCode::NotFound,
         ErrorCode::Backend,
         ErrorCode::ShuttingDown,
+        ErrorCode::Busy,
     ];
     for c in &all {
         match c {
@@ -155,7 +156,8 @@ fn every_error_code() -> Vec<ErrorCode> {
             | ErrorCode::PermissionDenied
             | ErrorCode::NotFound
             | ErrorCode::Backend
-            | ErrorCode::ShuttingDown => {}
+            | ErrorCode::ShuttingDown
+            | ErrorCode::Busy => {}
         }
     }
     all

@@ -12,14 +12,25 @@
 //! the socket is world-connectable (mode 0666): anyone may ask, the loop
 //! decides.
 //!
-//! Limits: at most [`ServeOptions::max_connections`] connections at once
-//! (more are answered with one error line and closed), lines of at most
-//! [`MAX_LINE`] bytes (a longer one is answered and the connection closed),
-//! idle connections are closed, and a loop that does not answer in time
-//! yields an error reply instead of a hung client.
+//! Reads (`status`, `why`, `overlays`, `apps`, `app_poll`) are answered
+//! here from what the loop publishes ([`crate::publish`]): a flood of them
+//! never reaches the loop. The others go to the loop, paced per uid.
+//!
+//! Limits (see [`ServeOptions`]): at most `max_connections` connections at
+//! once and `max_per_uid` per user, the last `root_reserve` only for root
+//! (more are answered with one error line and closed); lines of at most
+//! [`MAX_LINE`] bytes (a longer one is answered and the connection closed);
+//! a connection that sends no request (blank lines do not count) for
+//! `idle_timeout`, or takes longer than `request_deadline` to finish a
+//! line, is closed; requests that change something are paced per uid
+//! (`rate` a second, `burst` at once; root is not paced); and a loop that
+//! does not answer in time yields an error reply instead of a hung client.
 
+mod limits;
 mod net;
+mod reads;
 
+pub(crate) use limits::{Admission, Admitted};
 pub(crate) use net::{accept_loop as serve_connections, LineReader, Next};
 
 use std::fs;
@@ -36,6 +47,7 @@ use std::time::{Duration, Instant};
 use atoll_proto::{ErrorCode, ResponseEnvelope, MAX_LINE, PROTOCOL_VERSION};
 
 use crate::command::{Caller, Command};
+use crate::publish::Board;
 
 /// Why the socket could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -171,53 +183,96 @@ pub fn bind(path: &Path) -> Result<UnixListener, ApiError> {
 
 /// Limits and timeouts of the server. The defaults suit production; tests
 /// shorten them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ServeOptions {
     /// Most connections served at once.
     pub max_connections: usize,
+    /// Most connections of one uid (root: no ceiling but the total).
+    pub max_per_uid: usize,
+    /// Connections only root may take when the rest are in use.
+    pub root_reserve: usize,
     /// How often blocked threads look at the stop flag.
     pub tick: Duration,
-    /// A connection with no complete request for this long is closed.
+    /// A connection with no complete request for this long is closed
+    /// (blank lines are no request).
     pub idle_timeout: Duration,
+    /// A request line must be complete this long after its first byte.
+    pub request_deadline: Duration,
     /// How long a request waits for the control loop's reply.
     pub reply_timeout: Duration,
     /// How long writing a reply may block.
     pub write_timeout: Duration,
+    /// Requests that change something, per second per uid (root: any).
+    pub rate: f64,
+    /// ... and at once.
+    pub burst: f64,
 }
 
 impl Default for ServeOptions {
     fn default() -> Self {
         Self {
             max_connections: 64,
+            max_per_uid: 8,
+            root_reserve: 4,
             tick: Duration::from_millis(200),
-            idle_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(30),
+            request_deadline: Duration::from_secs(5),
             reply_timeout: Duration::from_secs(10),
             write_timeout: Duration::from_secs(5),
+            rate: 100.0,
+            burst: 200.0,
         }
     }
 }
 
 /// Serves the API on `listener` with [`ServeOptions::default`] until `stop`
-/// is set; see [`serve_with`].
-pub fn serve(listener: UnixListener, tx: Sender<Command>, stop: Arc<AtomicBool>) -> JoinHandle<()> {
-    serve_with(listener, tx, stop, ServeOptions::default())
+/// is set, reads answered from `board`; see [`serve_with`].
+pub fn serve(
+    listener: UnixListener,
+    tx: Sender<Command>,
+    stop: Arc<AtomicBool>,
+    board: Board,
+) -> JoinHandle<()> {
+    serve_with(listener, tx, stop, ServeOptions::default(), Some(board))
 }
 
 /// Serves the API on `listener` until `stop` is set: one thread per
-/// connection, requests sent to the control loop through `tx`. The returned
-/// thread ends after every connection thread has (within about one
-/// [`ServeOptions::tick`] of `stop`, plus any reply being waited for) and
-/// then removes the socket file if it is still the one it served.
+/// connection, reads answered from `board` (without one, everything goes
+/// to the loop), the rest sent to the control loop through `tx`. The
+/// returned thread ends after every connection thread has (within about
+/// one [`ServeOptions::tick`] of `stop`, plus any reply being waited for)
+/// and then removes the socket file if it is still the one it served.
 pub fn serve_with(
     listener: UnixListener,
     tx: Sender<Command>,
     stop: Arc<AtomicBool>,
     opts: ServeOptions,
+    board: Option<Board>,
 ) -> JoinHandle<()> {
     thread::Builder::new()
         .name("atoll-api".into())
-        .spawn(move || accept_loop(listener, tx, stop, opts))
+        .spawn(move || accept_loop(listener, tx, stop, opts, board))
         .expect("spawn the API thread")
+}
+
+/// A peer's uid, as admission counts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Uid(u32);
+
+impl std::fmt::Display for Uid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "uid {}", self.0)
+    }
+}
+
+/// What every connection of the server shares.
+#[derive(Clone)]
+struct Shared {
+    tx: Sender<Command>,
+    stop: Arc<AtomicBool>,
+    opts: ServeOptions,
+    board: Option<Board>,
+    rate: limits::RateLimiter,
 }
 
 fn accept_loop(
@@ -225,21 +280,36 @@ fn accept_loop(
     tx: Sender<Command>,
     stop: Arc<AtomicBool>,
     opts: ServeOptions,
+    board: Option<Board>,
 ) {
     let socket = listener
         .local_addr()
         .ok()
         .and_then(|a| a.as_pathname().map(Path::to_path_buf))
         .and_then(|p| fs::metadata(&p).ok().map(|md| (p, md.dev(), md.ino())));
-    let stop2 = Arc::clone(&stop);
+    let admission: Admission<Uid> =
+        Admission::new(opts.max_connections, opts.max_per_uid, opts.root_reserve);
+    let shared = Shared {
+        tx,
+        stop: Arc::clone(&stop),
+        opts,
+        board,
+        rate: limits::RateLimiter::new(opts.rate, opts.burst),
+    };
     serve_connections(
         &listener,
         "api",
         opts.tick,
-        opts.max_connections,
         &stop,
-        |stream| refuse(stream, &opts),
-        move |stream| connection(stream, &tx, &stop2, &opts),
+        |stream: &UnixStream| {
+            let caller = net::peer_credentials(stream).map_err(|e| e.to_string())?;
+            let admitted = admission
+                .admit(Uid(caller.uid), caller.is_root())
+                .map_err(|e| e.to_string())?;
+            Ok((admitted, caller))
+        },
+        |stream, why| refuse(stream, &opts, &why),
+        move |stream, (_, caller): &(Admitted<Uid>, Caller)| connection(stream, *caller, &shared),
     );
     if let Some((path, dev, ino)) = socket {
         let same = fs::metadata(&path).is_ok_and(|md| md.dev() == dev && md.ino() == ino);
@@ -249,30 +319,23 @@ fn accept_loop(
     }
 }
 
-/// Answers a connection over the cap with one error line and closes it.
-fn refuse(mut stream: UnixStream, opts: &ServeOptions) {
+/// Answers a connection that is not admitted with one error line and
+/// closes it.
+fn refuse(mut stream: UnixStream, opts: &ServeOptions, why: &str) {
     let _ = stream.set_nonblocking(false);
     let _ = stream.set_write_timeout(Some(opts.write_timeout));
-    let reply = ResponseEnvelope::err(
-        0,
-        ErrorCode::Backend,
-        format!(
-            "the daemon is serving {} connections already; try again",
-            opts.max_connections
-        ),
-    );
+    let reply = ResponseEnvelope::err(0, ErrorCode::Busy, format!("{why}; try again later"));
     let _ = stream.write_all(atoll_proto::encode(&reply).as_bytes());
 }
 
-/// Serves one connection until EOF, an error, idleness or `stop`.
-fn connection(stream: UnixStream, tx: &Sender<Command>, stop: &AtomicBool, opts: &ServeOptions) {
-    let caller = match peer_setup(&stream, opts) {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::warn!(error = %e, "API connection: cannot read peer credentials");
-            return;
-        }
-    };
+/// Serves one connection until EOF, an error, idleness, a line that takes
+/// too long, or `stop`.
+fn connection(stream: UnixStream, caller: Caller, shared: &Shared) {
+    let opts = &shared.opts;
+    if let Err(e) = setup(&stream, opts) {
+        tracing::warn!(error = %e, "API connection: cannot set it up");
+        return;
+    }
     let Ok(read_half) = stream.try_clone() else {
         return;
     };
@@ -282,18 +345,19 @@ fn connection(stream: UnixStream, tx: &Sender<Command>, stop: &AtomicBool, opts:
     loop {
         let reply = match lines.next() {
             Next::Line(line) => {
-                last = Instant::now();
                 if line.iter().all(u8::is_ascii_whitespace) {
+                    // Not a request: it keeps nothing alive.
                     continue;
                 }
-                if stop.load(Ordering::Acquire) {
+                last = Instant::now();
+                if shared.stop.load(Ordering::Acquire) {
                     ResponseEnvelope::err(
                         request_id(&line),
                         ErrorCode::ShuttingDown,
                         "the daemon is shutting down",
                     )
                 } else {
-                    answer(&line, caller, tx, opts.reply_timeout)
+                    answer_as(&line, caller, shared)
                 }
             }
             Next::TooLong(len) => {
@@ -308,7 +372,11 @@ fn connection(stream: UnixStream, tx: &Sender<Command>, stop: &AtomicBool, opts:
                 return;
             }
             Next::Tick => {
-                if stop.load(Ordering::Acquire) || last.elapsed() >= opts.idle_timeout {
+                let started = lines.partial_since();
+                if shared.stop.load(Ordering::Acquire)
+                    || last.elapsed() >= opts.idle_timeout
+                    || started.is_some_and(|t| t.elapsed() >= opts.request_deadline)
+                {
                     return;
                 }
                 continue;
@@ -326,11 +394,10 @@ fn connection(stream: UnixStream, tx: &Sender<Command>, stop: &AtomicBool, opts:
     }
 }
 
-fn peer_setup(stream: &UnixStream, opts: &ServeOptions) -> io::Result<Caller> {
+fn setup(stream: &UnixStream, opts: &ServeOptions) -> io::Result<()> {
     stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(opts.tick))?;
-    stream.set_write_timeout(Some(opts.write_timeout))?;
-    net::peer_credentials(stream)
+    stream.set_write_timeout(Some(opts.write_timeout))
 }
 
 /// The `id` of a line that is a JSON object with a numeric `id`, else 0.
@@ -357,16 +424,50 @@ fn clip(mut s: String) -> String {
     s
 }
 
-/// Answers one request line: decoding errors and version mismatches here,
-/// everything else by the control loop through `tx`.
-pub(crate) fn answer(
-    line: &[u8],
-    caller: Caller,
-    tx: &Sender<Command>,
-    reply_timeout: Duration,
-) -> ResponseEnvelope {
+/// Answers one request line for `caller`: reads from the board, changes
+/// through the loop (paced).
+fn answer_as(line: &[u8], caller: Caller, shared: &Shared) -> ResponseEnvelope {
+    let envelope = match decode(line) {
+        Ok(e) => e,
+        Err(reply) => return *reply,
+    };
+    let id = envelope.id;
+    if let Some(board) = &shared.board {
+        let wake = || {
+            let _ = shared.tx.send(Command::Refresh);
+        };
+        if let Some(reply) = reads::answer(board, &wake, caller, &envelope.request) {
+            return match reply {
+                Ok(r) => ResponseEnvelope::ok(id, r),
+                Err((code, message)) => ResponseEnvelope::err(id, code, message),
+            };
+        }
+    }
+    if !caller.is_root() {
+        if let Err(wait) = shared.rate.take(caller.uid, Instant::now()) {
+            return ResponseEnvelope::err(
+                id,
+                ErrorCode::Busy,
+                format!(
+                    "uid {} sends more than {} requests a second; try again in {} ms",
+                    caller.uid,
+                    shared.opts.rate,
+                    wait.as_millis().max(1)
+                ),
+            );
+        }
+    }
+    ask_loop(envelope, caller, &shared.tx, shared.opts.reply_timeout)
+}
+
+/// Decodes a request line, or the error reply for it.
+fn decode(line: &[u8]) -> Result<atoll_proto::RequestEnvelope, Box<ResponseEnvelope>> {
     let Ok(text) = std::str::from_utf8(line) else {
-        return ResponseEnvelope::err(0, ErrorCode::BadRequest, "request is not UTF-8");
+        return Err(Box::new(ResponseEnvelope::err(
+            0,
+            ErrorCode::BadRequest,
+            "request is not UTF-8",
+        )));
     };
     // Look at `v` before the shape: a newer client's request may not decode
     // as a v1 request at all, and deserves "unsupported version", not "bad
@@ -379,19 +480,45 @@ pub(crate) fn answer(
         .unwrap_or(0);
     if let Some(v) = loose.as_ref().and_then(|v| v.get("v")) {
         if v.as_u64() != Some(u64::from(PROTOCOL_VERSION)) {
-            return ResponseEnvelope::err(
+            return Err(Box::new(ResponseEnvelope::err(
                 id,
                 ErrorCode::UnsupportedVersion,
                 format!(
                     "this daemon speaks protocol version {PROTOCOL_VERSION}; the request has v={v}"
                 ),
-            );
+            )));
         }
     }
-    let envelope = match atoll_proto::decode_request(text) {
-        Ok(e) => e,
-        Err(e) => return ResponseEnvelope::err(id, ErrorCode::BadRequest, clip(e.to_string())),
-    };
+    atoll_proto::decode_request(text).map_err(|e| {
+        Box::new(ResponseEnvelope::err(
+            id,
+            ErrorCode::BadRequest,
+            clip(e.to_string()),
+        ))
+    })
+}
+
+/// Answers one request line through the control loop (every request).
+#[cfg(test)]
+pub(crate) fn answer(
+    line: &[u8],
+    caller: Caller,
+    tx: &Sender<Command>,
+    reply_timeout: Duration,
+) -> ResponseEnvelope {
+    match decode(line) {
+        Ok(envelope) => ask_loop(envelope, caller, tx, reply_timeout),
+        Err(reply) => *reply,
+    }
+}
+
+/// Sends a decoded request to the loop and waits for its reply.
+fn ask_loop(
+    envelope: atoll_proto::RequestEnvelope,
+    caller: Caller,
+    tx: &Sender<Command>,
+    reply_timeout: Duration,
+) -> ResponseEnvelope {
     let (reply_tx, reply_rx) = mpsc::channel();
     let command = Command::Api {
         caller,

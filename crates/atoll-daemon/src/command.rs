@@ -41,6 +41,8 @@ pub enum Command {
         /// Where the snapshot goes.
         reply: Sender<Box<StatusReport>>,
     },
+    /// A reader wants a new status published (see [`crate::publish`]).
+    Refresh,
     /// Tear down and exit (from a signal).
     Shutdown,
 }

@@ -1,19 +1,67 @@
 //! The decision log: a bounded ring of recent decisions, each also logged.
+//!
+//! The control loop records; the API threads answer `atoll why` from the
+//! same ring through a [`DecisionReader`], without waiting for the loop.
 
 use std::collections::VecDeque;
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use atoll_core::decision::{Action, Decision, Reason};
 
 /// How many decisions are kept for `atoll why`.
 pub const KEPT: usize = 4096;
 
-/// Recent decisions, oldest first.
+type Ring = Arc<RwLock<VecDeque<Decision>>>;
+
+/// Recent decisions, oldest first. Only the control loop records.
 #[derive(Debug, Default)]
 pub struct DecisionLog {
-    ring: VecDeque<Decision>,
+    ring: Ring,
+}
+
+/// Reads the decision log from another thread.
+#[derive(Clone, Debug)]
+pub struct DecisionReader {
+    ring: Ring,
+}
+
+impl DecisionReader {
+    /// The newest `limit` decisions matching `subject` (all if `None`),
+    /// oldest first.
+    pub fn query(&self, subject: Option<&str>, limit: usize) -> Vec<Decision> {
+        query(&read(&self.ring), subject, limit)
+    }
+}
+
+fn read(ring: &Ring) -> RwLockReadGuard<'_, VecDeque<Decision>> {
+    // A panic while recording leaves a ring that is still a ring.
+    ring.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn write(ring: &Ring) -> RwLockWriteGuard<'_, VecDeque<Decision>> {
+    ring.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn query(ring: &VecDeque<Decision>, subject: Option<&str>, limit: usize) -> Vec<Decision> {
+    let mut out: Vec<Decision> = ring
+        .iter()
+        .rev()
+        .filter(|d| subject.is_none_or(|s| matches_subject(d, s)))
+        .take(limit)
+        .cloned()
+        .collect();
+    out.reverse();
+    out
 }
 
 impl DecisionLog {
+    /// A reader of this log for other threads.
+    pub fn reader(&self) -> DecisionReader {
+        DecisionReader {
+            ring: Arc::clone(&self.ring),
+        }
+    }
+
     /// Records and logs a decision.
     pub fn record(&mut self, d: Decision) {
         match &d.action {
@@ -25,35 +73,27 @@ impl DecisionLog {
             }
             _ => tracing::info!(target: "atoll::decision", "{d}"),
         }
-        if self.ring.len() == KEPT {
-            self.ring.pop_front();
+        let mut ring = write(&self.ring);
+        if ring.len() == KEPT {
+            ring.pop_front();
         }
-        self.ring.push_back(d);
+        ring.push_back(d);
     }
 
     /// The newest `limit` decisions matching `subject` (all if `None`),
     /// oldest first.
     pub fn query(&self, subject: Option<&str>, limit: usize) -> Vec<Decision> {
-        let mut out: Vec<Decision> = self
-            .ring
-            .iter()
-            .rev()
-            .filter(|d| subject.is_none_or(|s| matches_subject(d, s)))
-            .take(limit)
-            .cloned()
-            .collect();
-        out.reverse();
-        out
+        query(&read(&self.ring), subject, limit)
     }
 
     /// Number of decisions kept.
     pub fn len(&self) -> usize {
-        self.ring.len()
+        read(&self.ring).len()
     }
 
     /// Whether none are kept.
     pub fn is_empty(&self) -> bool {
-        self.ring.is_empty()
+        read(&self.ring).is_empty()
     }
 }
 

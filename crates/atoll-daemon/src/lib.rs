@@ -25,6 +25,7 @@ pub mod load;
 pub mod metrics;
 pub mod persist;
 pub mod placement;
+pub mod publish;
 pub mod recover;
 pub mod registry;
 pub mod rt_guard;

@@ -8,13 +8,17 @@
 //! read is omitted, never reported as zero; a family with no sample is not
 //! rendered at all. Times are in seconds, sizes in bytes.
 //!
-//! [`serve_metrics`] answers `GET /metrics` (and `HEAD`) by asking the
-//! control loop for a [`Command::Snapshot`]; it never reads the kernel
-//! itself. Every response closes its connection.
+//! [`serve_metrics`] answers `GET /metrics` (and `HEAD`) from the status the
+//! control loop publishes ([`crate::publish`]); it never reads the kernel
+//! itself, and a flood of scrapes costs the loop one status per
+//! [`crate::publish::FRESH`] at most. Every response closes its connection.
+//! At most [`MAX_CONNECTIONS`] connections are served at once, at most
+//! [`MAX_PER_PEER`] from one address; a connection that has not sent its
+//! whole request head within [`REQUEST_DEADLINE`] is closed.
 
 use std::fmt::Write as _;
 use std::io::{self, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{IpAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
@@ -24,8 +28,9 @@ use std::time::{Duration, Instant};
 use atoll_core::backend::GroupStats;
 use atoll_proto::StatusReport;
 
-use crate::api::serve_connections;
+use crate::api::{serve_connections, Admission, Admitted};
 use crate::command::Command;
+use crate::publish::Board;
 
 const COUNTER: &str = "counter";
 const GAUGE: &str = "gauge";
@@ -506,42 +511,66 @@ pub fn render(status: &StatusReport) -> String {
     out.text
 }
 
-/// Limits of the metrics server.
-const MAX_CONNECTIONS: usize = 8;
+/// Most connections served at once.
+pub const MAX_CONNECTIONS: usize = 16;
+/// Most connections from one address.
+pub const MAX_PER_PEER: usize = 4;
 const MAX_REQUEST_HEAD: usize = 8192;
 const TICK: Duration = Duration::from_millis(200);
-const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
+/// A request head must arrive whole within this long.
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(2);
 const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(5);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Serves `GET /metrics` on `listener` until `stop` is set: a thread per
-/// connection (at most 8), one response per connection.
+/// connection, one response per connection, the status from `board`
+/// (without one, asked of the loop through `tx`).
 pub fn serve_metrics(
     listener: TcpListener,
     tx: Sender<Command>,
     stop: Arc<AtomicBool>,
+    board: Board,
+) -> JoinHandle<()> {
+    serve_metrics_with(listener, tx, stop, Some(board))
+}
+
+/// [`serve_metrics`] with or without a board.
+pub fn serve_metrics_with(
+    listener: TcpListener,
+    tx: Sender<Command>,
+    stop: Arc<AtomicBool>,
+    board: Option<Board>,
 ) -> JoinHandle<()> {
     thread::Builder::new()
         .name("atoll-metrics".into())
-        .spawn(move || accept_loop(listener, tx, stop))
+        .spawn(move || accept_loop(listener, tx, stop, board))
         .expect("spawn the metrics thread")
 }
 
-fn accept_loop(listener: TcpListener, tx: Sender<Command>, stop: Arc<AtomicBool>) {
+fn accept_loop(
+    listener: TcpListener,
+    tx: Sender<Command>,
+    stop: Arc<AtomicBool>,
+    board: Option<Board>,
+) {
     let stop2 = Arc::clone(&stop);
+    let admission: Admission<IpAddr> = Admission::new(MAX_CONNECTIONS, MAX_PER_PEER, 0);
     serve_connections(
         &listener,
         "metrics",
         TICK,
-        MAX_CONNECTIONS,
         &stop,
-        |mut s: TcpStream| {
+        |s: &TcpStream| {
+            let peer = s.peer_addr().map_err(|e| e.to_string())?.ip();
+            admission.admit(peer, false).map_err(|e| e.to_string())
+        },
+        |mut s: TcpStream, why| {
             let _ = s.set_nonblocking(false);
             let _ = s.set_write_timeout(Some(WRITE_TIMEOUT));
-            let _ = respond(&mut s, 503, "too many connections\n", true);
+            let _ = respond(&mut s, 503, &format!("{why}\n"), true);
         },
-        move |stream| {
-            if let Err(e) = connection(stream, &tx, &stop2) {
+        move |stream, _: &Admitted<IpAddr>| {
+            if let Err(e) = connection(stream, &tx, &stop2, board.as_ref()) {
                 tracing::debug!(error = %e, "metrics connection failed");
             }
         },
@@ -611,7 +640,12 @@ fn read_head(stream: &mut TcpStream, stop: &AtomicBool) -> io::Result<Option<Vec
     }
 }
 
-fn connection(mut stream: TcpStream, tx: &Sender<Command>, stop: &AtomicBool) -> io::Result<()> {
+fn connection(
+    mut stream: TcpStream,
+    tx: &Sender<Command>,
+    stop: &AtomicBool,
+    board: Option<&Board>,
+) -> io::Result<()> {
     stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(TICK))?;
     stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
@@ -634,6 +668,20 @@ fn connection(mut stream: TcpStream, tx: &Sender<Command>, stop: &AtomicBool) ->
         "HEAD" => false,
         _ => return respond(&mut stream, 405, "method not allowed\n", true),
     };
+    if let Some(board) = board {
+        let wake = || {
+            let _ = tx.send(Command::Refresh);
+        };
+        return match board.status(&wake) {
+            Some(status) => respond(&mut stream, 200, &render(&status), with_body),
+            None => respond(
+                &mut stream,
+                503,
+                "the control loop did not publish a status in time\n",
+                with_body,
+            ),
+        };
+    }
     let (reply_tx, reply_rx) = mpsc::channel();
     if tx.send(Command::Snapshot { reply: reply_tx }).is_err() {
         return respond(&mut stream, 503, "the daemon is shutting down\n", with_body);

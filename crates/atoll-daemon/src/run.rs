@@ -1,11 +1,17 @@
 //! The driver of `atoll daemon`: signals, the API and metrics threads, and
 //! the epoch loop.
 //!
-//! The main thread runs the control loop: it waits for commands until the
-//! next epoch is due, then runs the epoch. SIGTERM, SIGINT and SIGHUP are
-//! blocked in every thread and taken by one thread with `sigwait`, which
-//! turns them into [`Command::Shutdown`], so teardown always happens on the
-//! control-loop thread.
+//! The main thread runs the control loop: it serves commands until the
+//! next epoch is due, then runs the epoch, which always starts on time: a
+//! command is served only while no epoch is due, so however many arrive,
+//! they get the time between epochs and no more. After every epoch and
+//! every command it publishes what readers may see ([`crate::publish`]):
+//! `status`, `why`, `overlays`, `apps` and `app_poll` are answered by the
+//! API threads from that, without the loop.
+//!
+//! SIGTERM, SIGINT and SIGHUP are blocked in every thread and taken by one
+//! thread with `sigwait`, which turns them into [`Command::Shutdown`], so
+//! teardown always happens on the control-loop thread.
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
@@ -16,6 +22,7 @@ use std::thread::JoinHandle;
 
 use crate::command::Command;
 use crate::controller::{Controller, ControllerError, Flow};
+use crate::publish::Board;
 
 /// Why the daemon could not run.
 #[derive(Debug, thiserror::Error)]
@@ -101,18 +108,20 @@ pub fn run(mut ctrl: Controller, endpoints: &Endpoints) -> Result<(), RunError> 
         None => None,
     };
     ctrl.start()?;
+    let board = Board::new(ctrl.decisions().reader());
+    publish(&ctrl, Some(&board));
     let stop = Arc::new(AtomicBool::new(false));
-    let api = crate::api::serve(listener, tx.clone(), stop.clone());
+    let api = crate::api::serve(listener, tx.clone(), stop.clone(), board.clone());
     let metrics = metrics.map(|l| {
         tracing::info!(
             "metrics on http://{}/metrics",
             endpoints.metrics.unwrap_or(([0, 0, 0, 0], 0).into())
         );
-        crate::metrics::serve_metrics(l, tx.clone(), stop.clone())
+        crate::metrics::serve_metrics(l, tx.clone(), stop.clone(), board.clone())
     });
     tracing::info!("atoll running; API on {}", endpoints.socket.display());
     drop(tx);
-    drive(&mut ctrl, &rx);
+    drive(&mut ctrl, &rx, Some(&board));
     // Answer whatever is still queued so clients do not hang.
     while let Ok(cmd) = rx.try_recv() {
         ctrl.handle(cmd);
@@ -129,37 +138,68 @@ pub fn run(mut ctrl: Controller, endpoints: &Endpoints) -> Result<(), RunError> 
     result.map_err(Into::into)
 }
 
-/// The epoch loop: commands between epochs, an epoch when due.
-pub fn drive(ctrl: &mut Controller, rx: &Receiver<Command>) {
+/// The epoch loop: an epoch when due, commands in the time between; what
+/// readers may see is published on `board` after each.
+pub fn drive(ctrl: &mut Controller, rx: &Receiver<Command>, board: Option<&Board>) {
     let epoch = ctrl.epoch_len();
     let mut next = ctrl.now() + epoch;
     loop {
         let now = ctrl.now();
         if now >= next {
             ctrl.epoch();
+            publish(ctrl, board);
             next += epoch;
             if next <= now {
                 // We fell behind (a slow backend): skip, don't burst.
                 next = now + epoch;
             }
-            // Serve what queued up during the epoch before the next one,
-            // even if that one is already due: a slow epoch must not starve
-            // the API.
-            while let Ok(cmd) = rx.try_recv() {
-                if ctrl.handle(cmd) == Flow::Stop {
-                    return;
+            // Epochs that overrun must not starve the API: a few queued
+            // commands are served after each, even when the next is due.
+            for _ in 0..AFTER_EPOCH {
+                match rx.try_recv() {
+                    Ok(cmd) => {
+                        if serve(ctrl, cmd, board) == Flow::Stop {
+                            return;
+                        }
+                    }
+                    Err(_) => break,
                 }
             }
             continue;
         }
         match rx.recv_timeout(next - now) {
             Ok(cmd) => {
-                if ctrl.handle(cmd) == Flow::Stop {
+                if serve(ctrl, cmd, board) == Flow::Stop {
                     return;
                 }
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
         }
+    }
+}
+
+/// Commands served after an epoch even when the next one is already due.
+pub const AFTER_EPOCH: usize = 4;
+
+/// Handles one command and publishes what changed.
+fn serve(ctrl: &mut Controller, cmd: Command, board: Option<&Board>) -> Flow {
+    if matches!(cmd, Command::Api { .. }) {
+        // Counted before the reply goes out: a status built before it is
+        // old for whoever reads after it.
+        if let Some(b) = board {
+            b.handled_request();
+        }
+    }
+    let flow = ctrl.handle(cmd);
+    publish(ctrl, board);
+    flow
+}
+
+/// Publishes what readers may see, with a new status if one was asked for.
+fn publish(ctrl: &Controller, board: Option<&Board>) {
+    if let Some(b) = board {
+        let status = b.take_wanted().then(|| ctrl.status());
+        b.publish(ctrl.view(), status);
     }
 }

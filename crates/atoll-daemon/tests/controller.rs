@@ -803,7 +803,7 @@ fn overrunning_epochs_do_not_starve_the_api() {
         })
         .unwrap();
     }
-    let done = std::thread::spawn(move || atoll_daemon::run::drive(&mut c, &rx));
+    let done = std::thread::spawn(move || atoll_daemon::run::drive(&mut c, &rx, None));
     for _ in 0..2 {
         rrx.recv_timeout(Duration::from_secs(10))
             .expect("a request starved behind overdue epochs");

@@ -334,6 +334,9 @@ pub enum ErrorCode {
     Backend,
     /// The daemon is shutting down.
     ShuttingDown,
+    /// Too many connections or requests from this caller right now; try
+    /// again later.
+    Busy,
 }
 
 /// The daemon's view of the platform.

@@ -7,8 +7,7 @@ use std::io::{self, Read};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
@@ -45,28 +44,30 @@ impl Listener for TcpListener {
 }
 
 /// Accepts connections until `stop` is set, polling every `tick` so the
-/// flag is honored: each connection is served by `serve` on its own thread,
-/// at most `max` at once; one over the cap is handed to `refuse` instead.
-/// Returns after every connection thread has ended. `what` names the
-/// threads and log lines (`api`, `metrics`).
-pub(crate) fn accept_loop<L, R, S>(
+/// flag is honored: `admit` decides on each connection (a guard that lives
+/// as long as the connection, or why not); an admitted one is served by
+/// `serve` on its own thread, one refused is handed to `refuse` with the
+/// reason. Returns after every connection thread has ended. `what` names
+/// the threads and log lines (`api`, `metrics`).
+pub(crate) fn accept_loop<L, G, A, R, S>(
     listener: &L,
     what: &str,
     tick: Duration,
-    max: usize,
     stop: &AtomicBool,
+    admit: A,
     refuse: R,
     serve: S,
 ) where
     L: Listener,
-    R: Fn(L::Stream),
-    S: Fn(L::Stream) + Clone + Send + 'static,
+    G: Send + 'static,
+    A: Fn(&L::Stream) -> Result<G, String>,
+    R: Fn(L::Stream, String),
+    S: Fn(L::Stream, &G) + Clone + Send + 'static,
 {
     if let Err(e) = listener.nonblocking() {
         tracing::error!(error = %e, "{what} socket: cannot set non-blocking mode; not serving");
         return;
     }
-    let slots = Slots::new(max);
     let mut workers: Vec<JoinHandle<()>> = Vec::new();
     while !stop.load(Ordering::Acquire) {
         match wait_readable(listener.as_raw_fd(), tick) {
@@ -88,16 +89,20 @@ pub(crate) fn accept_loop<L, R, S>(
                     break;
                 }
             };
-            let Some(slot) = slots.take() else {
-                refuse(stream);
-                continue;
+            let guard = match admit(&stream) {
+                Ok(g) => g,
+                Err(why) => {
+                    refuse(stream, why);
+                    continue;
+                }
             };
             let serve = serve.clone();
             let spawned = thread::Builder::new()
                 .name(format!("atoll-{what}-conn"))
                 .spawn(move || {
-                    let _slot = slot;
-                    serve(stream);
+                    // Serving connections yields to the control loop.
+                    lower_priority();
+                    serve(stream, &guard);
                 });
             match spawned {
                 Ok(h) => workers.push(h),
@@ -109,6 +114,22 @@ pub(crate) fn accept_loop<L, R, S>(
     for h in workers {
         let _ = h.join();
     }
+}
+
+/// Nice value of the threads serving connections: the control loop (nice
+/// 0) runs first when both want a CPU.
+pub(crate) const SERVER_NICE: libc::c_int = 10;
+
+/// Lowers the calling thread's priority to [`SERVER_NICE`].
+fn lower_priority() {
+    // SAFETY: gettid(2) has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    let Ok(tid) = libc::id_t::try_from(tid) else {
+        return;
+    };
+    // SAFETY: setpriority(2) on our own thread id with a valid `which`;
+    // a failure only leaves the priority as it was.
+    let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, SERVER_NICE) };
 }
 
 /// Waits until `fd` is readable (a listener: a connection is pending) or
@@ -168,42 +189,6 @@ pub(crate) fn peer_credentials(s: &UnixStream) -> io::Result<Caller> {
     })
 }
 
-/// A counter of open connections with a ceiling.
-#[derive(Clone, Debug)]
-pub(crate) struct Slots {
-    active: Arc<AtomicUsize>,
-    max: usize,
-}
-
-/// A taken slot; dropping it frees the slot.
-#[derive(Debug)]
-pub(crate) struct Slot(Arc<AtomicUsize>);
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-impl Slots {
-    pub(crate) fn new(max: usize) -> Self {
-        Self {
-            active: Arc::new(AtomicUsize::new(0)),
-            max,
-        }
-    }
-
-    /// A slot, or `None` when `max` are taken.
-    pub(crate) fn take(&self) -> Option<Slot> {
-        self.active
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < self.max).then_some(n + 1)
-            })
-            .ok()
-            .map(|_| Slot(Arc::clone(&self.active)))
-    }
-}
-
 /// What [`LineReader::next`] found.
 #[derive(Debug)]
 pub(crate) enum Next {
@@ -227,6 +212,8 @@ pub(crate) struct LineReader<R> {
     scanned: usize,
     limit: usize,
     eof: bool,
+    /// When the first byte of the unfinished line arrived.
+    partial: Option<std::time::Instant>,
 }
 
 impl<R: Read> LineReader<R> {
@@ -237,7 +224,14 @@ impl<R: Read> LineReader<R> {
             scanned: 0,
             limit,
             eof: false,
+            partial: None,
         }
+    }
+
+    /// When the first byte of a line not yet finished arrived (`None`:
+    /// nothing is buffered).
+    pub(crate) fn partial_since(&self) -> Option<std::time::Instant> {
+        self.partial.filter(|_| !self.buf.is_empty())
     }
 
     /// The next line, or why there is none.
@@ -251,6 +245,10 @@ impl<R: Read> LineReader<R> {
                 let mut line: Vec<u8> = self.buf.drain(..=end).collect();
                 line.pop();
                 self.scanned = 0;
+                if !self.buf.is_empty() {
+                    // What follows was pipelined: it counts from now.
+                    self.partial = Some(std::time::Instant::now());
+                }
                 return Next::Line(line);
             }
             self.scanned = self.buf.len();
@@ -267,7 +265,12 @@ impl<R: Read> LineReader<R> {
             let mut chunk = [0u8; 8192];
             match self.inner.read(&mut chunk) {
                 Ok(0) => self.eof = true,
-                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Ok(n) => {
+                    if self.buf.is_empty() {
+                        self.partial = Some(std::time::Instant::now());
+                    }
+                    self.buf.extend_from_slice(&chunk[..n]);
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e)
                     if matches!(
@@ -333,15 +336,5 @@ mod tests {
         assert!(matches!(r.next(), Next::TooLong(12)));
         let mut r = LineReader::new(Script(vec![Some(b"0123456789\n")]), 10);
         assert_eq!(line(r.next()), b"0123456789");
-    }
-
-    #[test]
-    fn slots_are_capped_and_freed_on_drop() {
-        let s = Slots::new(2);
-        let a = s.take().unwrap();
-        let _b = s.take().unwrap();
-        assert!(s.take().is_none());
-        drop(a);
-        assert!(s.take().is_some());
     }
 }

@@ -3,6 +3,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::sync::mpsc::Receiver;
+use std::time::Instant;
 
 use atoll_proto::{decode_response, Reply, Request};
 
@@ -74,7 +75,7 @@ impl Server {
         let (ctx, callers) = mpsc::channel();
         fake_loop(rx, ctx);
         let stop = Arc::new(AtomicBool::new(false));
-        let handle = serve_with(listener, tx, Arc::clone(&stop), opts);
+        let handle = serve_with(listener, tx, Arc::clone(&stop), opts, None);
         Self {
             dir,
             path,
@@ -253,7 +254,7 @@ fn a_silent_loop_times_out_and_a_closed_loop_means_shutting_down() {
     let (tx, rx) = mpsc::channel::<Command>();
     drop(rx);
     let stop = Arc::new(AtomicBool::new(false));
-    let h = serve_with(listener, tx, Arc::clone(&stop), opts());
+    let h = serve_with(listener, tx, Arc::clone(&stop), opts(), None);
     let s = UnixStream::connect(&path).unwrap();
     let mut c = Conn {
         reader: BufReader::new(s.try_clone().unwrap()),
@@ -275,10 +276,151 @@ fn connections_over_the_cap_are_refused_with_a_reply() {
     a.send("{\"v\":1,\"id\":1,\"op\":\"stop\"}\n");
     assert_eq!(a.recv().unwrap().id, 1);
     let mut b = s.connect();
-    assert_eq!(b.err_code(), (0, ErrorCode::Backend));
+    assert_eq!(b.err_code(), (0, ErrorCode::Busy));
     assert!(b.recv().is_none());
     drop(a);
     s.shut();
+}
+
+#[test]
+fn blank_lines_keep_nothing_alive_and_a_slow_line_is_cut() {
+    let s = Server::start(ServeOptions {
+        idle_timeout: Duration::from_millis(300),
+        request_deadline: Duration::from_millis(300),
+        ..opts()
+    });
+    // Blank lines every 100 ms: closed after the idle timeout all the same.
+    let mut c = s.connect();
+    let started = Instant::now();
+    let mut closed = false;
+    for _ in 0..20 {
+        if c.writer.write_all(b"\n").is_err() {
+            closed = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(closed || c.recv().is_none(), "closed");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert!(
+        started.elapsed() < Duration::from_millis(1900),
+        "not kept alive"
+    );
+    // A request dribbled a byte at a time: cut at the deadline.
+    let mut d = s.connect();
+    for b in "{\"v\":1,\"id\":1,".bytes() {
+        if d.writer.write_all(&[b]).is_err() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(40));
+    }
+    assert!(d.recv().is_none(), "closed before the line was done");
+    s.shut();
+}
+
+fn shared(
+    board: Option<crate::publish::Board>,
+    rate: f64,
+    burst: f64,
+) -> (Shared, Receiver<Caller>) {
+    let (tx, rx) = mpsc::channel();
+    let (ctx, callers) = mpsc::channel();
+    fake_loop(rx, ctx);
+    let opts = ServeOptions {
+        rate,
+        burst,
+        ..opts()
+    };
+    (
+        Shared {
+            tx,
+            stop: Arc::new(AtomicBool::new(false)),
+            opts,
+            board,
+            rate: limits::RateLimiter::new(rate, burst),
+        },
+        callers,
+    )
+}
+
+#[test]
+fn changing_requests_are_paced_per_uid_and_root_is_not() {
+    let (shared, _callers) = shared(None, 1.0, 2.0);
+    let user = Caller {
+        uid: 1000,
+        gid: 1000,
+        pid: 7,
+    };
+    let adopt = "{\"v\":1,\"id\":3,\"op\":\"adopt\",\"unit\":\"x\",\"pid\":7}";
+    for _ in 0..2 {
+        assert!(answer_as(adopt.as_bytes(), user, &shared).ok.is_some());
+    }
+    let r = answer_as(adopt.as_bytes(), user, &shared);
+    let e = r.err.expect("paced");
+    assert_eq!((r.id, e.code), (3, ErrorCode::Busy));
+    assert!(e.message.contains("uid 1000"), "{}", e.message);
+    let other = Caller { uid: 1001, ..user };
+    assert!(answer_as(adopt.as_bytes(), other, &shared).ok.is_some());
+    let root = Caller { uid: 0, ..user };
+    for _ in 0..5 {
+        assert!(answer_as(adopt.as_bytes(), root, &shared).ok.is_some());
+    }
+}
+
+#[test]
+fn reads_come_from_the_board_and_never_reach_the_loop() {
+    let log = crate::decisions::DecisionLog::default();
+    let board = crate::publish::Board::new(log.reader());
+    let status = atoll_proto::StatusReport {
+        version: "t".into(),
+        backend: "sim".into(),
+        root: "r".into(),
+        epoch_ms: 30,
+        uptime_ms: 0,
+        epochs: 42,
+        host: atoll_proto::HostStatus {
+            cpus: Default::default(),
+            mems: Default::default(),
+            adopt_all: false,
+            processes: 0,
+            stats: Default::default(),
+        },
+        islands: vec![],
+        units: vec![],
+        fallbacks: vec![],
+        isolation_mode: None,
+        accounts: None,
+        comm: None,
+        discovery: None,
+    };
+    board.publish(crate::publish::View::default(), Some(status));
+    let (shared, callers) = shared(Some(board), 1.0, 1.0);
+    let user = Caller {
+        uid: 1000,
+        gid: 1000,
+        pid: 7,
+    };
+    // Many more reads than the rate allows: none is paced, none reaches
+    // the loop (which would answer `status` with a wrong id).
+    for id in 0..50 {
+        let line = format!("{{\"v\":1,\"id\":{id},\"op\":\"status\"}}");
+        let r = answer_as(line.as_bytes(), user, &shared);
+        assert_eq!(r.id, id);
+        match r.ok {
+            Some(Reply::Status(s)) => assert_eq!(s.epochs, 42),
+            other => panic!("{other:?}"),
+        }
+        let r = answer_as(b"{\"v\":1,\"id\":1,\"op\":\"why\"}", user, &shared);
+        assert!(matches!(r.ok, Some(Reply::Decisions { .. })), "{r:?}");
+    }
+    assert!(callers.try_recv().is_err(), "a read reached the loop");
+    // An application nobody registered: not found, from the board.
+    let r = answer_as(
+        b"{\"v\":1,\"id\":2,\"op\":\"app_poll\",\"app\":9}",
+        user,
+        &shared,
+    );
+    assert_eq!(r.err.unwrap().code, ErrorCode::NotFound);
 }
 
 #[test]

@@ -231,6 +231,15 @@ impl Apps {
         Ok(Reply::AppDone { app: id })
     }
 
+    /// Every application with its owner, for readers off the loop.
+    pub fn views(&self) -> Vec<crate::publish::AppView> {
+        self.list
+            .values()
+            .zip(self.statuses())
+            .map(|(a, status)| crate::publish::AppView { status, uid: a.uid })
+            .collect()
+    }
+
     /// Every application, by id, for `atoll apps`.
     pub fn statuses(&self) -> Vec<AppStatus> {
         self.list

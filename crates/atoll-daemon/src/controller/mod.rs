@@ -481,6 +481,8 @@ impl Controller {
     pub fn handle(&mut self, cmd: Command) -> Flow {
         match cmd {
             Command::Shutdown => Flow::Stop,
+            // The driver publishes after every command (see `crate::run`).
+            Command::Refresh => Flow::Continue,
             Command::Snapshot { reply } => {
                 let _ = reply.send(Box::new(self.status()));
                 Flow::Continue
@@ -504,6 +506,14 @@ impl Controller {
     /// The decision log.
     pub fn decisions(&self) -> &DecisionLog {
         &self.log
+    }
+
+    /// What readers off the loop may see now (see [`crate::publish`]).
+    pub fn view(&self) -> crate::publish::View {
+        crate::publish::View {
+            overlays: Some(self.coord.overlay_statuses().map_err(|e| e.to_string())),
+            apps: self.apps.views(),
+        }
     }
 
     /// The registry.

@@ -78,6 +78,13 @@ impl Coordination {
 
     /// `overlays`: every overlay in name order.
     pub fn overlay_list(&self) -> Result<Reply, CoordApiError> {
+        Ok(Reply::Overlays {
+            overlays: self.overlay_statuses()?,
+        })
+    }
+
+    /// Every overlay in name order, with its loans and counts.
+    pub fn overlay_statuses(&self) -> Result<Vec<OverlayStatus>, CoordApiError> {
         self.off()?;
         let Some(m) = self.manager() else {
             return Err(CoordApiError::Off(String::new()));
@@ -115,7 +122,7 @@ impl Coordination {
                 })
             })
             .collect();
-        Ok(Reply::Overlays { overlays })
+        Ok(overlays)
     }
 
     /// The island a message comes from when the caller names none: the

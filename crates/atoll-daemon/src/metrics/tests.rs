@@ -358,7 +358,7 @@ fn serves_metrics_over_http() {
     let (tx, rx) = mpsc::channel();
     let fake = fake_loop(rx);
     let stop = Arc::new(AtomicBool::new(false));
-    let h = serve_metrics(listener, tx, Arc::clone(&stop));
+    let h = serve_metrics_with(listener, tx, Arc::clone(&stop), None);
 
     let (code, head, body) = http(addr, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
     assert_eq!(code, 200);
@@ -400,7 +400,7 @@ fn a_closed_loop_gives_503() {
     let (tx, rx) = mpsc::channel::<Command>();
     drop(rx);
     let stop = Arc::new(AtomicBool::new(false));
-    let h = serve_metrics(listener, tx, Arc::clone(&stop));
+    let h = serve_metrics_with(listener, tx, Arc::clone(&stop), None);
     assert_eq!(http(addr, b"GET /metrics HTTP/1.1\r\n\r\n").0, 503);
     stop.store(true, Ordering::Release);
     h.join().unwrap();
