@@ -22,6 +22,9 @@
 //! - [`awm`]: `atoll bench awm`, reconfigurable applications (bursts and
 //!   mixes of data-parallel and pipeline workers) managed by the real
 //!   daemon against Linux alone.
+//! - [`overhead`]: `atoll bench overhead`, what the daemon itself costs
+//!   (CPU share, RSS, epochs) with 10 and 100 units, features off and on,
+//!   beside 2,000 idle processes; two daemon binaries side by side.
 //!
 //! Around them: [`stats`] (nearest-rank percentiles), [`progress`] (a
 //! hand-rolled progress bar), [`procs`] (child processes in their own
@@ -37,6 +40,7 @@ pub mod error;
 pub mod interrupt;
 pub mod isolation;
 pub mod machine;
+pub mod overhead;
 pub mod procs;
 pub mod progress;
 pub mod revocation;

@@ -12,6 +12,7 @@ use atoll_bench::awm::{self, AwmOptions};
 use atoll_bench::comm::{self, CommOptions};
 use atoll_bench::coordination::{self, CoordinationOptions};
 use atoll_bench::isolation::{self, config::parse_mode, IsolationOptions};
+use atoll_bench::overhead::{self, OverheadOptions};
 use atoll_bench::progress::Progress;
 use atoll_bench::revocation::{self, Mechanism, RevocationOptions, Settings};
 use clap::Subcommand;
@@ -147,6 +148,61 @@ enum Which {
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
         ws_kib: Option<u64>,
     },
+    /// What the daemon itself costs (CPU share, RSS, epochs/s) with 10 and
+    /// 100 units, features off and on, beside 2,000 idle processes; with
+    /// --baseline-bin, two daemon binaries side by side (root; or
+    /// --backend sim).
+    Overhead {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// 10 units only, a 2 s window after 2 s, 1 rep (a smoke test).
+        #[arg(long)]
+        quick: bool,
+        /// Repetitions of every scenario and binary (default 3, 1 with
+        /// --quick).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        reps: Option<u64>,
+        /// Measured seconds per run (default 20, 2 with --quick).
+        #[arg(long, value_parser = parse_seconds)]
+        seconds: Option<f64>,
+        /// Seconds from the units holding their processes to the window
+        /// (default 5, 2 with --quick).
+        #[arg(long, value_parser = parse_warmup)]
+        warmup: Option<f64>,
+        /// Unit counts (default 10,100; 10 with --quick).
+        #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..=9999))]
+        units: Option<Vec<u64>>,
+        /// Features: off (`smp`, no `[comm]`), on (`isolate` and `[comm]`).
+        #[arg(long, value_delimiter = ',', default_value = "off,on", value_parser = parse_features)]
+        features: Vec<overhead::Features>,
+        /// Idle processes started before the daemons (one per unit of the
+        /// largest scenario among them).
+        #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(0..=100_000))]
+        idle: u64,
+        /// The daemons' epoch, ms.
+        #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+        epoch_ms: u64,
+        /// The daemon binary to measure (default: this one).
+        #[arg(long, value_name = "PATH")]
+        daemon_bin: Option<std::path::PathBuf>,
+        /// A second daemon binary, run in every scenario and rep beside the
+        /// first (alternating); the report gives both and daemon ÷ baseline.
+        #[arg(long, value_name = "PATH")]
+        baseline_bin: Option<std::path::PathBuf>,
+        /// cgroup: the machine's cgroups (root); sim: the simulated backend
+        /// (no root, but the daemon then sees none of the machine's
+        /// processes).
+        #[arg(long, default_value = "cgroup", value_parser = parse_overhead_backend)]
+        backend: overhead::Backend,
+        /// Run nothing: print the config the daemon gets in the first
+        /// scenario (of --units and --features) on this machine.
+        #[arg(long)]
+        print_config: bool,
+        /// Run nothing: print the table of a report saved with --json.
+        #[arg(long, value_name = "FILE")]
+        table: Option<std::path::PathBuf>,
+    },
     /// How the simulator with the daemon's control loop scales: 64, 256
     /// and 1,024 CPUs, ~10 threads per CPU, 60 simulated s (no root).
     Sim {
@@ -185,6 +241,21 @@ fn parse_seconds(s: &str) -> Result<f64, String> {
     parse_positive(s, "--seconds")
 }
 
+fn parse_warmup(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v >= 0.0 && v.is_finite() => Ok(v),
+        _ => Err(format!("--warmup must be a number >= 0, not {s:?}")),
+    }
+}
+
+fn parse_features(s: &str) -> Result<overhead::Features, String> {
+    s.parse()
+}
+
+fn parse_overhead_backend(s: &str) -> Result<overhead::Backend, String> {
+    s.parse()
+}
+
 fn parse_rate(s: &str) -> Result<f64, String> {
     parse_positive(s, "--rate")
 }
@@ -219,6 +290,21 @@ fn command_line() -> String {
 pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
     if let Which::Sim { json, quick } = a.which {
         return crate::cmd_sim::bench_sim(json, quick);
+    }
+    if let Which::Overhead {
+        table: Some(file), ..
+    } = &a.which
+    {
+        let text =
+            std::fs::read_to_string(file).with_context(|| format!("read {}", file.display()))?;
+        let report: overhead::OverheadReport = serde_json::from_str(&text).with_context(|| {
+            format!(
+                "{}: not a report of atoll bench overhead --json",
+                file.display()
+            )
+        })?;
+        println!("{}", overhead::render_table(&report));
+        return Ok(ExitCode::SUCCESS);
     }
     atoll_bench::interrupt::install();
     let exe = std::env::current_exe().context("locating the atoll binary")?;
@@ -336,6 +422,56 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
             let report = awm::run(&opts, &progress)?;
             drop(progress);
             print_report(json, &report, awm::render_table)?;
+        }
+        Which::Overhead {
+            json,
+            quick,
+            reps,
+            seconds,
+            warmup,
+            units,
+            features,
+            idle,
+            epoch_ms,
+            daemon_bin,
+            baseline_bin,
+            backend,
+            print_config,
+            table: _,
+        } => {
+            let reps = reps.map(|r| usize::try_from(r).unwrap_or(usize::MAX));
+            let units = units.map(|u| {
+                u.into_iter()
+                    .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+                    .collect()
+            });
+            let mut settings = overhead::Settings::new(quick, reps, seconds, units);
+            if let Some(w) = warmup {
+                settings.warmup_s = w;
+            }
+            settings.features = features;
+            settings.idle = usize::try_from(idle).unwrap_or(usize::MAX);
+            settings.epoch_ms = epoch_ms;
+            settings.backend = backend;
+            if print_config {
+                let first = settings
+                    .scenarios()
+                    .into_iter()
+                    .next()
+                    .context("no scenario: give --units and --features")?;
+                print!("{}", overhead::config_here(first, epoch_ms)?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            let opts = OverheadOptions {
+                daemon_bin: daemon_bin.unwrap_or(exe),
+                baseline_bin,
+                settings,
+                command: command_line(),
+            };
+            let progress = Progress::new(opts.steps(), true);
+            let report = overhead::run(&opts, &progress)?;
+            drop(progress);
+            print_report(json, &report, overhead::render_table)?;
         }
         Which::Sim { .. } => unreachable!("handled above"),
     }

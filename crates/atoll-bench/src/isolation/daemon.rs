@@ -3,10 +3,12 @@
 //!
 //! The daemon is the real binary (`exe daemon ...`) with the generated
 //! config, a unique `--cgroup-root`, and its socket, state and log in the
-//! run's temp dir. [`Daemon::stop`] asks it to tear down (`atoll stop`);
+//! run's temp dir. [`Daemon::stop`] asks it to tear down (`atoll stop`, or
+//! SIGTERM when the benchmark is not root: `stop` is root's only);
 //! dropping a daemon that was not stopped does the same, then kills it if it
 //! does not exit, then sweeps its root by name.
 
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -35,6 +37,18 @@ impl Daemon {
     /// answers `status`. A daemon that exits during start-up is an error
     /// carrying its log.
     pub fn start(exe: &Path, mode: &str, config: &str, dir: &Path) -> Result<Self, BenchError> {
+        Self::start_with(exe, mode, config, dir, &[])
+    }
+
+    /// [`start`](Self::start) with more arguments for `atoll daemon` (such
+    /// as `--backend sim`).
+    pub fn start_with(
+        exe: &Path,
+        mode: &str,
+        config: &str,
+        dir: &Path,
+        extra: &[String],
+    ) -> Result<Self, BenchError> {
         let path = dir.join(format!("{mode}.toml"));
         std::fs::write(&path, config).map_err(|source| BenchError::Io {
             op: "write",
@@ -53,7 +67,8 @@ impl Daemon {
             .arg("--socket")
             .arg(&socket)
             .arg("--state-dir")
-            .arg(dir.join(format!("state-{mode}")));
+            .arg(dir.join(format!("state-{mode}")))
+            .args(extra);
         let proc = Proc::spawn_logged(format!("atoll daemon ({mode})"), cmd, &log)?;
         let mut d = Self {
             exe: exe.to_path_buf(),
@@ -88,6 +103,27 @@ impl Daemon {
     /// Its cgroup root's name.
     pub fn root(&self) -> &str {
         &self.root
+    }
+
+    /// Its pid (0 once it was stopped).
+    pub fn pid(&self) -> u32 {
+        self.proc.as_ref().map_or(0, Proc::pid)
+    }
+
+    /// `exe status --json` against this daemon (the daemon binary's own
+    /// client, so any version of it answers in its own terms), parsed.
+    pub fn status_json(&self) -> Result<serde_json::Value, BenchError> {
+        let out = self
+            .client(&["status", "--json"])
+            .map_err(|e| self.error(&format!("`atoll status --json` did not run: {e}")))?;
+        if !out.status.success() {
+            return Err(self.error(&format!(
+                "`atoll status --json` failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        serde_json::from_slice(&out.stdout)
+            .map_err(|e| self.error(&format!("`atoll status --json` is not JSON: {e}")))
     }
 
     fn client(&self, args: &[&str]) -> std::io::Result<std::process::Output> {
@@ -134,9 +170,23 @@ impl Daemon {
     }
 
     fn teardown(&mut self) -> Result<(), BenchError> {
-        let Some(proc) = self.proc.take() else {
+        let Some(mut proc) = self.proc.take() else {
             return Ok(());
         };
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            // `atoll stop` is root's only; SIGTERM tears down the same way.
+            // Without root only a daemon on the simulated backend can run,
+            // which leaves nothing in the kernel; it may also die of the
+            // signal (its sim clock thread is started before the daemon
+            // blocks SIGTERM), which is then no failure.
+            proc.signal(libc::SIGTERM);
+            return match proc.wait_cleanup(WAIT) {
+                Ok(o) if o.status.success() || o.status.signal() == Some(libc::SIGTERM) => Ok(()),
+                Ok(o) => Err(self.error(&format!("exited with {}", o.status))),
+                Err(e) => Err(self.error(&format!("did not exit after SIGTERM: {e}"))),
+            };
+        }
         let asked = self.client(&["stop"]);
         let out = proc.wait_cleanup(WAIT);
         match (asked, out) {
