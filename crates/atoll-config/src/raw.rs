@@ -221,6 +221,14 @@ pub(crate) struct RawIsland {
     pub rt_period_us: Option<u64>,
     /// How it arbitrates coordination requests (default round robin).
     pub arbitration: Option<ArbitrationPolicy>,
+    /// Its CPUs are its own (a partition); default false (shared).
+    pub exclusive: Option<bool>,
+    /// Users may create units in it; default false.
+    pub user_units: Option<bool>,
+    /// Most units per user; default 4.
+    pub user_units_max: Option<u32>,
+    /// Users besides root who may place tasks in it (realtime islands).
+    pub rt_users: Option<Vec<u32>>,
 }
 
 impl RawIsland {

@@ -17,9 +17,9 @@ use std::time::Duration;
 
 use atoll_core::layout::{self, AutoLayout, LayoutError};
 use atoll_core::spec::{
-    AdoptRule, Entitlement, HostSpec, IoEntitlement, IoLimit, IslandSpec, IsolationSpec,
-    MemoryEntitlement, PlatformSpec, RealtimePolicy, RtClass, SchedPolicy, Sharing, UnitSpec,
-    DEFAULT_EPOCH,
+    AdoptRule, Entitlement, HostSpec, IoEntitlement, IoLimit, IslandAccess, IslandSpec,
+    IsolationSpec, MemoryEntitlement, PlatformSpec, RealtimePolicy, RtClass, SchedPolicy, Sharing,
+    UnitSpec, DEFAULT_EPOCH,
 };
 use atoll_core::topology::Topology;
 use atoll_core::{CpuSet, Name, NodeSet};
@@ -310,12 +310,33 @@ impl Resolver<'_> {
             .mems
             .clone()
             .unwrap_or_else(|| layout::mems_for(self.topo, &raw.cpus));
+        if raw.user_units_max == Some(0) {
+            self.problems.push(Problem::at_key(
+                join(&path, "user_units_max"),
+                "must be at least 1 (to allow no user units, leave user_units false)",
+            ));
+        }
+        let rt = matches!(policy, SchedPolicy::Realtime(_));
+        if raw.rt_users.as_ref().is_some_and(|u| !u.is_empty()) && !rt {
+            self.problems.push(Problem::at_key(
+                join(&path, "rt_users"),
+                "only a realtime island has RT users",
+            ));
+        }
         Some(IslandSpec {
             name: name.clone(),
             cpus: raw.cpus.clone(),
             mems,
             policy,
             arbitration: raw.arbitration.unwrap_or_default(),
+            exclusive: raw.exclusive.unwrap_or(false),
+            access: IslandAccess {
+                user_units: raw.user_units.unwrap_or(false),
+                user_units_max: raw
+                    .user_units_max
+                    .unwrap_or(atoll_core::spec::DEFAULT_USER_UNITS_MAX),
+                rt_users: raw.rt_users.clone().unwrap_or_default(),
+            },
         })
     }
 
@@ -410,6 +431,8 @@ impl Resolver<'_> {
                 mems,
                 policy: policy.clone(),
                 arbitration: raw.arbitration.unwrap_or_default(),
+                exclusive: false,
+                access: Default::default(),
             });
         }
         ok.then_some(out)

@@ -75,6 +75,8 @@ fn full_spec() -> PlatformSpec {
                 mems: set("0"),
                 policy: SchedPolicy::Fair,
                 arbitration: Default::default(),
+                exclusive: false,
+                access: Default::default(),
             },
             IslandSpec {
                 name: n("rt"),
@@ -88,6 +90,8 @@ fn full_spec() -> PlatformSpec {
                     period_us: 1_000_000,
                 }),
                 arbitration: Default::default(),
+                exclusive: false,
+                access: Default::default(),
             },
         ],
         units: vec![

@@ -325,7 +325,9 @@ pub fn plan(spec: &PlatformSpec, runtime_units: &[UnitSpec]) -> GroupPlan {
             settings: GroupSettings {
                 cpus: Some(island.cpus.clone()),
                 mems: Some(island.mems.clone()),
-                partition: Some(Partition::Root),
+                // A partition takes the CPUs from everything else: only
+                // when the island asks for it.
+                partition: island.exclusive.then_some(Partition::Root),
                 cpu_idle: matches!(island.policy, SchedPolicy::Idle),
                 rt_budget: island_rt_budget(island),
                 ..Default::default()
@@ -395,7 +397,13 @@ mod tests {
         assert_eq!(b.settings.cpu_weight, Some(300));
         assert_eq!(b.task_policy, Some(TaskPolicy::Fifo(20)));
         assert_eq!(b.settings.rt_budget.unwrap().runtime_us, 500_000);
+        // Islands share their CPUs unless they ask for them alone.
+        assert_eq!(plan.groups[2].settings.partition, None);
+        let mut s = spec16();
+        s.islands[0].exclusive = true;
+        let plan = super::plan(&s, &[]);
         assert_eq!(plan.groups[2].settings.partition, Some(Partition::Root));
+        assert_eq!(plan.groups[4].settings.partition, None);
     }
 
     #[test]

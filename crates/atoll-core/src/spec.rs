@@ -144,6 +144,52 @@ pub struct IslandSpec {
     /// How its coordinator orders competing coordination requests.
     #[serde(default)]
     pub arbitration: ArbitrationPolicy,
+    /// Whether its CPUs are its own (a cpuset partition: v2 `root`, v1
+    /// `cpu_exclusive`): no task outside the island runs on them. Off by
+    /// default: an island's CPUs are shared with every task atoll does not
+    /// manage, which keeps running where it ran.
+    #[serde(default)]
+    pub exclusive: bool,
+    /// What users other than root may do with the island through the API.
+    #[serde(default)]
+    pub access: IslandAccess,
+}
+
+/// What users other than root may do with an island through the API (see
+/// `docs/security.md`). Root may do anything.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IslandAccess {
+    /// Users may create units here (`atoll run`, `atoll adopt` into a new
+    /// unit). Their units never take home CPUs or memory from the
+    /// configured units.
+    #[serde(default)]
+    pub user_units: bool,
+    /// Most units one user may have here at once.
+    #[serde(default = "default_user_units_max")]
+    pub user_units_max: u32,
+    /// Users other than root who may place tasks here when the island is
+    /// realtime (its tasks get SCHED_FIFO/RR).
+    #[serde(default)]
+    pub rt_users: Vec<u32>,
+}
+
+/// By default, a user may have this many units in an island that allows
+/// them.
+pub const DEFAULT_USER_UNITS_MAX: u32 = 4;
+
+fn default_user_units_max() -> u32 {
+    DEFAULT_USER_UNITS_MAX
+}
+
+impl Default for IslandAccess {
+    fn default() -> Self {
+        Self {
+            user_units: false,
+            user_units_max: DEFAULT_USER_UNITS_MAX,
+            rt_users: Vec::new(),
+        }
+    }
 }
 
 /// The scheduler policy of an island, applied to every task atoll places there.
@@ -697,6 +743,8 @@ pub(crate) mod tests {
                     mems: set("0"),
                     policy: SchedPolicy::Fair,
                     arbitration: ArbitrationPolicy::default(),
+                    exclusive: false,
+                    access: Default::default(),
                 },
                 IslandSpec {
                     name: n("rt"),
@@ -710,6 +758,8 @@ pub(crate) mod tests {
                         period_us: 1_000_000,
                     }),
                     arbitration: ArbitrationPolicy::default(),
+                    exclusive: false,
+                    access: Default::default(),
                 },
             ],
             units: vec![UnitSpec {

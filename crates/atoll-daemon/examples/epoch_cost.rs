@@ -39,6 +39,8 @@ fn spec() -> PlatformSpec {
             mems: set("0"),
             policy: SchedPolicy::Fair,
             arbitration: Default::default(),
+            exclusive: false,
+            access: Default::default(),
         }],
         units: vec![UnitSpec {
             name: n("none"),

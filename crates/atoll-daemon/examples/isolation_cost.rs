@@ -34,6 +34,8 @@ fn spec(mode: IsolationMode) -> PlatformSpec {
             mems: CpuSet::parse("0").expect("valid set"),
             policy: SchedPolicy::Fair,
             arbitration: Default::default(),
+            exclusive: false,
+            access: Default::default(),
         }],
         units: (1..=UNITS)
             .map(|i| UnitSpec {

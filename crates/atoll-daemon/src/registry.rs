@@ -300,6 +300,8 @@ mod tests {
                 mems: CpuSet::parse("0").unwrap(),
                 policy: atoll_core::spec::SchedPolicy::Fair,
                 arbitration: Default::default(),
+                exclusive: false,
+                access: Default::default(),
             }],
             units: vec![],
             default_island: None,

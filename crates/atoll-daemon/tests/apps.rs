@@ -58,6 +58,8 @@ fn spec(islands: Option<&[&str]>) -> PlatformSpec {
         mems: set(mems),
         policy: SchedPolicy::Fair,
         arbitration: Default::default(),
+        exclusive: false,
+        access: Default::default(),
     };
     let mut pinned = mode(0, 1.0, 2.0);
     pinned.needs.exclusive_cpus = true;

@@ -61,6 +61,8 @@ fn spec(comm: Option<CommSpec>, hog_cpus: Option<f64>) -> PlatformSpec {
             mems: Default::default(),
             policy: SchedPolicy::Fair,
             arbitration: Default::default(),
+            exclusive: false,
+            access: Default::default(),
         }],
         units: vec![
             unit("front", None),

@@ -61,6 +61,8 @@ fn spec(adopt_all: bool) -> PlatformSpec {
                 mems: set("0"),
                 policy: SchedPolicy::Fair,
                 arbitration: Default::default(),
+                exclusive: true,
+                access: Default::default(),
             },
             IslandSpec {
                 name: n("rt"),
@@ -74,6 +76,8 @@ fn spec(adopt_all: bool) -> PlatformSpec {
                     period_us: 1_000_000,
                 }),
                 arbitration: Default::default(),
+                exclusive: false,
+                access: Default::default(),
             },
         ],
         units: vec![
@@ -558,6 +562,8 @@ fn iso_spec(mode: atoll_core::spec::IsolationMode) -> PlatformSpec {
             mems: set("0"),
             policy: SchedPolicy::Fair,
             arbitration: Default::default(),
+            exclusive: false,
+            access: Default::default(),
         }],
         units: vec![unit("light"), unit("heavy")],
         default_island: None,

@@ -58,6 +58,8 @@ fn spec() -> PlatformSpec {
         mems: set(mems),
         policy: SchedPolicy::Fair,
         arbitration: Default::default(),
+        exclusive: true,
+        access: Default::default(),
     };
     PlatformSpec {
         host: HostSpec {

@@ -151,6 +151,8 @@ fn spec() -> PlatformSpec {
                 mems: set("0"),
                 policy: SchedPolicy::Fair,
                 arbitration: Default::default(),
+                exclusive: false,
+                access: Default::default(),
             },
             IslandSpec {
                 name: n("b"),
@@ -158,6 +160,8 @@ fn spec() -> PlatformSpec {
                 mems: set("1"),
                 policy: SchedPolicy::Fair,
                 arbitration: Default::default(),
+                exclusive: false,
+                access: Default::default(),
             },
         ],
         units: vec![],

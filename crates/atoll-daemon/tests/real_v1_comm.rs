@@ -105,6 +105,8 @@ fn a_unit_with_unread_bytes_gets_the_boost_slice_on_the_real_kernel() {
             mems: real.topo.all_nodes(),
             policy: SchedPolicy::Fair,
             arbitration: Default::default(),
+            exclusive: false,
+            access: Default::default(),
         }],
         units: vec![
             UnitSpec {

@@ -79,6 +79,8 @@ fn coordination_on_the_real_cgroup1_kernel() {
         mems: mems.clone(),
         policy: SchedPolicy::Fair,
         arbitration: Default::default(),
+        exclusive: false,
+        access: Default::default(),
     };
     let unit = |name: &str, island: &str| UnitSpec {
         name: n(name),

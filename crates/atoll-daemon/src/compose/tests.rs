@@ -38,6 +38,8 @@ fn reg() -> Registry {
         mems: set("0"),
         policy: SchedPolicy::Fair,
         arbitration: Default::default(),
+        exclusive: false,
+        access: Default::default(),
     };
     let unit = |name: &str, island: &str| UnitSpec {
         name: n(name),
