@@ -265,44 +265,54 @@ pub fn load(dir: &Path) -> Result<Option<SavedState>, StateError> {
             })
         }
     };
+    decode(&text, &file).map(Some)
+}
+
+/// Decodes the text of a state file (the envelope of the module docs);
+/// `path` names the file in errors and is not read. [`load`] reads the file
+/// and calls this; the fuzz target `state` calls it directly.
+pub fn decode(text: &str, path: &Path) -> Result<SavedState, StateError> {
     let corrupt = |source| StateError::Corrupt {
-        path: file.clone(),
+        path: path.to_path_buf(),
         source,
     };
-    let FormatOnly { format } = serde_json::from_str(&text).map_err(corrupt)?;
+    let FormatOnly { format } = serde_json::from_str(text).map_err(corrupt)?;
     if format != FORMAT {
         return Err(StateError::UnknownFormat {
-            path: file,
+            path: path.to_path_buf(),
             found: format,
         });
     }
-    let env: Envelope = serde_json::from_str(&text).map_err(corrupt)?;
+    let env: Envelope = serde_json::from_str(text).map_err(corrupt)?;
     let raw = env.state.get();
     let computed = checksum(raw.as_bytes());
     if !computed.eq_ignore_ascii_case(&env.crc32) {
         return Err(StateError::Checksum {
-            path: file,
+            path: path.to_path_buf(),
             stored: env.crc32,
             computed,
         });
     }
     let invalid = |source| StateError::Invalid {
-        path: file.clone(),
+        path: path.to_path_buf(),
         source,
     };
     let state: SavedState = serde_json::from_str(raw).map_err(invalid)?;
     let input: Value = serde_json::from_str(raw).map_err(invalid)?;
     let output = serde_json::to_value(&state).map_err(invalid)?;
     if let Some(field) = unknown_field(&input, &output, String::new()) {
-        return Err(StateError::UnknownField { path: file, field });
+        return Err(StateError::UnknownField {
+            path: path.to_path_buf(),
+            field,
+        });
     }
     if state.format != FORMAT {
         return Err(StateError::UnknownFormat {
-            path: file,
+            path: path.to_path_buf(),
             found: state.format,
         });
     }
-    Ok(Some(state))
+    Ok(state)
 }
 
 /// The first object key present in `input` but not in `output` (what the
