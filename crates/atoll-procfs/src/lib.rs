@@ -30,4 +30,6 @@ pub use stat::{parse_stat, Stat, PF_KTHREAD};
 pub use table::{parse_schedstat, parse_uid, ProcFs};
 
 #[cfg(test)]
+mod props;
+#[cfg(test)]
 mod tests;
