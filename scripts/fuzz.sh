@@ -95,11 +95,13 @@ for t in "${targets[@]}"; do
   after=$(find "$artifacts" -maxdepth 1 -type f \( -name 'crash-*' -o -name 'timeout-*' -o -name 'oom-*' -o -name 'leak-*' \) | wc -l)
   crashes=$(( after - before ))
   if [ "$rc" != 0 ] && [ "$crashes" = 0 ]; then crashes=1; fi
+  # A run that crashes early may print none of these: no match is not an
+  # error here.
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
   rss=$(sed -n 's/^stat::peak_rss_mb: *//p' "$log" | tail -1)
-  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
-  ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+  cov=$( (grep -o 'cov: [0-9]*' "$log" || true) | tail -1 | cut -d' ' -f2)
+  ft=$( (grep -o 'ft: [0-9]*' "$log" || true) | tail -1 | cut -d' ' -f2)
   line=$(printf '%-13s execs=%-10s exec/s=%-7s cov=%-5s ft=%-6s rss_mb=%-5s secs=%-5s crashes=%s' \
     "$t" "${execs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" "${rss:-?}" "$secs" "$crashes")
   echo "$line"
