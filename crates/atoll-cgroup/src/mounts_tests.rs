@@ -258,3 +258,29 @@ fn requested_parses() {
     assert_eq!("auto".parse::<Requested>().unwrap().to_string(), "auto");
     assert!("sim".parse::<Requested>().is_err());
 }
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// mountinfo is outside input: arbitrary text never panics, and a
+        /// cgroup2 line with an arbitrary (escaped) mount point is read back.
+        /// The fuzz target `cgroup_stats` runs the same parser.
+        #[test]
+        fn mountinfo_parses_or_fails_cleanly(
+            text in any::<String>(),
+            fields in proptest::collection::vec("[a-z0-9/,=:\\-]{0,12}", 0..14),
+            dir in "[a-z ]{1,12}",
+        ) {
+            let path = Path::new("/proc/self/mountinfo");
+            let _ = parse_mountinfo(&text, path);
+            let _ = parse_mountinfo(&fields.join(" "), path);
+            let escaped = dir.replace(' ', "\\040");
+            let line = format!("30 24 0:26 / /sys/fs/{escaped} rw,relatime shared:9 - cgroup2 cgroup2 rw\n");
+            let m = parse_mountinfo(&line, path).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(m.v2.len(), 1);
+            prop_assert_eq!(&m.v2[0].path, &PathBuf::from(format!("/sys/fs/{dir}")));
+        }
+    }
+}

@@ -332,3 +332,86 @@ mod device_tests {
         assert!(parse_io_stat_full("").unwrap().devices.is_empty());
     }
 }
+
+/// Property tests: arbitrary text never panics, and files built from
+/// arbitrary figures parse back to them. The fuzz target `cgroup_stats` runs
+/// the same parsers coverage-guided.
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn all_parsers(text: &str) {
+        let _ = parse_keyed(text);
+        let _ = parse_psi(text);
+        let _ = parse_io_stat_full(text);
+        let _ = parse_blkio_bytes_full(text);
+        let _ = parse_pids(text);
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_text_never_panics(
+            text in any::<String>(),
+            tokens in proptest::collection::vec("[a-z0-9:.=]{0,14}|some|full|Total|Read", 0..20),
+        ) {
+            all_parsers(&text);
+            all_parsers(&tokens.join(" "));
+            all_parsers(&tokens.join("\n"));
+            all_parsers(&format!("some {}", tokens.join(" ")));
+        }
+
+        #[test]
+        fn keyed_files_parse_back(entries in proptest::collection::btree_map("[a-z_]{1,16}", any::<u64>(), 0..12)) {
+            let text: String = entries.iter().map(|(k, v)| format!("{k} {v}\n")).collect();
+            prop_assert_eq!(parse_keyed(&text), Ok(entries));
+        }
+
+        #[test]
+        fn psi_files_parse_back(
+            some in (0u32..10_000, 0u32..10_000, 0u32..10_000, any::<u64>()),
+            full in proptest::option::of((0u32..10_000, 0u32..10_000, 0u32..10_000, any::<u64>())),
+        ) {
+            let line = |kind: &str, (a, b, c, t): (u32, u32, u32, u64)| {
+                let pct = |x: u32| format!("{}.{:02}", x / 100, x % 100);
+                format!("{kind} avg10={} avg60={} avg300={} total={t}\n", pct(a), pct(b), pct(c))
+            };
+            let want = |(a, b, c, t): (u32, u32, u32, u64)| PsiLine {
+                avg10: f64::from(a) / 100.0,
+                avg60: f64::from(b) / 100.0,
+                avg300: f64::from(c) / 100.0,
+                total_us: t,
+            };
+            let mut text = line("some", some);
+            if let Some(f) = full {
+                text += &line("full", f);
+            }
+            let psi = parse_psi(&text).map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
+            let close = |x: f64, y: f64| (x - y).abs() < 1e-9;
+            let same = |got: &PsiLine, w: PsiLine| {
+                close(got.avg10, w.avg10) && close(got.avg60, w.avg60)
+                    && close(got.avg300, w.avg300) && got.total_us == w.total_us
+            };
+            prop_assert!(same(&psi.some, want(some)), "{:?}", psi);
+            prop_assert_eq!(psi.full.is_some(), full.is_some());
+            if let (Some(got), Some(f)) = (psi.full.as_ref(), full) {
+                prop_assert!(same(got, want(f)), "{:?}", psi);
+            }
+        }
+
+        #[test]
+        fn io_stat_sums_parse_back(
+            devs in proptest::collection::vec((0u32..300, 0u32..300, any::<u64>(), any::<u64>()), 0..6),
+        ) {
+            let text: String = devs
+                .iter()
+                .map(|(ma, mi, r, w)| format!("{ma}:{mi} rbytes={r} wbytes={w} rios=1 wios=2 dbytes=0 dios=0\n"))
+                .collect();
+            let t = parse_io_stat_full(&text).map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
+            let sum = |f: fn(&(u32, u32, u64, u64)) -> u64| devs.iter().map(f).fold(0u64, u64::saturating_add);
+            prop_assert_eq!(t.read, sum(|d| d.2));
+            prop_assert_eq!(t.write, sum(|d| d.3));
+            prop_assert_eq!(t.devices.len(), devs.len());
+        }
+    }
+}

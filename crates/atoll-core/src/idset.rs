@@ -367,5 +367,21 @@ mod tests {
             prop_assert_eq!(&back, &s);
             prop_assert_eq!(back.iter().collect::<Vec<_>>(), ids.into_iter().collect::<Vec<_>>());
         }
+
+        /// Arbitrary text (cpuset files are outside input) never panics, and
+        /// whatever parses prints back to a list that parses to the same
+        /// set. The fuzz target `cgroup_stats` runs the same check.
+        #[test]
+        fn arbitrary_text_parses_or_fails_cleanly(
+            text in any::<String>(),
+            list in "[0-9, \n-]{0,40}",
+        ) {
+            for t in [&text, &list] {
+                if let Ok(set) = IdSet::parse(t) {
+                    prop_assert!(set.last().is_none_or(|id| id <= MAX_ID));
+                    prop_assert_eq!(IdSet::parse(&set.to_string()), Ok(set));
+                }
+            }
+        }
     }
 }

@@ -207,6 +207,33 @@ pub fn match_rule<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// `/proc/PID/cgroup` is outside input: arbitrary text never panics,
+        /// and `ID:CONTROLLERS:PATH` lines parse back to their entries (the
+        /// last line of a hierarchy wins). The fuzz target `procfs` runs the
+        /// same parser.
+        #[test]
+        fn cgroup_files_parse_or_fail_cleanly(
+            text in any::<String>(),
+            lines in proptest::collection::vec(
+                (0u32..20, "[a-z,=]{0,12}", "/[^\n\r]{0,20}"), 0..6),
+        ) {
+            if let Some(m) = CgroupMembership::parse(&text) {
+                prop_assert!(m.entries.len() <= text.lines().count());
+            }
+            let file: String = lines
+                .iter()
+                .map(|(id, ctrl, path)| format!("{id}:{ctrl}:{path}\n"))
+                .collect();
+            let want: BTreeMap<String, String> = lines
+                .iter()
+                .map(|(_, ctrl, path)| (ctrl.clone(), path.clone()))
+                .collect();
+            prop_assert_eq!(CgroupMembership::parse(&file), Some(CgroupMembership { entries: want }));
+        }
+    }
 
     fn proc_(pid: u32, comm: &str, cg: &str) -> ProcessInfo {
         ProcessInfo {

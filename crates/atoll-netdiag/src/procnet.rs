@@ -376,4 +376,52 @@ mod tests {
             .unwrap();
         assert_eq!(out.len(), 1);
     }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn arbitrary_tables_never_panic(
+                text in proptest::collection::vec(any::<u8>(), 0..600),
+                lines in proptest::collection::vec("[0-9A-Fa-f: x-]{0,60}", 0..6),
+            ) {
+                let path = Path::new("/proc/1/net/x");
+                let joined = lines.join("\n").into_bytes();
+                for t in [&text, &joined] {
+                    let mut out = Vec::new();
+                    let _ = parse_inet_table(t, SockProto::Tcp, path, &mut out);
+                    let _ = parse_inet_table(t, SockProto::Udp, path, &mut out);
+                    let _ = parse_unix_table(t, path, &mut out);
+                    prop_assert!(out.iter().all(|f| f.inode != 0));
+                }
+            }
+
+            #[test]
+            fn inet_lines_carry_their_queues(
+                st in 1u8..12, tx in any::<u32>(), rx in any::<u32>(), inode in 1u64..,
+            ) {
+                let text = format!(
+                    "header\n   0: 0100007F:1F90 00000000:0000 {st:02X} {tx:08X}:{rx:08X} \
+                     00:00000000 00000000  1000        0 {inode} 1 0000000000000000\n"
+                );
+                let mut out = Vec::new();
+                parse_inet_table(text.as_bytes(), SockProto::Tcp, Path::new("t"), &mut out)
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                if st == 0x0a {
+                    prop_assert!(out.is_empty());
+                } else {
+                    prop_assert_eq!(out, vec![SocketFigures {
+                        inode,
+                        proto: SockProto::Tcp,
+                        rqueue: u64::from(rx),
+                        wqueue: u64::from(tx),
+                        bytes_read: None,
+                        bytes_written: None,
+                    }]);
+                }
+            }
+        }
+    }
 }

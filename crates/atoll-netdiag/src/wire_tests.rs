@@ -508,3 +508,124 @@ fn the_end_of_an_abandoned_dump_is_found_from_headers() {
         let _ = ends_dump(&b[..cut], SEQ);
     }
 }
+
+/// Property tests: arbitrary and corrupted buffers, and answers built from
+/// arbitrary fields (the fuzz target `netdiag_wire` runs the same checks
+/// coverage-guided).
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn requests() -> impl Strategy<Value = Request> {
+        prop_oneof![
+            Just(Request::tcp_any()),
+            Just(Request::tcp(AF_INET)),
+            Just(Request::tcp(AF_INET6)),
+            Just(Request::udp(AF_INET)),
+            Just(Request::udp(AF_INET6)),
+            Just(Request::unix()),
+        ]
+    }
+
+    /// What holds for any buffer, whatever `parse_answers` made of it.
+    fn check_any(req: &Request, seq: u32, buf: &[u8]) -> Result<(), TestCaseError> {
+        let mut out = Vec::new();
+        let result = parse_answers(req, seq, buf, &mut out);
+        prop_assert!(out.iter().all(|s| s.inode != 0 && s.proto == req.proto()));
+        if matches!(result, Ok(Progress::Done) | Err(WireError::Kernel { .. })) {
+            prop_assert!(
+                ends_dump(buf, seq),
+                "parse_answers ended the dump, ends_dump did not"
+            );
+        }
+        prop_assert_eq!(
+            tcp_counters(buf).is_some(),
+            buf.len() >= TCPI_BYTES_RECEIVED + 8
+        );
+        Ok(())
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(
+            req in requests(),
+            seq in prop_oneof![Just(SEQ), any::<u32>()],
+            buf in proptest::collection::vec(any::<u8>(), 0..600),
+        ) {
+            check_any(&req, seq, &buf)?;
+        }
+
+        #[test]
+        fn corrupted_dumps_never_panic(
+            at in any::<prop::sample::Index>(),
+            byte in any::<u8>(),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let mut b = tcp_dump();
+            let i = at.index(b.len());
+            b[i] = byte;
+            let end = cut.index(b.len() + 1);
+            check_any(&Request::tcp(AF_INET), SEQ, &b[..end])?;
+        }
+
+        #[test]
+        fn inet_answers_carry_their_fields(
+            family in prop_oneof![Just(AF_INET), Just(AF_INET6)],
+            tcp in any::<bool>(),
+            st in 1u8..12,
+            rq in any::<u32>(),
+            wq in any::<u32>(),
+            inode in 1u32..,
+            info_len in 0usize..300,
+            acked in any::<u64>(),
+            received in any::<u64>(),
+        ) {
+            let req = if tcp { Request::tcp(family) } else { Request::udp(family) };
+            let info = tcp_info(info_len, acked, received);
+            let mut b = Vec::new();
+            msg(&mut b, SOCK_DIAG_BY_FAMILY, SEQ,
+                &inet_payload(family, st, rq, wq, inode, Some(&info)));
+            done(&mut b, SEQ, 0);
+            let mut out = Vec::new();
+            prop_assert_eq!(parse_answers(&req, SEQ, &b, &mut out), Ok(Progress::Done));
+            if tcp && st == state::LISTEN {
+                prop_assert!(out.is_empty());
+            } else {
+                let counted = tcp && info_len >= TCPI_BYTES_RECEIVED + 8;
+                prop_assert_eq!(out, vec![SocketFigures {
+                    inode: u64::from(inode),
+                    proto: req.proto(),
+                    rqueue: u64::from(rq),
+                    wqueue: u64::from(wq),
+                    bytes_read: counted.then(|| received.saturating_sub(u64::from(rq))),
+                    bytes_written: counted.then(|| acked.saturating_add(u64::from(wq))),
+                }]);
+            }
+        }
+
+        #[test]
+        fn unix_answers_carry_their_fields(
+            st in 1u8..12,
+            inode in 1u32..,
+            queues in proptest::option::of((any::<u32>(), any::<u32>())),
+        ) {
+            let mut b = Vec::new();
+            msg(&mut b, SOCK_DIAG_BY_FAMILY, SEQ, &unix_payload(st, inode, queues));
+            let mut out = Vec::new();
+            prop_assert_eq!(parse_answers(&Request::unix(), SEQ, &b, &mut out), Ok(Progress::More));
+            if st == state::LISTEN {
+                prop_assert!(out.is_empty());
+            } else {
+                let (r, w) = queues.unwrap_or((0, 0));
+                prop_assert_eq!(out, vec![SocketFigures {
+                    inode: u64::from(inode),
+                    proto: SockProto::Unix,
+                    rqueue: u64::from(r),
+                    wqueue: u64::from(w),
+                    bytes_read: None,
+                    bytes_written: None,
+                }]);
+            }
+        }
+    }
+}

@@ -49,7 +49,11 @@ pub fn parse_proc_stat_irq(path: &Path, text: &str) -> Result<u64, ProcessError>
             reason: "fewer than 7 fields".into(),
         });
     }
-    Ok(f[5] + f[6])
+    f[5].checked_add(f[6]).ok_or_else(|| ProcessError::Parse {
+        path: path.to_path_buf(),
+        value: line.to_string(),
+        reason: "irq + softirq does not fit in 64 bits".into(),
+    })
 }
 
 /// Kernel and shared memory from `/proc/meminfo`, bytes.
@@ -68,9 +72,25 @@ pub fn parse_meminfo(path: &Path, text: &str) -> Result<(u64, u64), ProcessError
                 reason: format!("{key} is not \"N kB\""),
             })
     };
-    let kernel = kib("Slab")? + kib("KernelStack")? + kib("PageTables")? + kib("VmallocUsed")?;
-    let shared = kib("Shmem")? + kib("Buffers")?;
-    Ok((kernel * 1024, shared * 1024))
+    let too_large = |keys: &[&str]| ProcessError::Parse {
+        path: path.to_path_buf(),
+        value: keys.join(" + "),
+        reason: "the sum in bytes does not fit in 64 bits".into(),
+    };
+    // The sum of `keys` in bytes; an error (naming the keys) when it does
+    // not fit in 64 bits, which no real meminfo comes near.
+    let bytes = |keys: &[&str]| -> Result<u64, ProcessError> {
+        let mut kib_sum = 0u64;
+        for key in keys {
+            kib_sum = kib_sum
+                .checked_add(kib(key)?)
+                .ok_or_else(|| too_large(keys))?;
+        }
+        kib_sum.checked_mul(1024).ok_or_else(|| too_large(keys))
+    };
+    let kernel = bytes(&["Slab", "KernelStack", "PageTables", "VmallocUsed"])?;
+    let shared = bytes(&["Shmem", "Buffers"])?;
+    Ok((kernel, shared))
 }
 
 impl SystemMonitor for ProcFs {
@@ -94,7 +114,9 @@ impl SystemMonitor for ProcFs {
             }
         }
         Ok(SystemAccounts {
-            kernel_cpu_us: (irq + kthread_ticks) * (1_000_000 / USER_HZ),
+            kernel_cpu_us: irq
+                .saturating_add(kthread_ticks)
+                .saturating_mul(1_000_000 / USER_HZ),
             kernel_memory_bytes: kernel_mem,
             shared_memory_bytes: shared,
         })
@@ -118,6 +140,26 @@ mod tests {
             (110 * 1024, 15 * 1024)
         );
         assert!(parse_meminfo(Path::new("m"), "Slab: lots\n").is_err());
+    }
+
+    /// Found by the `procfs` fuzz target: sums and the conversion to bytes
+    /// overflowed (a panic in debug builds, a wrong figure in release).
+    #[test]
+    fn values_too_large_for_64_bits_are_errors_not_overflows() {
+        let p = Path::new("/proc/meminfo");
+        let e = parse_meminfo(p, "KernelStack: 000000667921401735632214    0\n").unwrap_err();
+        assert!(e.to_string().contains("does not fit"), "{e}");
+        let max = u64::MAX;
+        assert!(parse_meminfo(p, &format!("Slab: {max} kB\nPageTables: 1 kB\n")).is_err());
+        assert!(parse_meminfo(p, &format!("Shmem: {} kB\n", max / 1024 + 1)).is_err());
+        let ok = format!("Shmem: {} kB\n", max / 1024);
+        assert_eq!(parse_meminfo(p, &ok).unwrap(), (0, max / 1024 * 1024));
+        let p = Path::new("/proc/stat");
+        let stat = format!("cpu  0 0 0 0 0 {max} 1 0 0 0\n");
+        let e = parse_proc_stat_irq(p, &stat).unwrap_err();
+        assert!(e.to_string().contains("does not fit"), "{e}");
+        let stat = format!("cpu  0 0 0 0 0 {} 1 0 0 0\n", max - 1);
+        assert_eq!(parse_proc_stat_irq(p, &stat).unwrap(), max);
     }
 
     #[test]

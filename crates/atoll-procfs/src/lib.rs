@@ -35,7 +35,9 @@ mod table;
 pub use sched::LinuxTaskControl;
 pub use slice::{set_slice, slice, MAX_SLICE, MIN_SLICE};
 pub use stat::{parse_stat, Stat, PF_KTHREAD};
-pub use table::ProcFs;
+pub use table::{parse_schedstat, parse_uid, ProcFs};
 
+#[cfg(test)]
+mod props;
 #[cfg(test)]
 mod tests;

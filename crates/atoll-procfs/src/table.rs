@@ -138,8 +138,9 @@ impl ProcessTable for ProcFs {
 }
 
 /// The run-queue wait (second field) of a `schedstat` line:
-/// `on-cpu-ns wait-ns timeslices`.
-fn parse_schedstat(path: &Path, text: &str) -> Result<u64, ProcessError> {
+/// `on-cpu-ns wait-ns timeslices`; `path` is only used in errors. Public for
+/// the fuzz targets and property tests.
+pub fn parse_schedstat(path: &Path, text: &str) -> Result<u64, ProcessError> {
     let mut fields = text.split_whitespace();
     let wait = fields.nth(1).and_then(|f| f.parse().ok());
     wait.ok_or_else(|| ProcessError::Parse {
@@ -161,7 +162,10 @@ fn numeric_entries(dir: &Path) -> io::Result<Vec<u32>> {
     Ok(ids)
 }
 
-fn parse_uid(path: &Path, text: &str) -> Result<u32, ProcessError> {
+/// The real uid (first number of the `Uid:` line) of a `status` file;
+/// `path` is only used in errors. Public for the fuzz targets and property
+/// tests.
+pub fn parse_uid(path: &Path, text: &str) -> Result<u32, ProcessError> {
     let err = |value: &str, reason: &str| ProcessError::Parse {
         path: path.to_path_buf(),
         value: value.to_string(),

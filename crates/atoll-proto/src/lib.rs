@@ -618,6 +618,9 @@ pub fn encode<T: Serialize>(msg: &T) -> String {
 }
 
 #[cfg(test)]
+mod props;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
