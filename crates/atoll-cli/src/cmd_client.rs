@@ -55,15 +55,21 @@ pub fn why(
 const STOP_WAIT: Duration = Duration::from_secs(60);
 
 pub fn stop(socket: &Path) -> anyhow::Result<ExitCode> {
-    Client::connect(socket)?.stop()?;
-    // The daemon removes its socket once teardown is over.
+    let mut client = Client::connect(socket)?;
+    client.set_timeout(Some(STOP_WAIT))?;
+    let left = client.stop_and_wait()?;
+    // The daemon removes its socket once it has answered.
     let t = Instant::now();
-    while socket.exists() {
-        if t.elapsed() > STOP_WAIT {
-            anyhow::bail!("the daemon is still tearing down after {STOP_WAIT:?}; see its log");
-        }
+    while socket.exists() && t.elapsed() < Duration::from_secs(5) {
         std::thread::sleep(Duration::from_millis(20));
     }
-    println!("atoll stopped: processes returned, cgroups removed");
-    Ok(ExitCode::SUCCESS)
+    if left.is_empty() {
+        println!("atoll stopped: processes returned, cgroups removed");
+        return Ok(ExitCode::SUCCESS);
+    }
+    eprintln!("atoll stopped, but teardown left:");
+    for l in &left {
+        eprintln!("  {l}");
+    }
+    Ok(ExitCode::FAILURE)
 }

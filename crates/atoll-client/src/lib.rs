@@ -253,11 +253,21 @@ impl Client {
         }
     }
 
-    /// Asks the daemon to tear down and exit (root only).
+    /// Asks the daemon to tear down and exit (root only), without waiting.
     pub fn stop(&mut self) -> Result<(), ClientError> {
-        match self.request(Request::Stop {})? {
+        match self.request(Request::Stop { wait: false })? {
             Reply::Stopping => Ok(()),
             other => Err(self.unexpected("stopping", &other)),
+        }
+    }
+
+    /// Asks the daemon to tear down and exit (root only), and waits until
+    /// it has: what teardown left (cgroups it could not remove, processes
+    /// it could not give back), empty when it left nothing.
+    pub fn stop_and_wait(&mut self) -> Result<Vec<String>, ClientError> {
+        match self.request(Request::Stop { wait: true })? {
+            Reply::Stopped { left } => Ok(left),
+            other => Err(self.unexpected("stopped", &other)),
         }
     }
 }

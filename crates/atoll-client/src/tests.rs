@@ -135,7 +135,7 @@ fn typed_calls_send_sequential_ids_and_decode_replies() {
                     why: Reason::Teardown,
                 }],
             },
-            Request::Stop {} => Reply::Stopping,
+            Request::Stop { .. } => Reply::Stopping,
             Request::Status {} => return vec![err(req.id, ErrorCode::Backend, "boom")],
             Request::Overlays {}
             | Request::Coordinate { .. }

@@ -57,7 +57,8 @@ fn every_request() -> Vec<Request> {
             subject: None,
             limit: None,
         },
-        Request::Stop {},
+        Request::Stop { wait: false },
+        Request::Stop { wait: true },
         Request::Overlays {},
         Request::Coordinate {
             from: None,
@@ -88,7 +89,7 @@ fn every_request() -> Vec<Request> {
             Request::Status {}
             | Request::Adopt { .. }
             | Request::Why { .. }
-            | Request::Stop {}
+            | Request::Stop { .. }
             | Request::Overlays {}
             | Request::Coordinate { .. }
             | Request::Report { .. }
@@ -109,6 +110,7 @@ fn every_reply_kind() -> Vec<&'static str> {
         Reply::Adopted { .. } => "adopted",
         Reply::Decisions { .. } => "decisions",
         Reply::Stopping => "stopping",
+        Reply::Stopped { .. } => "stopped",
         Reply::Overlays { .. } => "overlays",
         Reply::Coordinated { .. } => "coordinated",
         Reply::Reported { .. } => "reported",
@@ -128,6 +130,7 @@ fn every_reply_kind() -> Vec<&'static str> {
         "adopted",
         "decisions",
         "stopping",
+        "stopped",
         "overlays",
         "coordinated",
         "reported",

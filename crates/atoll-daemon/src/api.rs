@@ -44,7 +44,7 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use atoll_proto::{ErrorCode, ResponseEnvelope, MAX_LINE, PROTOCOL_VERSION};
+use atoll_proto::{ErrorCode, Request, ResponseEnvelope, MAX_LINE, PROTOCOL_VERSION};
 
 use crate::command::{Caller, Command};
 use crate::publish::Board;
@@ -457,8 +457,16 @@ fn answer_as(line: &[u8], caller: Caller, shared: &Shared) -> ResponseEnvelope {
             );
         }
     }
-    ask_loop(envelope, caller, &shared.tx, shared.opts.reply_timeout)
+    let timeout = match envelope.request {
+        // Teardown may take a while (groups whose tasks are still exiting).
+        Request::Stop { wait: true } => shared.opts.reply_timeout.max(STOP_TIMEOUT),
+        _ => shared.opts.reply_timeout,
+    };
+    ask_loop(envelope, caller, &shared.tx, timeout)
 }
+
+/// How long a `stop` that waits for teardown waits.
+const STOP_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Decodes a request line, or the error reply for it.
 fn decode(line: &[u8]) -> Result<atoll_proto::RequestEnvelope, Box<ResponseEnvelope>> {

@@ -129,6 +129,7 @@ pub fn run(mut ctrl: Controller, endpoints: &Endpoints) -> Result<(), RunError> 
     // Requests that arrive from now on are answered `shutting_down` at once.
     drop(rx);
     let result = ctrl.teardown();
+    ctrl.finish_stop(&result);
     // Only now does the socket go away, so `atoll stop` can wait for it.
     stop.store(true, Ordering::SeqCst);
     let _ = api.join();

@@ -324,13 +324,13 @@ fn api_adopt_creates_units_checks_permissions_and_changes_nothing_on_error() {
     assert!(!rig.sim.exists(&GroupPath::from_relative("web/y")));
 
     // Only root may stop.
-    let (r, flow) = ask(&mut c, user, Request::Stop {});
+    let (r, flow) = ask(&mut c, user, Request::Stop { wait: false });
     assert_eq!(
         r.into_result().unwrap_err().code,
         ErrorCode::PermissionDenied
     );
     assert_eq!(flow, Flow::Continue);
-    let (r, flow) = ask(&mut c, ROOT_CALLER, Request::Stop {});
+    let (r, flow) = ask(&mut c, ROOT_CALLER, Request::Stop { wait: false });
     assert_eq!(r.into_result().unwrap(), Reply::Stopping);
     assert_eq!(flow, Flow::Stop);
 }
@@ -385,6 +385,48 @@ fn teardown_returns_every_process_and_removes_every_group() {
     }
     assert_eq!(rig.sim.policy(job).unwrap(), TaskPolicy::Other);
     assert!(!rig.state.path().join("state.json").exists());
+}
+
+#[test]
+fn a_stop_that_waits_is_answered_after_teardown_with_what_it_left() {
+    let rig = Rig::new();
+    let mut c = rig.controller(spec(false));
+    c.start().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let flow = c.handle(Command::Api {
+        caller: ROOT_CALLER,
+        id: 11,
+        request: Request::Stop { wait: true },
+        reply: tx,
+    });
+    assert_eq!(flow, Flow::Stop);
+    assert!(rx.try_recv().is_err(), "no answer before teardown");
+    let result = c.teardown();
+    c.finish_stop(&result);
+    let r = rx.recv_timeout(Duration::from_secs(1)).unwrap();
+    assert_eq!(r.id, 11);
+    assert_eq!(r.ok, Some(Reply::Stopped { left: vec![] }));
+    // Something left: it is named.
+    let (tx, rx) = mpsc::channel();
+    let mut c = rig.controller(spec(false));
+    c.start().unwrap();
+    c.handle(Command::Api {
+        caller: ROOT_CALLER,
+        id: 12,
+        request: Request::Stop { wait: true },
+        reply: tx,
+    });
+    c.finish_stop(&Err(ControllerError::Leftover(vec![
+        "web/api (busy)".into()
+    ])));
+    let r = rx.recv_timeout(Duration::from_secs(1)).unwrap();
+    assert_eq!(
+        r.ok,
+        Some(Reply::Stopped {
+            left: vec!["web/api (busy)".into()]
+        })
+    );
+    c.teardown().unwrap();
 }
 
 #[test]
@@ -800,7 +842,7 @@ fn overrunning_epochs_do_not_starve_the_api() {
     c.start().unwrap();
     let (tx, rx) = mpsc::channel();
     let (rtx, rrx) = mpsc::channel();
-    for request in [Request::Status {}, Request::Stop {}] {
+    for request in [Request::Status {}, Request::Stop { wait: false }] {
         tx.send(Command::Api {
             caller: ROOT_CALLER,
             id: 1,

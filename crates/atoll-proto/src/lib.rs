@@ -75,8 +75,14 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         limit: Option<usize>,
     },
-    /// Tear down and exit (root only).
-    Stop {},
+    /// Tear down and exit (root only). With `wait`, the reply comes once
+    /// teardown is over and says what it left ([`Reply::Stopped`]);
+    /// without, at once ([`Reply::Stopping`]).
+    Stop {
+        /// Answer after teardown.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        wait: bool,
+    },
     /// The overlays: units, property, last value, loans, nacks.
     Overlays {},
     /// One coordination message (see [`coord`]), sent by the coordinator of
@@ -147,7 +153,7 @@ impl Request {
                 None => format!("adopt pid {pid} into unit {unit}"),
             },
             Self::Why { subject, .. } => format!("why {}", subject.as_deref().unwrap_or("")),
-            Self::Stop {} => "stop".into(),
+            Self::Stop { .. } => "stop".into(),
             Self::Overlays {} => "overlays".into(),
             Self::Coordinate { from, message } => {
                 let m = serde_json::to_value(message)
@@ -256,6 +262,12 @@ pub enum Reply {
     },
     /// Answer to [`Request::Stop`]: teardown has begun.
     Stopping,
+    /// Answer to [`Request::Stop`] with `wait`: teardown is over.
+    Stopped {
+        /// What teardown could not remove or give back (empty: nothing
+        /// left).
+        left: Vec<String>,
+    },
     /// Answer to [`Request::Overlays`].
     Overlays {
         /// Every overlay, in name order.

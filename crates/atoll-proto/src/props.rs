@@ -20,7 +20,8 @@ fn text() -> impl Strategy<Value = String> {
 fn requests() -> impl Strategy<Value = Request> {
     prop_oneof![
         Just(Request::Status {}),
-        Just(Request::Stop {}),
+        Just(Request::Stop { wait: false }),
+        Just(Request::Stop { wait: true }),
         Just(Request::Overlays {}),
         Just(Request::Apps {}),
         (text(), any::<u32>(), proptest::option::of(text()))

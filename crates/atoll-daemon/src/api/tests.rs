@@ -32,7 +32,7 @@ fn fake_loop(rx: Receiver<Command>, callers: Sender<Caller>) -> JoinHandle<()> {
                     island: island.unwrap_or_else(|| format!("pid{pid}")),
                     created: true,
                 },
-                Request::Stop {} => Reply::Stopping,
+                Request::Stop { .. } => Reply::Stopping,
                 Request::Why { .. } => {
                     held.push(reply);
                     continue;

@@ -120,8 +120,8 @@ pub enum ControllerError {
         root: String,
     },
     /// Teardown left something behind.
-    #[error("teardown left {0}")]
-    Leftover(String),
+    #[error("teardown left {}", .0.join(", "))]
+    Leftover(Vec<String>),
 }
 
 /// Whether the driver should keep going.
@@ -159,6 +159,8 @@ pub struct Controller {
     flushed_generation: u64,
     /// What the backend can enforce, probed once the hierarchy exists.
     caps: Option<atoll_core::backend::Capabilities>,
+    /// A `stop` that waits for teardown: its id and where its reply goes.
+    stop_reply: Option<(u64, std::sync::mpsc::Sender<atoll_proto::ResponseEnvelope>)>,
 }
 
 /// The layers over the plan, in the order they are laid: isolation,
@@ -223,6 +225,7 @@ impl Controller {
             repair_owed: 0.0,
             flushed_generation: 0,
             caps: None,
+            stop_reply: None,
         }
     }
 
@@ -490,6 +493,16 @@ impl Controller {
             Command::Api {
                 caller,
                 id,
+                request: atoll_proto::Request::Stop { wait: true },
+                reply,
+            } if caller.is_root() => {
+                // Answered once teardown is over (see `finish_stop`).
+                self.stop_reply = Some((id, reply));
+                Flow::Stop
+            }
+            Command::Api {
+                caller,
+                id,
                 request,
                 reply,
             } => {
@@ -501,6 +514,22 @@ impl Controller {
                 flow
             }
         }
+    }
+
+    /// Answers a `stop` that waited, with what teardown left.
+    pub fn finish_stop(&mut self, result: &Result<(), ControllerError>) {
+        let Some((id, reply)) = self.stop_reply.take() else {
+            return;
+        };
+        let left = match result {
+            Ok(()) => Vec::new(),
+            Err(ControllerError::Leftover(left)) => left.clone(),
+            Err(e) => vec![e.to_string()],
+        };
+        let _ = reply.send(atoll_proto::ResponseEnvelope::ok(
+            id,
+            atoll_proto::Reply::Stopped { left },
+        ));
     }
 
     /// The decision log.

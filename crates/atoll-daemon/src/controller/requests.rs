@@ -87,8 +87,8 @@ impl Controller {
             Request::Why { subject, limit } => Ok(Reply::Decisions {
                 decisions: self.log.query(subject.as_deref(), limit.unwrap_or(50)),
             }),
-            Request::Stop {} if !caller.is_root() => Err(RequestError::StopDenied(caller.uid)),
-            Request::Stop {} => {
+            Request::Stop { .. } if !caller.is_root() => Err(RequestError::StopDenied(caller.uid)),
+            Request::Stop { .. } => {
                 flow = Flow::Stop;
                 Ok(Reply::Stopping)
             }

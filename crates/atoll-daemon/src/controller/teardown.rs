@@ -100,7 +100,7 @@ impl Controller {
             Ok(())
         } else {
             self.persist.save(&self.reg, &*self.env.backend);
-            Err(ControllerError::Leftover(left.join(", ")))
+            Err(ControllerError::Leftover(left))
         }
     }
 
