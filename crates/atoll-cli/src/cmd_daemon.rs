@@ -87,6 +87,9 @@ pub fn daemon(a: DaemonArgs) -> anyhow::Result<ExitCode> {
         v1_exclusive: a.v1_exclusive,
         repair_every: a.repair_interval.map(std::time::Duration::from_secs_f64),
     };
+    // Before any thread starts: a thread that does not block them would
+    // take a shutdown signal and die of it, with the daemon.
+    atoll_daemon::run::block_shutdown_signals()?;
     let (ctrl, chosen) = setup::build(&opts)?;
     tracing::info!("{chosen}");
     atoll_daemon::run::run(

@@ -9,9 +9,11 @@
 //! `status`, `why`, `overlays`, `apps` and `app_poll` are answered by the
 //! API threads from that, without the loop.
 //!
-//! SIGTERM, SIGINT and SIGHUP are blocked in every thread and taken by one
-//! thread with `sigwait`, which turns them into [`Command::Shutdown`], so
-//! teardown always happens on the control-loop thread.
+//! Every signal that would end the process ([`SHUTDOWN_SIGNALS`]: SIGTERM,
+//! SIGINT, SIGHUP, SIGQUIT, SIGUSR1, ...) is blocked in every thread and
+//! taken by one thread with `sigwait`, which turns it into
+//! [`Command::Shutdown`], so teardown always happens on the control-loop
+//! thread.
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
@@ -56,9 +58,30 @@ pub struct Endpoints {
     pub metrics: Option<SocketAddr>,
 }
 
-/// Blocks the shutdown signals in the calling thread (and every thread it
-/// spawns after) and starts a thread that turns them into commands.
-pub fn shutdown_on_signals(tx: Sender<Command>) -> Result<JoinHandle<()>, RunError> {
+/// The signals whose default action ends the process and that another
+/// process may send: each is taken by the signal thread and turned into a
+/// teardown, so none ends the daemon without one (SIGKILL cannot be
+/// caught: every change is in the state file before it is acknowledged, so
+/// a restart recovers).
+pub const SHUTDOWN_SIGNALS: [libc::c_int; 12] = [
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGALRM,
+    libc::SIGVTALRM,
+    libc::SIGPROF,
+    libc::SIGPWR,
+    libc::SIGXCPU,
+    libc::SIGXFSZ,
+];
+
+/// Blocks the shutdown signals in the calling thread and every thread it
+/// spawns after. Call it before any thread is started (the simulator's
+/// clock, say): a thread started before would take a signal and die of it.
+pub fn block_shutdown_signals() -> Result<(), RunError> {
     let set = signal_set();
     // SAFETY: `set` is a valid, initialized sigset_t; a null old-set pointer
     // is allowed.
@@ -66,6 +89,14 @@ pub fn shutdown_on_signals(tx: Sender<Command>) -> Result<JoinHandle<()>, RunErr
     if rc != 0 {
         return Err(RunError::Signals(std::io::Error::from_raw_os_error(rc)));
     }
+    Ok(())
+}
+
+/// Blocks the shutdown signals (see [`block_shutdown_signals`]) and starts a
+/// thread that turns them into commands.
+pub fn shutdown_on_signals(tx: Sender<Command>) -> Result<JoinHandle<()>, RunError> {
+    block_shutdown_signals()?;
+    let set = signal_set();
     std::thread::Builder::new()
         .name("atoll-signals".into())
         .spawn(move || loop {
@@ -88,7 +119,7 @@ fn signal_set() -> libc::sigset_t {
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
-        for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        for s in SHUTDOWN_SIGNALS {
             libc::sigaddset(&mut set, s);
         }
         set
