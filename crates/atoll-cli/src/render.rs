@@ -35,6 +35,9 @@ pub fn status(r: &StatusReport) -> String {
         r.uptime_ms as f64 / 1000.0,
         r.epochs
     );
+    for w in &r.warnings {
+        let _ = writeln!(o, "warning    {w}");
+    }
     if let Some(d) = &r.discovery {
         let _ = match &d.reason {
             Some(why) => writeln!(

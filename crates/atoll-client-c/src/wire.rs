@@ -173,6 +173,7 @@ fn status_report() -> StatusReport {
         accounts: None,
         comm: None,
         discovery: None,
+        warnings: Vec::new(),
     }
 }
 

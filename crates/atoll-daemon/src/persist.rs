@@ -31,13 +31,49 @@ impl Persist {
         self.dir.as_ref()
     }
 
-    /// The state file as a previous run left it; `Ok(None)` when there is
-    /// none (or no state directory).
-    pub fn load(&self) -> Result<Option<SavedState>, StateError> {
-        match &self.dir {
-            Some(d) => state::load(d),
-            None => Ok(None),
+    /// The state a previous run left, never failing: the newest good
+    /// file (`state.json`, else the one before it, `state.json.1`); a
+    /// damaged file is moved aside (`<name>.damaged-<seconds>`) and said so
+    /// in [`Loaded::notes`].
+    pub fn load(&self) -> Loaded {
+        let now_unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let mut out = Loaded::default();
+        let Some(dir) = &self.dir else {
+            return out;
+        };
+        for name in [state::FILE_NAME, state::PREV_NAME] {
+            let file = dir.join(name);
+            match state::load_file(&file) {
+                Ok(Some(s)) => {
+                    if name == state::PREV_NAME {
+                        out.notes.push(format!(
+                            "recovered from the state before the last save ({})",
+                            file.display()
+                        ));
+                    }
+                    out.state = Some(s);
+                    return out;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    let aside = dir.join(format!("{name}.damaged-{now_unix}"));
+                    let moved = std::fs::rename(&file, &aside);
+                    out.notes.push(match moved {
+                        Ok(()) => format!(
+                            "the state file was damaged ({e}); kept at {}",
+                            aside.display()
+                        ),
+                        Err(m) => format!(
+                            "the state file was damaged ({e}) and could not be moved aside ({m})"
+                        ),
+                    });
+                    tracing::warn!("{}", out.notes.last().map(String::as_str).unwrap_or(""));
+                }
+            }
         }
+        out
     }
 
     /// Writes the state file if the registry changed since the last save
@@ -70,6 +106,15 @@ impl Persist {
             None => Ok(()),
         }
     }
+}
+
+/// What [`Persist::load`] found.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    /// The state, if a good file was found.
+    pub state: Option<SavedState>,
+    /// What went wrong with the files, in words.
+    pub notes: Vec<String>,
 }
 
 /// The registry as a state file.

@@ -229,6 +229,7 @@ mod tests {
             accounts: None,
             comm: None,
             discovery: None,
+            warnings: Vec::new(),
         }
     }
 

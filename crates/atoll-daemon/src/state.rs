@@ -55,6 +55,8 @@ pub const FORMAT: u32 = 1;
 pub const FILE_NAME: &str = "state.json";
 /// The temporary file [`save`] writes before renaming.
 pub const TMP_NAME: &str = "state.json.tmp";
+/// The state before the last save, kept in case the last is damaged.
+pub const PREV_NAME: &str = "state.json.1";
 
 /// Everything atoll needs after a restart.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -226,6 +228,12 @@ pub fn save(dir: &Path, s: &SavedState) -> Result<(), StateError> {
         f.write_all(text.as_bytes()).map_err(io("write", &tmp))?;
         f.sync_all().map_err(io("fsync", &tmp))?;
     }
+    // The last good state stays one save longer: if this one is damaged
+    // later (a disk error, a truncation), the one before it is still there.
+    if file.exists() {
+        let prev = dir.join(PREV_NAME);
+        fs::rename(&file, &prev).map_err(io("rename", &prev))?;
+    }
     fs::rename(&tmp, &file).map_err(io("rename", &file))?;
     sync_dir(dir)
 }
@@ -253,7 +261,12 @@ struct Envelope<'a> {
 
 /// Reads `dir/state.json`: `Ok(None)` when there is none.
 pub fn load(dir: &Path) -> Result<Option<SavedState>, StateError> {
-    let file = dir.join(FILE_NAME);
+    load_file(&dir.join(FILE_NAME))
+}
+
+/// Reads the state file `file`: `Ok(None)` when there is none.
+pub fn load_file(file: &Path) -> Result<Option<SavedState>, StateError> {
+    let file = file.to_path_buf();
     let text = match fs::read_to_string(&file) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -344,7 +357,7 @@ fn unknown_field(input: &Value, output: &Value, at: String) -> Option<String> {
 /// Removes the state file (and any leftover temporary file), for a clean
 /// teardown. Missing files are fine.
 pub fn remove(dir: &Path) -> Result<(), StateError> {
-    for name in [FILE_NAME, TMP_NAME] {
+    for name in [FILE_NAME, TMP_NAME, PREV_NAME] {
         let p = dir.join(name);
         match fs::remove_file(&p) {
             Ok(()) => {}

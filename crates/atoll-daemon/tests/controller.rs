@@ -429,6 +429,92 @@ fn a_stop_that_waits_is_answered_after_teardown_with_what_it_left() {
     c.teardown().unwrap();
 }
 
+/// The platform without a host partition (so no `host` group marks the
+/// root as atoll's).
+fn spec_without_host() -> PlatformSpec {
+    let mut s = spec(false);
+    s.host.cpus = CpuSet::new();
+    s
+}
+
+#[test]
+fn a_damaged_state_file_is_kept_aside_and_recovered_from_the_one_before() {
+    let rig = Rig::new();
+    let a = rig.sim.spawn("job", 1000, None);
+    let b = rig.sim.spawn("job", 1000, None);
+    {
+        let mut c = rig.controller(spec_without_host());
+        c.start().unwrap();
+        for pid in [a, b] {
+            let (r, _) = ask(&mut c, ROOT_CALLER, adopt("batch", pid, Some("rt")));
+            r.into_result().unwrap();
+        }
+        // Crash: no teardown.
+    }
+    // The last save is damaged: cut in the middle.
+    let file = rig.state.path().join("state.json");
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, &text[..text.len() / 2]).unwrap();
+
+    let mut c = rig.controller(spec_without_host());
+    c.start()
+        .expect("a damaged state file never stops the daemon");
+    let status = c.status();
+    assert!(
+        status.warnings.iter().any(|w| w.contains("damaged")),
+        "{:#?}",
+        status.warnings
+    );
+    let aside: Vec<String> = std::fs::read_dir(rig.state.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("state.json.damaged-"))
+        .collect();
+    assert_eq!(aside.len(), 1, "the damaged file is kept");
+    // The save before it knew `a`; `b` came after, and is still managed.
+    for pid in [a, b] {
+        assert!(c.registry().managed(pid).is_some(), "pid {pid}");
+    }
+    assert!(c.registry().managed(a).unwrap().origin.is_some());
+    assert!(
+        status.warnings.iter().any(|w| w.contains("1 processes")),
+        "{:#?}",
+        status.warnings
+    );
+    c.teardown().unwrap();
+    assert_eq!(rig.group_of(a).as_deref(), Some("/user.slice"));
+    assert!(!rig.sim.exists(&GroupPath::root()));
+}
+
+#[test]
+fn without_any_state_file_atolls_own_layout_is_taken_over() {
+    let rig = Rig::new();
+    let job = rig.sim.spawn("job", 1000, None);
+    {
+        let mut c = rig.controller(spec_without_host());
+        c.start().unwrap();
+        let (r, _) = ask(&mut c, ROOT_CALLER, adopt("batch", job, Some("rt")));
+        r.into_result().unwrap();
+    }
+    for f in ["state.json", "state.json.1"] {
+        let _ = std::fs::remove_file(rig.state.path().join(f));
+    }
+    let mut c = rig.controller(spec_without_host());
+    c.start().expect("atoll's own islands are recognised");
+    assert!(c.registry().managed(job).is_some());
+    assert!(c.registry().unit("batch").is_some());
+    assert!(
+        c.status()
+            .warnings
+            .iter()
+            .any(|w| w.contains("without a record")),
+        "{:#?}",
+        c.status().warnings
+    );
+    c.teardown().unwrap();
+    assert!(!rig.sim.exists(&GroupPath::root()));
+}
+
 #[test]
 fn restart_after_a_crash_loses_nothing() {
     let rig = Rig::new();

@@ -386,6 +386,10 @@ pub struct StatusReport {
     /// How the daemon finds new processes.
     #[serde(default)]
     pub discovery: Option<Discovery>,
+    /// What the daemon could not do or know, in words (a damaged state file
+    /// it recovered from, processes whose origin it lost, ...).
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 /// How the daemon finds new, changed and exited processes.

@@ -159,6 +159,8 @@ pub struct Controller {
     flushed_generation: u64,
     /// What the backend can enforce, probed once the hierarchy exists.
     caps: Option<atoll_core::backend::Capabilities>,
+    /// What the daemon could not do or know, for the status.
+    warnings: Vec<String>,
     /// A `stop` that waits for teardown: its id and where its reply goes.
     stop_reply: Option<(u64, std::sync::mpsc::Sender<atoll_proto::ResponseEnvelope>)>,
 }
@@ -225,6 +227,7 @@ impl Controller {
             repair_owed: 0.0,
             flushed_generation: 0,
             caps: None,
+            warnings: Vec::new(),
             stop_reply: None,
         }
     }

@@ -12,27 +12,42 @@ impl Controller {
     /// (checking the state file against the kernel), then adopts processes.
     pub fn start(&mut self) -> Result<(), ControllerError> {
         let root = GroupPath::root();
-        let saved = match self.persist.load() {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!("ignoring the state file: {e}; the kernel's view decides");
-                None
-            }
-        };
+        let loaded = self.persist.load();
+        self.warnings.extend(loaded.notes);
+        let saved = loaded.state;
         let root_name = self.env.backend.root_name().to_string();
         let kind = self.env.backend.kind();
         if self.env.backend.exists(&root) {
             let saved = saved.filter(|s| s.root == root_name && s.backend == kind);
-            let ours = saved.is_some() || self.env.backend.exists(&GroupPath::host());
+            let ours = saved.is_some()
+                || self.env.backend.exists(&GroupPath::host())
+                || self.layout_is_ours();
             if !ours {
                 return Err(ControllerError::NotOurs { root: root_name });
             }
+            let had_state = saved.is_some();
             crate::recover::recover(
                 &mut self.reg,
                 &mut *self.env.backend,
                 &*self.env.procs,
                 saved,
             );
+            let unknown: Vec<u32> = self
+                .reg
+                .all_managed()
+                .filter(|(_, m)| m.origin.is_none())
+                .map(|(p, _)| p)
+                .collect();
+            if !unknown.is_empty() {
+                let shown: Vec<String> = unknown.iter().take(20).map(u32::to_string).collect();
+                self.warnings.push(format!(
+                    "{} processes found in atoll's groups without a record of where they came from{} (pids {}{}): at teardown they go to their parent's cgroup, else to the daemon's",
+                    unknown.len(),
+                    if had_state { "" } else { ", the state file being missing or damaged" },
+                    shown.join(" "),
+                    if unknown.len() > shown.len() { " ..." } else { "" }
+                ));
+            }
             self.compose.touch_all(Reason::Recover {
                 detail: "re-applying the platform description".into(),
             });
@@ -74,6 +89,19 @@ impl Controller {
         self.persist
             .save_if_changed(&mut self.reg, &*self.env.backend);
         Ok(())
+    }
+
+    /// Whether atoll's root, found without a state file, holds atoll's own
+    /// layout: its groups are the platform's islands (a group of another
+    /// name means someone else's cgroup, which atoll never takes over).
+    fn layout_is_ours(&self) -> bool {
+        let Ok(children) = self.env.backend.children(&GroupPath::root()) else {
+            return false;
+        };
+        !children.is_empty()
+            && children
+                .iter()
+                .all(|c| atoll_core::Name::new(c).is_ok_and(|n| self.reg.island(&n).is_some()))
     }
 
     /// Removes groups under atoll's root that the plan no longer has, after

@@ -85,6 +85,7 @@ impl Controller {
             accounts: self.env.system.accounts().ok(),
             comm: self.comm.status(spec.comm.as_ref()),
             discovery: Some(self.adoption.discovery()),
+            warnings: self.warnings.clone(),
         }
     }
 }

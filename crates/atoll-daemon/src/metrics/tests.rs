@@ -70,6 +70,7 @@ fn report() -> StatusReport {
         accounts: None,
         comm: None,
         discovery: None,
+        warnings: Vec::new(),
         units: vec![UnitStatus {
             name: "api".into(),
             island: "web".into(),
