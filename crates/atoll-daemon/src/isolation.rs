@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use atoll_core::backend::{Monitor, StatSelect};
 use atoll_core::decision::Reason;
-use atoll_core::isolation::{home_cpus, CpuLendConfig, CpuLender, CpuSample};
+use atoll_core::isolation::{home_cpus_with_guests, CpuLendConfig, CpuLender, CpuSample};
 use atoll_core::plan::{CpuMax, GroupPath, GroupSettings};
 use atoll_core::process::ProcessTable;
 use atoll_core::spec::{DeviceId, IoLimit, IsolationMode};
@@ -96,9 +96,33 @@ fn psi_over_window(
     })
 }
 
-/// An island's units with their CPU entitlements, the CPUs it held, and its
-/// lender (rebuilt when the units or the CPUs change).
-type IslandLender = (Vec<(Name, Option<f64>)>, CpuSet, CpuLender);
+/// A unit as the lender was built for it: its name, its CPU entitlement,
+/// and whether it is a guest (a unit created at run time without an
+/// entitlement: no home CPUs, no share of the pool, it takes nothing from
+/// the configured units; see `atoll_core::isolation::home_cpus_with_guests`).
+type Member = (Name, Option<f64>, bool);
+
+/// An island's units, the CPUs it held, and its lender (rebuilt when the
+/// units or the CPUs change).
+type IslandLender = (Vec<Member>, CpuSet, CpuLender);
+
+/// The island's units as the lender sees them.
+fn members(reg: &Registry, island: &Name) -> Vec<Member> {
+    reg.units()
+        .filter(|(u, _)| &u.island == island)
+        .map(|(u, origin)| {
+            let guest = origin == atoll_proto::UnitOrigin::Runtime && u.entitlement.cpus.is_none();
+            (u.name.clone(), u.entitlement.cpus, guest)
+        })
+        .collect()
+}
+
+/// Whether unit `name` is a guest (see [`Member`]).
+fn is_guest(reg: &Registry, name: &str) -> bool {
+    reg.unit(name).is_some_and(|(u, origin)| {
+        origin == atoll_proto::UnitOrigin::Runtime && u.entitlement.cpus.is_none()
+    })
+}
 
 /// What the isolation layer lays on one unit's group.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -300,17 +324,25 @@ impl Isolation {
         }
         let mut units = 0;
         for island in &inp.reg.spec().islands {
-            let mut members = inp.reg.units_of(&island.name).peekable();
-            if members.peek().is_none() {
+            let mut here = inp
+                .reg
+                .units()
+                .filter(|(u, _)| u.island == island.name)
+                .peekable();
+            if here.peek().is_none() {
                 continue;
             }
             let Some((built_for, cpus, _)) = self.lenders.get(&island.name) else {
                 return false;
             };
             let mut same = 0;
-            for u in members {
+            for (u, origin) in here {
+                let guest =
+                    origin == atoll_proto::UnitOrigin::Runtime && u.entitlement.cpus.is_none();
                 match built_for.get(same) {
-                    Some((n, e)) if *n == u.name && *e == u.entitlement.cpus => same += 1,
+                    Some((n, e, g)) if *n == u.name && *e == u.entitlement.cpus && *g == guest => {
+                        same += 1
+                    }
                     _ => return false,
                 }
             }
@@ -430,11 +462,7 @@ impl Isolation {
         events: &mut Vec<String>,
     ) {
         for island in &inp.reg.spec().islands {
-            let members: Vec<(Name, Option<f64>)> = inp
-                .reg
-                .units_of(&island.name)
-                .map(|u| (u.name.clone(), u.entitlement.cpus))
-                .collect();
+            let members = members(inp.reg, &island.name);
             if members.is_empty() {
                 self.lenders.remove(&island.name);
                 continue;
@@ -449,7 +477,17 @@ impl Isolation {
                 .get(&island.name)
                 .is_none_or(|(m, c, l)| m != &members || c != &cpus || l.mode() != mode);
             if stale {
-                let layout = match home_cpus(&cpus, inp.topo, &members) {
+                let owners: Vec<(Name, Option<f64>)> = members
+                    .iter()
+                    .filter(|m| !m.2)
+                    .map(|(n, e, _)| (n.clone(), *e))
+                    .collect();
+                let guests: Vec<Name> = members
+                    .iter()
+                    .filter(|m| m.2)
+                    .map(|(n, _, _)| n.clone())
+                    .collect();
+                let layout = match home_cpus_with_guests(&cpus, inp.topo, &owners, &guests) {
                     Ok(l) => l,
                     Err(e) => {
                         tracing::warn!("isolation: island {}: {e}", island.name);
@@ -459,7 +497,7 @@ impl Isolation {
                 match CpuLender::new(layout, inp.topo, mode, lend_config()) {
                     Ok(l) => {
                         self.lenders
-                            .insert(island.name.clone(), (members.clone(), cpus, l));
+                            .insert(island.name.clone(), (members.clone(), cpus.clone(), l));
                     }
                     Err(e) => {
                         tracing::warn!("isolation: island {}: {e}", island.name);
@@ -522,8 +560,16 @@ impl Isolation {
                 let Some(g) = grants.get_mut(&group) else {
                     continue;
                 };
-                g.cpus = Some(grant.allowed());
-                g.borrowing = !grant.borrowed.is_empty();
+                let allowed = grant.allowed();
+                if allowed.is_empty() {
+                    // A guest nobody lends to: it runs on the island's CPUs
+                    // at idle priority, after every owner.
+                    g.cpus = Some(cpus.clone());
+                    g.borrowing = true;
+                } else {
+                    g.cpus = Some(allowed);
+                    g.borrowing = !grant.borrowed.is_empty();
+                }
                 g.cap = grant.cap.map(cap_max);
                 if let Some(a) = accounts.get_mut(unit.as_str()) {
                     a.home_cpus = grant.home.clone();

@@ -2,7 +2,7 @@
 //! layer never undoes another's, not even for one write. Checked on the
 //! simulated backend with every write recorded: a frozen application whose
 //! unit has a communication boost keeps both through a change of its
-//! isolation grant.
+//! isolation grant (its island lends a CPU to another).
 
 mod common;
 
@@ -16,11 +16,12 @@ use atoll_core::backend::{
 };
 use atoll_core::clock::ManualClock;
 use atoll_core::comm::{CommSpec, Mechanism, NetError, NetMonitor, UnitNetSample};
+use atoll_core::coord::{Message, Property, Resource};
 use atoll_core::plan::{GroupPath, GroupSettings};
 use atoll_core::process::CgroupMembership;
 use atoll_core::spec::{
-    AppsSpec, HostSpec, IslandSpec, IsolationMode, IsolationSpec, PlatformSpec, SchedPolicy,
-    DEFAULT_EPOCH,
+    AppsSpec, Entitlement, HostSpec, IslandSpec, IsolationMode, IsolationSpec, OverlayConfig,
+    PlatformSpec, ReactPolicy, SchedPolicy, UnitSpec, DEFAULT_EPOCH,
 };
 use atoll_core::Name;
 use atoll_daemon::controller::{Controller, Env, Options};
@@ -123,8 +124,23 @@ impl NetMonitor for Waiting {
     }
 }
 
-/// Host CPU 0, island `b` (4-7) for applications; `isolate` mode; the
-/// `weight` boost for every unit; one recipe of 2 CPUs.
+/// A configured unit entitled to one CPU.
+fn unit(name: &str, island: &str) -> UnitSpec {
+    UnitSpec {
+        name: n(name),
+        island: n(island),
+        entitlement: Entitlement {
+            cpus: Some(1.0),
+            ..Default::default()
+        },
+        adopt: vec![],
+        rt_priority: None,
+    }
+}
+
+/// Host CPU 0; island `a` (1-3) with unit `front`, island `b` (4-7) with
+/// unit `back` and the applications; overlay `shop` over both units;
+/// `isolate` mode; the `weight` boost for every unit; one recipe of 2 CPUs.
 fn spec() -> PlatformSpec {
     let mode = WorkingMode {
         id: 0,
@@ -164,14 +180,23 @@ fn spec() -> PlatformSpec {
                 access: Default::default(),
             },
         ],
-        units: vec![],
+        units: vec![unit("front", "a"), unit("back", "b")],
         default_island: None,
         epoch: DEFAULT_EPOCH,
         isolation: IsolationSpec {
             mode: IsolationMode::Isolate,
             ..Default::default()
         },
-        overlays: Vec::new(),
+        overlays: vec![OverlayConfig {
+            name: n("shop"),
+            priority: 5,
+            units: vec![n("front"), n("back")],
+            property: Property::LatencyPercentile {
+                percentile: 99.0,
+                bound_us: 1000,
+            },
+            react: ReactPolicy::default(),
+        }],
         comm: Some(CommSpec {
             recipient: true,
             mechanism: Mechanism::Weight,
@@ -220,7 +245,7 @@ fn an_isolation_change_keeps_a_comm_boost_and_a_frozen_app() {
             c.epoch();
         }
     };
-    // Three applications of 2 CPUs on an island of 4: one waits, frozen.
+    // Three applications of 2 CPUs where 3 are free: two wait, frozen.
     let mut apps = Vec::new();
     for _ in 0..3 {
         let pid = sim.spawn("worker", 0, None);
@@ -261,21 +286,27 @@ fn an_isolation_change_keeps_a_comm_boost_and_a_frozen_app() {
     let weight = boosted.cpu_weight.unwrap_or(100);
     assert!(weight > 100, "{boosted:?}");
 
-    // A new unit joins island b: the isolation model lays its home CPUs
-    // out again, and the waiting application's CPUs change.
+    // Island a borrows a CPU of island b: the isolation model lays island
+    // b out again, and the waiting application's CPUs change.
     let mark = writes.lock().unwrap().len();
-    let newcomer = sim.spawn("newcomer", 0, None);
-    sim.set_busy(newcomer, true).unwrap();
+    let borrow = Message::BorrowPreferred {
+        resource: Resource::Cores,
+        overlay: n("shop"),
+        island: n("b"),
+        amount: 1,
+    };
     let r = ask(
         &mut c,
         ROOT,
-        Request::Adopt {
-            unit: "newcomer".into(),
-            pid: newcomer,
-            island: Some("b".into()),
+        Request::Coordinate {
+            from: Some("a".into()),
+            message: borrow,
         },
     );
-    assert!(matches!(reply(r), Reply::Adopted { .. }));
+    match reply(r) {
+        Reply::Coordinated { reply, text } => assert!(reply.is_ack(), "{text}"),
+        other => panic!("{other:?}"),
+    }
     epochs(&mut c, 10);
     let after: Vec<GroupSettings> = writes.lock().unwrap()[mark..]
         .iter()

@@ -94,6 +94,30 @@ impl HomeLayout {
     }
 }
 
+/// [`home_cpus`] for `units`, then `guests` added with nothing of their
+/// own: no home CPUs, no share of the pool. Guests are units that came
+/// without an entitlement (units created at run time): laid out as equals
+/// they would shrink every configured unit's home; as guests they run on
+/// what nobody is entitled to and on what owners lend, and take nothing
+/// from anyone.
+pub fn home_cpus_with_guests(
+    island: &CpuSet,
+    topo: &Topology,
+    units: &[(Name, Option<f64>)],
+    guests: &[Name],
+) -> Result<HomeLayout, IsolationError> {
+    let mut l = home_cpus(island, topo, units)?;
+    for g in guests {
+        if l.units.contains(g) {
+            return Err(IsolationError::DuplicateUnit { unit: g.clone() });
+        }
+        l.units.push(g.clone());
+        l.entitled.insert(g.clone(), 0.0);
+        l.homes.insert(g.clone(), CpuSet::new());
+    }
+    Ok(l)
+}
+
 /// Partitions `island` among `units` (name, entitled CPUs or `None` for an
 /// equal share), as described in the [module docs](self).
 pub fn home_cpus(
@@ -350,6 +374,29 @@ pub(crate) mod tests {
             assert_eq!(l.island(), set(island));
             assert!(l.oversubscribed.is_none());
         }
+    }
+
+    #[test]
+    fn guests_take_no_home_from_anyone() {
+        let t = topo(4, 1);
+        let units = [(n("a"), Some(2.0)), (n("b"), Some(2.0))];
+        let alone = home_cpus(&set("0-3"), &t, &units).unwrap();
+        let with = home_cpus_with_guests(&set("0-3"), &t, &units, &[n("g1"), n("g2")]).unwrap();
+        for u in ["a", "b"] {
+            assert_eq!(with.homes[&n(u)], alone.homes[&n(u)], "{u}");
+            assert_eq!(with.entitled[&n(u)], 2.0);
+        }
+        assert!(with.oversubscribed.is_none());
+        for g in ["g1", "g2"] {
+            assert!(with.homes[&n(g)].is_empty());
+            assert_eq!(with.entitled[&n(g)], 0.0);
+            assert_eq!(with.pool_share(&n(g)), 0.0);
+        }
+        assert_eq!(with.units.len(), 4);
+        assert!(home_cpus_with_guests(&set("0-3"), &t, &units, &[n("a")]).is_err());
+        // An island of guests only: everything is spare.
+        let only = home_cpus_with_guests(&set("0-3"), &t, &[], &[n("g")]).unwrap();
+        assert_eq!(only.spare, set("0-3"));
     }
 
     #[test]

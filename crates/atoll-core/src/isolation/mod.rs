@@ -75,7 +75,7 @@ pub mod memory;
 use std::time::Duration;
 
 pub use crate::spec::{IsolationMode, SharePolicy};
-pub use cpu::{home_cpus, HomeLayout, Oversubscription};
+pub use cpu::{home_cpus, home_cpus_with_guests, HomeLayout, Oversubscription};
 pub use disk::{DiskEvent, DiskFairness, DiskSample, DiskStatus};
 pub use lend::{
     CpuEvent, CpuGrant, CpuLendConfig, CpuLender, CpuOwner, CpuPlan, CpuSample, RevokeReason,

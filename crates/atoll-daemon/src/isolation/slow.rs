@@ -143,6 +143,13 @@ impl Slow {
         events: &mut Vec<String>,
     ) {
         let total = inp.topo.memory_of(&inp.topo.all_nodes());
+        // Guests (units created at run time without an entitlement) are
+        // left out: they have no memory of their own to lend or protect,
+        // and counting them would shrink every configured unit's share.
+        let samples: Vec<&(&UnitSample, SlowSample)> = samples
+            .iter()
+            .filter(|(s, _)| !super::is_guest(inp.reg, s.name.as_str()))
+            .collect();
         if total == 0 || samples.is_empty() {
             self.mem_grants.clear();
             return;
@@ -156,7 +163,7 @@ impl Slow {
         let mem_samples: Vec<MemSample> = samples
             .iter()
             .zip(entitled)
-            .map(|((s, slow), entitled)| MemSample {
+            .map(|(&(s, slow), entitled)| MemSample {
                 unit: s.name.clone(),
                 entitled,
                 used: slow.mem_used,
