@@ -210,7 +210,8 @@ pub(crate) fn ensure_dir(
 }
 
 /// Removes a cgroup directory, retrying on `EBUSY` (a group whose last task
-/// just exited stays busy for a moment). A missing directory is fine.
+/// just exited stays busy for a moment) unless it has a child group, which
+/// no wait removes. A missing directory is fine.
 pub(crate) fn rmdir_retry(
     fs: &dyn CgroupFs,
     dir: &Path,
@@ -222,7 +223,11 @@ pub(crate) fn rmdir_retry(
         match fs.rmdir(dir) {
             Ok(()) => return Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && left > 1 => {
+            Err(e)
+                if e.raw_os_error() == Some(libc::EBUSY)
+                    && left > 1
+                    && fs.child_dirs(dir).is_ok_and(|c| c.is_empty()) =>
+            {
                 left -= 1;
                 if !delay.is_zero() {
                     std::thread::sleep(delay);

@@ -579,3 +579,67 @@ fn remove_everywhere_tolerating_missing_dirs() {
     tree(&mut b);
     assert!(b.remove(&gp("web")).is_err());
 }
+
+#[test]
+fn children_are_the_sub_groups_of_every_hierarchy() {
+    let (_fake, p, mut b) = backend();
+    tree(&mut b);
+    let mem = p.memory.clone().unwrap();
+    // Someone made directories in one hierarchy only.
+    std::fs::create_dir(mem.join("atoll/web/api/sub")).unwrap();
+    std::fs::create_dir(p.cpu.join("atoll/web/extra")).unwrap();
+    assert_eq!(b.children(&gp("web/api")).unwrap(), ["sub"]);
+    assert_eq!(b.children(&gp("web")).unwrap(), ["api", "extra"]);
+    // A group that exists in one hierarchy only has children too.
+    assert!(!b.exists(&gp("web/api/sub")));
+    assert!(b.children(&gp("web/api/sub")).unwrap().is_empty());
+    assert!(matches!(
+        b.children(&gp("web/nothing")),
+        Err(BackendError::NoGroup(_))
+    ));
+    // And it is removed from where it is.
+    b.remove(&gp("web/api/sub")).unwrap();
+    b.remove(&gp("web/extra")).unwrap();
+    b.remove(&gp("web/api")).unwrap();
+    assert!(!mem.join("atoll/web/api").exists());
+}
+
+#[test]
+fn a_group_left_in_several_hierarchies_names_each_directory() {
+    let (fake, p, mut b) = backend();
+    tree(&mut b);
+    b.move_process(7, &gp("web/api")).unwrap();
+    let e = b.remove(&gp("web/api")).unwrap_err();
+    assert!(e.is_busy(), "{e}");
+    let text = e.to_string();
+    let BackendError::NotRemoved { group, failed } = e else {
+        panic!("{text}");
+    };
+    assert_eq!(group, gp("web/api"));
+    let dirs: Vec<PathBuf> = failed.iter().map(|(d, _)| d.clone()).collect();
+    let want: Vec<PathBuf> = p
+        .hierarchies()
+        .iter()
+        .map(|(_, m)| m.join("atoll/web/api"))
+        .collect();
+    assert_eq!(dirs, want);
+    for d in &want {
+        assert!(text.contains(&format!("rmdir {}:", d.display())), "{text}");
+    }
+    // One directory left is that rmdir's own error, as before.
+    fake.kill(7);
+    let mem = p.memory.clone().unwrap();
+    std::fs::create_dir(mem.join("atoll/web/api/sub")).unwrap();
+    let e = b.remove(&gp("web/api")).unwrap_err();
+    assert!(e.is_busy(), "{e}");
+    match &e {
+        BackendError::Io { op, path, .. } => {
+            assert_eq!((*op, path), ("rmdir", &mem.join("atoll/web/api")));
+        }
+        other => panic!("{other}"),
+    }
+    // Other errors are not "busy".
+    fake.refuse_rmdir("atoll/web/api/sub", libc::EACCES, None);
+    let e = b.remove(&gp("web/api/sub")).unwrap_err();
+    assert!(!e.is_busy(), "{e}");
+}
