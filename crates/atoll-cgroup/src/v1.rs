@@ -47,13 +47,14 @@ use atoll_core::weight::{io_weight_to_blkio, weight_to_shares};
 use atoll_core::CpuSet;
 
 use crate::common::{
-    check_root_name, ensure_dir, group_dir, nearest_existing, rmdir_retry, sync, sync_rt, write,
-    write_pid, Memo, Outcome, Report,
+    check_root_name, ensure_dir, group_dir, nearest_existing, rmdir_retry, sync, write, write_pid,
+    Memo, Outcome, Report,
 };
 use crate::error::CgroupError;
 use crate::fs::{CgroupFs, RealFs};
 use crate::knobs::{memory_matches, parse_blkio_device_file, parse_i64, parse_u64, v1_memory};
 use crate::mounts::V1Paths;
+use crate::rt::sync_rt;
 use crate::stats::{parse_blkio_bytes_full, parse_keyed, parse_psi, read_opt, read_parsed};
 
 /// The cgroup1 actuator and monitor.
@@ -318,7 +319,7 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
             let o = sync(fs, dir, "cpu.idle", idle, |c| c.trim() == idle)?;
             rep.outcome("cpu.idle", idle, true, o, dir);
         }
-        sync_rt(fs, dir, s.rt_budget, rep)
+        sync_rt(fs, dir, s.rt_budget, s.rt_budget_optional, rep)
     }
 
     fn apply_memory(
