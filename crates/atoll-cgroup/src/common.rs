@@ -7,11 +7,10 @@ use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use atoll_core::backend::Fallback;
-use atoll_core::plan::{GroupPath, RtBudget};
+use atoll_core::plan::GroupPath;
 
 use crate::error::{errno_name, CgroupError};
 use crate::fs::CgroupFs;
-use crate::knobs::parse_i64;
 
 /// What happened to one knob.
 #[derive(Debug)]
@@ -210,7 +209,8 @@ pub(crate) fn ensure_dir(
 }
 
 /// Removes a cgroup directory, retrying on `EBUSY` (a group whose last task
-/// just exited stays busy for a moment). A missing directory is fine.
+/// just exited stays busy for a moment) unless it has a child group, which
+/// no wait removes. A missing directory is fine.
 pub(crate) fn rmdir_retry(
     fs: &dyn CgroupFs,
     dir: &Path,
@@ -222,7 +222,11 @@ pub(crate) fn rmdir_retry(
         match fs.rmdir(dir) {
             Ok(()) => return Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && left > 1 => {
+            Err(e)
+                if e.raw_os_error() == Some(libc::EBUSY)
+                    && left > 1
+                    && fs.child_dirs(dir).is_ok_and(|c| c.is_empty()) =>
+            {
                 left -= 1;
                 if !delay.is_zero() {
                     std::thread::sleep(delay);
@@ -264,75 +268,6 @@ pub(crate) fn nearest_existing(fs: &dyn CgroupFs, mount: &Path, cg_path: &str) -
         p = next;
     }
     p
-}
-
-/// Makes `cpu.rt_period_us`/`cpu.rt_runtime_us` match `want` (`None`:
-/// runtime 0, the kernel's default for a new group). Writes in the order
-/// that keeps runtime <= period at every step.
-pub(crate) fn sync_rt(
-    fs: &dyn CgroupFs,
-    dir: &Path,
-    want: Option<RtBudget>,
-    rep: &mut Report<'_>,
-) -> Result<(), CgroupError> {
-    let rt_file = dir.join("cpu.rt_runtime_us");
-    let period_file = dir.join("cpu.rt_period_us");
-    let read = |p: &Path| -> Result<Option<i64>, CgroupError> {
-        match fs.read_to_string(p) {
-            Ok(s) => Ok(parse_i64(&s).ok()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(CgroupError::io("read", p, None, e)),
-        }
-    };
-    let (Some(cur_rt), Some(cur_period)) = (read(&rt_file)?, read(&period_file)?) else {
-        if let Some(b) = want {
-            rep.push(
-                "cpu.rt_runtime_us",
-                &b.runtime_us.to_string(),
-                "n/a",
-                format!(
-                    "{} does not exist: no RT group scheduling here; RT tasks run under the global sched_rt_runtime_us limit",
-                    rt_file.display()
-                ),
-            );
-        }
-        return Ok(());
-    };
-    let (rt, period) = match want {
-        Some(b) => (b.runtime_us as i64, b.period_us as i64),
-        None => (0, cur_period),
-    };
-    if (cur_rt, cur_period) == (rt, period) {
-        return Ok(());
-    }
-    let wanted = format!("{rt}/{period}");
-    let got = format!("{cur_rt}/{cur_period}");
-    let steps: Vec<(&Path, i64)> = if period == cur_period {
-        vec![(&rt_file, rt)]
-    } else if cur_rt > period {
-        vec![(&rt_file, rt), (&period_file, period)]
-    } else {
-        vec![(&period_file, period), (&rt_file, rt)]
-    };
-    for (file, v) in steps {
-        if let Outcome::Refused { reason, .. } = write(fs, file, &v.to_string(), "")? {
-            let now = format!(
-                "{}/{}",
-                read(&rt_file)?.unwrap_or(cur_rt),
-                read(&period_file)?.unwrap_or(cur_period)
-            );
-            rep.push(
-                "cpu.rt_runtime_us",
-                &wanted,
-                &now,
-                format!(
-                    "{reason}: the parent's RT budget must cover its children's (parents are applied first; was {got})"
-                ),
-            );
-            return Ok(());
-        }
-    }
-    Ok(())
 }
 
 /// `Monitor::children` for the group whose directory is `dir`.

@@ -66,6 +66,15 @@ pub enum CgroupError {
     /// The backend was given a root name it cannot use.
     #[error("root name {0:?} must be a relative path of plain components")]
     BadRootName(String),
+    /// A group could not be removed from several of the hierarchies it is
+    /// in (cgroup v1): each directory left, with its OS error.
+    #[error("group {group} was not removed: {}", failed.iter().map(|(p, e)| format!("rmdir {}: {e}", p.display())).collect::<Vec<_>>().join("; "))]
+    NotRemoved {
+        /// The group.
+        group: GroupPath,
+        /// Each directory still there, and why.
+        failed: Vec<(PathBuf, io::Error)>,
+    },
 }
 
 impl CgroupError {
@@ -145,6 +154,7 @@ impl From<CgroupError> for BackendError {
                 what: "cgroup backend".into(),
                 why: e.to_string(),
             },
+            CgroupError::NotRemoved { group, failed } => BackendError::NotRemoved { group, failed },
         }
     }
 }

@@ -24,6 +24,7 @@ pub mod freezer;
 pub mod fs;
 pub mod knobs;
 pub mod mounts;
+mod rt;
 pub mod stats;
 #[cfg(any(test, feature = "testutils"))]
 pub mod testutils;

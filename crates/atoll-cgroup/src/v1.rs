@@ -3,8 +3,10 @@
 //! A group exists once per managed hierarchy (`cpuset`, `cpu`, and when
 //! mounted `cpuacct`, `memory`, `blkio`, `freezer`; co-mounted ones such as
 //! `cpu,cpuacct` count once) at `<mount>/<root name>/<group path>`. The
-//! `cpuset` hierarchy is the reference for `exists`, `children` and
-//! `processes`.
+//! `cpuset` hierarchy is the reference for `exists` and `processes`;
+//! `children` are the sub-groups found in any hierarchy (someone may make a
+//! directory in one only), and `remove` removes the group from every
+//! hierarchy it is in, naming each directory it could not remove.
 //!
 //! v1 quirks handled here:
 //! - a new cpuset group starts with empty `cpuset.cpus`/`cpuset.mems` (and
@@ -30,7 +32,7 @@
 //! As in v2, knobs are read first and written only when they differ, and
 //! `None` means the kernel's default.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -45,13 +47,14 @@ use atoll_core::weight::{io_weight_to_blkio, weight_to_shares};
 use atoll_core::CpuSet;
 
 use crate::common::{
-    check_root_name, ensure_dir, group_dir, nearest_existing, rmdir_retry, sync, sync_rt, write,
-    write_pid, Memo, Outcome, Report,
+    check_root_name, ensure_dir, group_dir, nearest_existing, rmdir_retry, sync, write, write_pid,
+    Memo, Outcome, Report,
 };
 use crate::error::CgroupError;
 use crate::fs::{CgroupFs, RealFs};
 use crate::knobs::{memory_matches, parse_blkio_device_file, parse_i64, parse_u64, v1_memory};
 use crate::mounts::V1Paths;
+use crate::rt::sync_rt;
 use crate::stats::{parse_blkio_bytes_full, parse_keyed, parse_psi, read_opt, read_parsed};
 
 /// The cgroup1 actuator and monitor.
@@ -316,7 +319,7 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
             let o = sync(fs, dir, "cpu.idle", idle, |c| c.trim() == idle)?;
             rep.outcome("cpu.idle", idle, true, o, dir);
         }
-        sync_rt(fs, dir, s.rt_budget, rep)
+        sync_rt(fs, dir, s.rt_budget, s.rt_budget_optional, rep)
     }
 
     fn apply_memory(
@@ -451,6 +454,28 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
     }
 }
 
+/// The error of a group left in the hierarchies of `failed` (the rmdir
+/// errors): one directory is that rmdir's error, several are named each.
+fn not_removed(path: &GroupPath, mut failed: Vec<CgroupError>) -> CgroupError {
+    if failed.len() == 1 {
+        return failed.remove(0);
+    }
+    let mut dirs = Vec::new();
+    for e in failed {
+        match e {
+            CgroupError::Io {
+                path: dir, source, ..
+            } => dirs.push((dir, source)),
+            // rmdir_retry fails only with a file error.
+            other => return other,
+        }
+    }
+    CgroupError::NotRemoved {
+        group: path.clone(),
+        failed: dirs,
+    }
+}
+
 impl<F: CgroupFs> Actuator for Cgroup1Backend<F> {
     fn kind(&self) -> BackendKind {
         BackendKind::Cgroup1
@@ -523,17 +548,20 @@ impl<F: CgroupFs> Actuator for Cgroup1Backend<F> {
             Some(m) => crate::freezer::thaw_v1(&self.fs, &self.dir_in(m, path)),
             None => Ok(()),
         };
-        let mut first_err = None;
+        let mut failed = Vec::new();
         for d in dirs {
             if let Err(e) = rmdir_retry(&self.fs, &d, self.rmdir_attempts, self.rmdir_delay) {
-                first_err.get_or_insert(e);
+                failed.push(e);
             }
         }
         self.memo.forget_group(path);
-        match (first_err, thawed) {
-            (None, _) => Ok(()),
-            (Some(_), Err(e)) | (Some(e), Ok(())) => Err(e.into()),
+        if failed.is_empty() {
+            return Ok(());
         }
+        if let Err(e) = thawed {
+            return Err(e.into());
+        }
+        Err(not_removed(path, failed).into())
     }
 
     fn move_process(&mut self, pid: u32, to: &GroupPath) -> Result<(), BackendError> {
@@ -560,8 +588,27 @@ impl<F: CgroupFs> Monitor for Cgroup1Backend<F> {
         self.fs.exists(&self.dir(path))
     }
 
+    /// The sub-groups of `path` in any hierarchy (a directory someone made
+    /// in one hierarchy only is a child too, so a walk of atoll's tree
+    /// reaches everything [`remove`](Actuator::remove) must take away), by
+    /// name; `NoGroup` when the group exists in none.
     fn children(&self, path: &GroupPath) -> Result<Vec<String>, BackendError> {
-        crate::common::list_children(&self.fs, &self.dir(path), path)
+        let mut names = BTreeSet::new();
+        let mut found = false;
+        for (_, m) in self.paths.hierarchies() {
+            match crate::common::list_children(&self.fs, &self.dir_in(m, path), path) {
+                Ok(c) => {
+                    found = true;
+                    names.extend(c);
+                }
+                Err(BackendError::NoGroup(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if !found {
+            return Err(BackendError::NoGroup(path.clone()));
+        }
+        Ok(names.into_iter().collect())
     }
 
     fn processes(&self, path: &GroupPath) -> Result<Vec<u32>, BackendError> {

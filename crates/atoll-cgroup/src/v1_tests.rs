@@ -346,11 +346,36 @@ fn rt_budgets_go_parent_first_and_excess_is_a_fallback() {
     assert!(b.apply(&gp("rt"), &rt(400_000)).unwrap().is_empty());
     assert!(b.apply(&gp("rt/a"), &rt(200_000)).unwrap().is_empty());
     assert_eq!(read(&fake, &p.cpu, "rt/a", "cpu.rt_runtime_us"), "200000");
+    // More than the parent has left: what is left, and a fallback that
+    // names the group, the budget, and the parent's.
     let f = b.apply(&gp("rt/b"), &rt(300_000)).unwrap();
     assert_eq!(f.len(), 1, "{f:#?}");
     assert_eq!(f[0].knob, "cpu.rt_runtime_us");
-    assert_eq!(f[0].got, "0/1000000");
-    assert!(f[0].reason.contains("EINVAL"), "{}", f[0].reason);
+    assert_eq!(f[0].path, gp("rt/b"));
+    assert_eq!(f[0].wanted, "300000/1000000");
+    assert_eq!(f[0].got, "200000/1000000");
+    assert_eq!(read(&fake, &p.cpu, "rt/b", "cpu.rt_runtime_us"), "200000");
+    for part in [
+        "EINVAL",
+        "wants 300000/1000000 µs",
+        "its parent has 400000/1000000 µs",
+        "other children hold 200000 µs",
+        "leaving 200000 µs",
+        "it has 200000 µs of it",
+    ] {
+        assert!(f[0].reason.contains(part), "{part}: {}", f[0].reason);
+    }
+    // Once the sibling gives some back, it gets all it wants.
+    b.apply(&gp("rt/a"), &rt(100_000)).unwrap();
+    assert!(b.apply(&gp("rt/b"), &rt(300_000)).unwrap().is_empty());
+    assert_eq!(read(&fake, &p.cpu, "rt/b", "cpu.rt_runtime_us"), "300000");
+    // Nothing left: it keeps what it has, and says so.
+    let f = b.apply(&gp("rt/c"), &rt(50_000)).unwrap();
+    assert_eq!(f[0].got, "0/1000000", "{f:#?}");
+    assert!(f[0].reason.contains("leaving 0 µs"), "{}", f[0].reason);
+    b.remove(&gp("rt/c")).unwrap();
+    b.apply(&gp("rt/b"), &GroupSettings::default()).unwrap();
+    b.apply(&gp("rt/a"), &rt(200_000)).unwrap();
     // A different period is written in a safe order.
     let f = b
         .apply(
@@ -578,4 +603,119 @@ fn remove_everywhere_tolerating_missing_dirs() {
     // Children first is the caller's job: a parent with children fails.
     tree(&mut b);
     assert!(b.remove(&gp("web")).is_err());
+}
+
+#[test]
+fn children_are_the_sub_groups_of_every_hierarchy() {
+    let (_fake, p, mut b) = backend();
+    tree(&mut b);
+    let mem = p.memory.clone().unwrap();
+    // Someone made directories in one hierarchy only.
+    std::fs::create_dir(mem.join("atoll/web/api/sub")).unwrap();
+    std::fs::create_dir(p.cpu.join("atoll/web/extra")).unwrap();
+    assert_eq!(b.children(&gp("web/api")).unwrap(), ["sub"]);
+    assert_eq!(b.children(&gp("web")).unwrap(), ["api", "extra"]);
+    // A group that exists in one hierarchy only has children too.
+    assert!(!b.exists(&gp("web/api/sub")));
+    assert!(b.children(&gp("web/api/sub")).unwrap().is_empty());
+    assert!(matches!(
+        b.children(&gp("web/nothing")),
+        Err(BackendError::NoGroup(_))
+    ));
+    // And it is removed from where it is.
+    b.remove(&gp("web/api/sub")).unwrap();
+    b.remove(&gp("web/extra")).unwrap();
+    b.remove(&gp("web/api")).unwrap();
+    assert!(!mem.join("atoll/web/api").exists());
+}
+
+#[test]
+fn a_group_left_in_several_hierarchies_names_each_directory() {
+    let (fake, p, mut b) = backend();
+    tree(&mut b);
+    b.move_process(7, &gp("web/api")).unwrap();
+    let e = b.remove(&gp("web/api")).unwrap_err();
+    assert!(e.is_busy(), "{e}");
+    let text = e.to_string();
+    let BackendError::NotRemoved { group, failed } = e else {
+        panic!("{text}");
+    };
+    assert_eq!(group, gp("web/api"));
+    let dirs: Vec<PathBuf> = failed.iter().map(|(d, _)| d.clone()).collect();
+    let want: Vec<PathBuf> = p
+        .hierarchies()
+        .iter()
+        .map(|(_, m)| m.join("atoll/web/api"))
+        .collect();
+    assert_eq!(dirs, want);
+    for d in &want {
+        assert!(text.contains(&format!("rmdir {}:", d.display())), "{text}");
+    }
+    // One directory left is that rmdir's own error, as before.
+    fake.kill(7);
+    let mem = p.memory.clone().unwrap();
+    std::fs::create_dir(mem.join("atoll/web/api/sub")).unwrap();
+    let e = b.remove(&gp("web/api")).unwrap_err();
+    assert!(e.is_busy(), "{e}");
+    match &e {
+        BackendError::Io { op, path, .. } => {
+            assert_eq!((*op, path), ("rmdir", &mem.join("atoll/web/api")));
+        }
+        other => panic!("{other}"),
+    }
+    // Other errors are not "busy".
+    fake.refuse_rmdir("atoll/web/api/sub", libc::EACCES, None);
+    let e = b.remove(&gp("web/api/sub")).unwrap_err();
+    assert!(!e.is_busy(), "{e}");
+}
+
+#[test]
+fn an_rt_budget_shrinks_its_children_first() {
+    let (fake, p, mut b) = backend();
+    let rt = |runtime_us| GroupSettings {
+        rt_budget: Some(RtBudget {
+            runtime_us,
+            period_us: 1_000_000,
+        }),
+        ..Default::default()
+    };
+    b.apply(&GroupPath::root(), &rt(600_000)).unwrap();
+    b.apply(&gp("web"), &rt(400_000)).unwrap();
+    b.apply(&gp("web/a"), &rt(300_000)).unwrap();
+    b.apply(&gp("web/b"), &rt(100_000)).unwrap();
+    // The root shrinks below what its island holds: the island and its
+    // units shrink first, in proportion.
+    let f = b.apply(&GroupPath::root(), &rt(200_000)).unwrap();
+    assert!(f.is_empty(), "{f:#?}");
+    let at = |g: &str| read(&fake, &p.cpu, g, "cpu.rt_runtime_us");
+    assert_eq!(at(""), "200000");
+    assert_eq!(at("web"), "200000");
+    assert_eq!(at("web/a"), "150000");
+    assert_eq!(at("web/b"), "50000");
+    // Applied again, each child gets what fits of its own.
+    let f = b.apply(&gp("web"), &rt(100_000)).unwrap();
+    assert!(f.is_empty(), "{f:#?}");
+    assert_eq!(at("web/a"), "75000");
+}
+
+#[test]
+fn an_optional_rt_budget_is_no_fallback_where_the_kernel_has_none() {
+    let (fake, p, mut b) = backend();
+    let rt = |optional| GroupSettings {
+        rt_budget: Some(RtBudget {
+            runtime_us: 50_000,
+            period_us: 1_000_000,
+        }),
+        rt_budget_optional: optional,
+        ..Default::default()
+    };
+    // Written like any other where RT group scheduling exists.
+    assert!(b.apply(&GroupPath::root(), &rt(true)).unwrap().is_empty());
+    assert_eq!(read(&fake, &p.cpu, "", "cpu.rt_runtime_us"), "50000");
+    // Where it does not, only a budget that is not optional is a fallback.
+    fake.remove_file(&p.cpu.join("atoll/cpu.rt_runtime_us"));
+    assert!(b.apply(&GroupPath::root(), &rt(true)).unwrap().is_empty());
+    let f = b.apply(&GroupPath::root(), &rt(false)).unwrap();
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert!(f[0].reason.contains("no RT group scheduling"), "{f:#?}");
 }

@@ -45,8 +45,8 @@ use atoll_core::process::CgroupMembership;
 use atoll_core::CpuSet;
 
 use crate::common::{
-    check_root_name, ensure_dir, group_dir, nearest_existing, rmdir_retry, sync, sync_rt, write,
-    write_pid, Memo, Outcome, Report,
+    check_root_name, ensure_dir, group_dir, nearest_existing, rmdir_retry, sync, write, write_pid,
+    Memo, Outcome, Report,
 };
 use crate::error::CgroupError;
 use crate::fs::{CgroupFs, RealFs};
@@ -55,6 +55,7 @@ use crate::knobs::{
     parse_cpu_max, parse_i64, parse_io_max, parse_io_weight, parse_memory, parse_u64,
     DEFAULT_PERIOD_US,
 };
+use crate::rt::sync_rt;
 use crate::stats::{parse_io_stat_full, parse_keyed, parse_psi, read_opt, read_parsed_if};
 
 /// Controllers atoll enables for its groups, in the kernel's order.
@@ -650,7 +651,7 @@ impl<F: CgroupFs> Actuator for Cgroup2Backend<F> {
             }
             self.unavailable(&mut rep, "cpu", &asked, &why("cpu"));
         }
-        sync_rt(&self.fs, &dir, s.rt_budget, &mut rep)?;
+        sync_rt(&self.fs, &dir, s.rt_budget, s.rt_budget_optional, &mut rep)?;
         if has("memory") {
             self.apply_memory(&dir, s, &mut rep)?;
         } else {

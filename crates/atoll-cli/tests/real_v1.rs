@@ -492,7 +492,10 @@ fn a_realtime_island_gets_a_budget_and_its_tasks_get_the_policy() {
     let pid = sleeper.id();
     let mut d = Daemon::new("rt", Some(RT_CONFIG));
     d.start();
-    assert_eq!(read(d.group("cpu", "cpu.rt_runtime_us")), "200000");
+    // The root holds the realtime island's budget and the host partition's
+    // default (atoll_core::plan::RT_DEFAULT_RUNTIME_US).
+    assert_eq!(read(d.group("cpu", "cpu.rt_runtime_us")), "250000");
+    assert_eq!(read(d.group("cpu", "host/cpu.rt_runtime_us")), "50000");
     assert_eq!(read(d.group("cpu", "rt/cpu.rt_runtime_us")), "200000");
     assert_eq!(read(d.group("cpu", "rt/ctl/cpu.rt_runtime_us")), "200000");
     let out = d.atoll(&["adopt", "--unit", "ctl", "--pid", &pid.to_string()]);

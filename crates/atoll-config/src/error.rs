@@ -10,6 +10,14 @@
 use std::fmt;
 use std::ops::Range;
 
+/// Most characters of user input (a key, a value, a name) a message quotes;
+/// longer ones are cut and end in `…`.
+pub const QUOTE_MAX: usize = 64;
+/// Longest message of a [`Diagnostic`], bytes (then `…`).
+pub const MESSAGE_MAX: usize = 400;
+/// Longest key path of a [`Diagnostic`], bytes (then `…`).
+pub const KEY_MAX: usize = 200;
+
 /// One problem in a config file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Diagnostic {
@@ -100,6 +108,81 @@ impl fmt::Display for ConfigError {
     }
 }
 
+/// `s` cut to at most `max` bytes at a character boundary, then `…`.
+fn cap(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut end = max;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+        s.push('…');
+    }
+    s
+}
+
+/// A message with every run of user input cut to [`QUOTE_MAX`]
+/// characters: the inside of `"…"` and `` `…` `` quotes, and any other run
+/// of characters without a space (a value printed bare); then the whole to
+/// [`MESSAGE_MAX`] bytes. Messages are built from templates around quoted
+/// input, so this bounds them whatever the input, including the messages of
+/// the TOML and serde layers.
+pub(crate) fn clip_message(m: &str) -> String {
+    let mut out = String::with_capacity(m.len().min(MESSAGE_MAX + 4));
+    let mut quote: Option<char> = None;
+    let mut run = 0usize;
+    let mut cut = false;
+    let mut escaped = false;
+    for c in m.chars() {
+        let closes = match quote {
+            Some(q) if !escaped => c == q,
+            _ => false,
+        };
+        if closes {
+            quote = None;
+            out.push(c);
+            run = 0;
+            cut = false;
+            continue;
+        }
+        if quote.is_none() && (c == '"' || c == '`') {
+            quote = Some(c);
+            out.push(c);
+            run = 0;
+            cut = false;
+            continue;
+        }
+        if quote.is_none() && c.is_whitespace() {
+            out.push(c);
+            run = 0;
+            cut = false;
+            continue;
+        }
+        escaped = quote == Some('"') && c == '\\' && !escaped;
+        run += 1;
+        if run <= QUOTE_MAX {
+            out.push(c);
+        } else if !cut {
+            out.push('…');
+            cut = true;
+        }
+    }
+    cap(out, MESSAGE_MAX)
+}
+
+/// A dotted key path with each part cut to [`QUOTE_MAX`] characters, and
+/// the whole to [`KEY_MAX`] bytes.
+pub(crate) fn clip_key(k: &str) -> String {
+    let parts: Vec<String> = k
+        .split('.')
+        .map(|p| match p.char_indices().nth(QUOTE_MAX) {
+            Some((i, _)) => format!("{}…", &p[..i]),
+            None => p.to_string(),
+        })
+        .collect();
+    cap(parts.join("."), KEY_MAX)
+}
+
 /// Where a problem is, before it is turned into a line and column.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Pos {
@@ -169,6 +252,44 @@ mod tests {
             "a.toml:2:8: expected `=`\na.toml:7:1: unit.api.foo: unknown field `foo`"
         );
         assert_eq!(e.positions(), ["2:8", "7:1"]);
+    }
+
+    #[test]
+    fn user_input_in_messages_and_keys_is_cut() {
+        let long = "x".repeat(100_000);
+        let m = clip_message(&format!("name {long:?} must be short"));
+        assert_eq!(
+            m,
+            format!("name \"{}…\" must be short", "x".repeat(QUOTE_MAX))
+        );
+        let m = clip_message(&format!("unknown field `{long}`, expected `a`"));
+        assert_eq!(
+            m,
+            format!("unknown field `{}…`, expected `a`", "x".repeat(QUOTE_MAX))
+        );
+        let m = clip_message(&format!("{long} is not an absolute path"));
+        assert_eq!(
+            m,
+            format!("{}… is not an absolute path", "x".repeat(QUOTE_MAX))
+        );
+        // An escaped quote does not end the quote; an unclosed quote is cut.
+        let m = clip_message(&format!("got \"a\\\"{long}\" and \"{long}"));
+        assert!(m.starts_with("got \"a\\\"xxx"), "{m}");
+        assert!(m.contains("…\" and \"xxx"), "{m}");
+        assert!(m.len() < 2 * QUOTE_MAX + 30, "{m}");
+        // Many short words still make a bounded message.
+        let m = clip_message(&"ab \"c\" ".repeat(10_000));
+        assert!(m.len() <= MESSAGE_MAX + '…'.len_utf8(), "{}", m.len());
+        // Short messages are untouched, multi-byte characters counted as one.
+        let e = "é".repeat(QUOTE_MAX);
+        assert_eq!(clip_message(&format!("name {e:?}")), format!("name {e:?}"));
+        assert_eq!(
+            clip_key(&format!("island.{long}.cpus")),
+            format!("island.{}….cpus", "x".repeat(QUOTE_MAX))
+        );
+        let deep = vec!["k"; 10_000].join(".");
+        assert!(clip_key(&deep).len() <= KEY_MAX + 3);
+        assert_eq!(clip_key("unit.api.adopt[1].comm"), "unit.api.adopt[1].comm");
     }
 
     #[test]

@@ -34,7 +34,7 @@ use std::path::Path;
 use atoll_core::spec::{PlatformSpec, SpecError};
 use atoll_core::topology::Topology;
 
-pub use error::{ConfigError, Diagnostic};
+pub use error::{ConfigError, Diagnostic, KEY_MAX, MESSAGE_MAX, QUOTE_MAX};
 pub use overlay::DEFAULT_PERCENTILE;
 pub use resolve::{DEFAULT_RT_PERIOD_US, DEFAULT_RT_PRIORITY, DEFAULT_RT_RUNTIME_US};
 pub use size::{format_size, parse_size, SizeError};
@@ -108,8 +108,44 @@ pub fn parse(text: &str, source: &str, topo: &Topology) -> Result<PlatformSpec, 
 
 /// Reads and parses the config at `path`; read errors carry the path.
 pub fn load(path: &Path, topo: &Topology) -> Result<PlatformSpec, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::read(path, e))?;
-    parse(&text, &path.display().to_string(), topo)
+    let bytes = std::fs::read(path).map_err(|e| ConfigError::read(path, e))?;
+    parse_bytes(&bytes, &path.display().to_string(), topo)
+}
+
+/// [`parse`] for text that may not be UTF-8: the first invalid byte is an
+/// error at its line and column (and byte offset).
+pub fn parse_bytes(
+    bytes: &[u8],
+    source: &str,
+    topo: &Topology,
+) -> Result<PlatformSpec, ConfigError> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => parse(text, source, topo),
+        Err(e) => Err(ConfigError::new(vec![not_utf8(bytes, &e, source)])),
+    }
+}
+
+/// Where the first byte that is not UTF-8 is: line and column from the
+/// valid text before it.
+fn not_utf8(bytes: &[u8], e: &std::str::Utf8Error, source: &str) -> Diagnostic {
+    let at = e.valid_up_to();
+    let before = std::str::from_utf8(&bytes[..at]).unwrap_or_default();
+    let (line, column) = LineIndex::new(before).position(at);
+    let bad: Vec<String> = bytes[at..]
+        .iter()
+        .take(e.error_len().unwrap_or(bytes.len() - at).min(4))
+        .map(|b| format!("0x{b:02x}"))
+        .collect();
+    Diagnostic {
+        source: source.to_string(),
+        line,
+        column,
+        key: None,
+        message: format!(
+            "not UTF-8: byte {} at offset {at} is not valid UTF-8 (a config file must be UTF-8 text)",
+            bad.join(" ")
+        ),
+    }
 }
 
 /// The spec of [`DEFAULT_CONFIG`] on `topo`.
@@ -194,7 +230,7 @@ fn diagnose(p: Problem, source: &str, lines: &LineIndex<'_>, keys: &KeyIndex) ->
         source: source.to_string(),
         line,
         column,
-        key,
-        message: p.message,
+        key: key.as_deref().map(error::clip_key),
+        message: error::clip_message(&p.message),
     }
 }

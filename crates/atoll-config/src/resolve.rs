@@ -67,6 +67,7 @@ pub(crate) fn resolve(root: &dyn TableLike, topo: &Topology) -> Outcome {
     let mut r = Resolver {
         topo,
         problems: Vec::new(),
+        bad_names: 0,
     };
     let mut epoch = DEFAULT_EPOCH;
     let mut isolation = IsolationSpec::default();
@@ -103,10 +104,16 @@ pub(crate) fn resolve(root: &dyn TableLike, topo: &Topology) -> Outcome {
                 Some(a) => auto = Some(a),
                 None => auto_failed = true,
             },
-            "island" => match r.sections::<RawIsland>(item, key) {
-                Some(found) => islands = found,
-                None => island_table_failed = true,
-            },
+            "island" => {
+                let bad = r.bad_names;
+                match r.sections::<RawIsland>(item, key) {
+                    Some(found) => islands = found,
+                    None => island_table_failed = true,
+                }
+                // An island whose name is refused is written, but broken:
+                // "no islands" and homeless units would only echo it.
+                island_table_failed |= r.bad_names > bad;
+            }
             "unit" => units = r.sections::<RawUnit>(item, key).unwrap_or_default(),
             "overlay" => overlays = r.sections::<RawOverlay>(item, key).unwrap_or_default(),
             "comm" => {
@@ -237,6 +244,8 @@ impl Resolver<'_> {
 struct Resolver<'t> {
     topo: &'t Topology,
     problems: Vec<Problem>,
+    /// Section names refused so far (each reported at its key).
+    bad_names: usize,
 }
 
 impl Resolver<'_> {
@@ -262,8 +271,10 @@ impl Resolver<'_> {
         }
     }
 
-    /// The `NAME -> table` entries of `[island]` or `[unit]`, in file order.
-    /// Names are checked here: they come from keys, not values.
+    /// The `NAME -> table` entries of `[island]`, `[unit]`, `[overlay]` or
+    /// `[recipe]`, in file order. Names are checked here, since they come
+    /// from keys, not values: a refused name is a problem at its key
+    /// (`island.a b`), and its table is left out.
     fn sections<T: DeserializeOwned>(
         &mut self,
         item: &Item,
@@ -282,7 +293,10 @@ impl Resolver<'_> {
             let raw = self.de::<T>(sub, &path);
             match Name::new(name) {
                 Ok(n) => out.push((n, raw)),
-                Err(e) => self.problems.push(Problem::at_key(path, e.to_string())),
+                Err(e) => {
+                    self.bad_names += 1;
+                    self.problems.push(Problem::at_key(path, e.to_string()));
+                }
             }
         }
         Some(out)

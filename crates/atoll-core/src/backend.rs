@@ -232,7 +232,28 @@ pub enum BackendError {
         /// Why, and what to do instead.
         why: String,
     },
+    /// A group that exists in several hierarchies (cgroup v1) could not be
+    /// removed from more than one of them: every directory left behind,
+    /// each with its OS error. (One directory left is [`Self::Io`].)
+    #[error("group {group} was not removed: {}", not_removed(.failed))]
+    NotRemoved {
+        /// The group.
+        group: GroupPath,
+        /// Each directory that is still there, and why.
+        failed: Vec<(PathBuf, std::io::Error)>,
+    },
 }
+
+fn not_removed(failed: &[(PathBuf, std::io::Error)]) -> String {
+    failed
+        .iter()
+        .map(|(p, e)| format!("rmdir {}: {e}", p.display()))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// `EBUSY`: a group that still has tasks or children.
+const EBUSY: i32 = 16;
 
 impl BackendError {
     /// Whether the error means the process is gone (so it can be forgotten).
@@ -240,6 +261,19 @@ impl BackendError {
         match self {
             Self::NoProcess(_) => true,
             Self::Io { source, .. } => source.raw_os_error() == Some(3), // ESRCH
+            _ => false,
+        }
+    }
+
+    /// Whether a group could not be removed only because it is busy
+    /// (`EBUSY`: tasks or child groups left), so trying again later may
+    /// succeed.
+    pub fn is_busy(&self) -> bool {
+        match self {
+            Self::Io { source, .. } => source.raw_os_error() == Some(EBUSY),
+            Self::NotRemoved { failed, .. } => {
+                failed.iter().all(|(_, e)| e.raw_os_error() == Some(EBUSY))
+            }
             _ => false,
         }
     }

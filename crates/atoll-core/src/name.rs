@@ -21,16 +21,25 @@ pub struct Name(String);
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NameError {
     /// Empty or longer than 64 bytes.
-    #[error("name {0:?} must be 1 to 64 characters long")]
+    #[error("name {} must be 1 to 64 characters long", quoted(.0))]
     Length(String),
     /// A character outside the alphabet, or a bad first character.
-    #[error("name {name:?}: {ch:?} is not allowed (use letters, digits, '_' and '-', starting with a letter or digit)")]
+    #[error("name {}: {ch:?} is not allowed (use letters, digits, '_' and '-', starting with a letter or digit)", quoted(.name))]
     Char {
         /// The name.
         name: String,
         /// The first bad character.
         ch: char,
     },
+}
+
+/// `s` quoted for a message: at most 64 characters of it (then `…`), so a
+/// name of any length makes a short message.
+fn quoted(s: &str) -> String {
+    match s.char_indices().nth(64) {
+        Some((i, _)) => format!("{:?}…", &s[..i]),
+        None => format!("{s:?}"),
+    }
 }
 
 impl Name {
@@ -88,5 +97,22 @@ mod tests {
             assert!(Name::new(bad).is_err(), "{bad}");
         }
         assert!(Name::new("host").unwrap().is_reserved());
+    }
+
+    #[test]
+    fn errors_quote_at_most_64_characters_of_the_name() {
+        let long = "x".repeat(100_000);
+        let e = Name::new(&long).unwrap_err().to_string();
+        assert!(
+            e.len() < 150,
+            "{} bytes: {}",
+            e.len(),
+            &e[..200.min(e.len())]
+        );
+        assert!(e.contains(&format!("\"{}\"…", "x".repeat(64))), "{e}");
+        assert_eq!(
+            Name::new("a b").unwrap_err().to_string(),
+            "name \"a b\": ' ' is not allowed (use letters, digits, '_' and '-', starting with a letter or digit)"
+        );
     }
 }

@@ -19,9 +19,16 @@
 //! - `weight` wins; otherwise `cpus = N` gives weight `100 * N` (one CPU's
 //!   worth is the default weight), clamped to 1..=10000.
 //! - `cpu_cap = C` gives `cpu.max = C * 100000 100000`.
-//! - a realtime island's budget is split evenly among its units, and the
-//!   root's budget is the sum of its islands', at a common 1 s period, as v1
-//!   RT group scheduling requires.
+//! - RT budgets (v1 RT group scheduling: a group with `cpu.rt_runtime_us` 0
+//!   admits no SCHED_FIFO/RR task), all at a common 1 s period
+//!   ([`rt_budgets`]): a realtime island has its configured budget; a
+//!   `fair`, `batch` or `idle` island, and the host partition, a small
+//!   default ([`RT_DEFAULT_RUNTIME_US`], 5 % of the period) so that the
+//!   SCHED_FIFO programs people run there (`cyclictest`, audio, watchdogs)
+//!   keep working; each island's budget is split evenly among its units; the
+//!   root's is the sum of its children's, at most [`RT_ROOT_MAX_US`], the
+//!   kernel's default global limit. The defaults take only what the
+//!   realtime islands leave of that, so every child fits in its parent.
 
 use std::fmt;
 
@@ -40,6 +47,14 @@ pub const RT_PERIOD_US: u64 = 1_000_000;
 /// Most of the RT period atoll's root may take (the kernel's default global
 /// limit is 950000 of 1000000).
 pub const RT_ROOT_MAX_US: u64 = 950_000;
+/// RT runtime per [`RT_PERIOD_US`] of a group whose policy is not realtime
+/// (a `fair`, `batch` or `idle` island, the host partition), split among an
+/// island's units: 5 % of the period. Enough for the short bursts of the
+/// SCHED_FIFO programs people run anywhere (latency probes, audio threads,
+/// watchdogs) and, since a v1 budget is per CPU, little enough that a
+/// runaway SCHED_FIFO task there cannot take more than 5 % of any CPU from
+/// the island's other tasks.
+pub const RT_DEFAULT_RUNTIME_US: u64 = 50_000;
 
 /// A group's path relative to atoll's root: `""` (the root), `"host"`,
 /// `"web"`, `"web/api"`.
@@ -160,6 +175,13 @@ pub struct GroupSettings {
     pub cpu_idle: bool,
     /// RT budget (v1 only; v2 has no RT group scheduling on common kernels).
     pub rt_budget: Option<RtBudget>,
+    /// The RT budget is room for SCHED_FIFO/RR programs in a group whose
+    /// policy is not realtime (see [`RT_DEFAULT_RUNTIME_US`]), not one the
+    /// platform description promises: where the kernel has no RT group
+    /// scheduling, RT tasks need no group budget, so its absence is no
+    /// fallback there.
+    #[serde(default)]
+    pub rt_budget_optional: bool,
     /// Memory protection and limits.
     pub memory: MemoryEntitlement,
     /// `io.weight` (v1: converted to `blkio.weight`).
@@ -234,11 +256,13 @@ pub fn task_policy(island: &IslandSpec, unit: Option<&UnitSpec>) -> TaskPolicy {
 }
 
 /// The settings of a unit's leaf group in `island`, given how many units the
-/// island has (for splitting an RT budget).
+/// island has and the island's RT budget (from [`rt_budgets`]), which is
+/// split evenly among them.
 pub fn unit_settings(
     island: &IslandSpec,
     unit: &UnitSpec,
     units_in_island: usize,
+    island_rt: Option<RtBudget>,
 ) -> GroupSettings {
     let e = &unit.entitlement;
     let cpu_weight = e.weight.or_else(|| {
@@ -249,15 +273,18 @@ pub fn unit_settings(
         quota_us: ((cap * DEFAULT_CPU_PERIOD_US as f64).round() as u64).max(1000),
         period_us: DEFAULT_CPU_PERIOD_US,
     });
-    let rt_budget = island_rt_budget(island).map(|b| RtBudget {
-        runtime_us: b.runtime_us / units_in_island.max(1) as u64,
-        period_us: b.period_us,
-    });
+    let rt_budget = island_rt
+        .map(|b| RtBudget {
+            runtime_us: b.runtime_us / units_in_island.max(1) as u64,
+            period_us: b.period_us,
+        })
+        .filter(|b| b.runtime_us > 0);
     GroupSettings {
         cpu_weight,
         cpu_max,
         cpu_idle: matches!(island.policy, SchedPolicy::Idle),
         rt_budget,
+        rt_budget_optional: !is_realtime(island),
         memory: e.memory.clone(),
         io_weight: e.io.weight,
         io_max: e.io.limits.clone(),
@@ -265,7 +292,8 @@ pub fn unit_settings(
     }
 }
 
-/// An island's RT budget at the common period.
+/// A realtime island's configured RT budget at the common period (`None`
+/// for other policies; their default is in [`rt_budgets`]).
 pub fn island_rt_budget(island: &IslandSpec) -> Option<RtBudget> {
     match &island.policy {
         SchedPolicy::Realtime(rt) => Some(RtBudget {
@@ -273,6 +301,66 @@ pub fn island_rt_budget(island: &IslandSpec) -> Option<RtBudget> {
             period_us: RT_PERIOD_US,
         }),
         _ => None,
+    }
+}
+
+fn is_realtime(island: &IslandSpec) -> bool {
+    matches!(island.policy, SchedPolicy::Realtime(_))
+}
+
+/// The RT budgets of atoll's groups below the root's parent, all at
+/// [`RT_PERIOD_US`]: `None` where a group gets none.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RtBudgets {
+    /// atoll's root: the sum of the others, at most [`RT_ROOT_MAX_US`].
+    pub root: Option<RtBudget>,
+    /// The host partition (when it has CPUs): the default.
+    pub host: Option<RtBudget>,
+    /// Each island, in the spec's order: its configured budget if realtime,
+    /// else the default.
+    pub islands: Vec<Option<RtBudget>>,
+}
+
+/// The RT budget of every island and of the host partition, and the root's.
+///
+/// Realtime islands get what they are configured with. The others, and the
+/// host partition, get [`RT_DEFAULT_RUNTIME_US`] each, or an equal share of
+/// what the realtime islands leave of [`RT_ROOT_MAX_US`] when that is less
+/// (none when they leave nothing). The root gets the sum, at most
+/// [`RT_ROOT_MAX_US`]; realtime islands asking for more than that together
+/// are refused by the kernel, which the backend reports.
+pub fn rt_budgets(spec: &PlatformSpec) -> RtBudgets {
+    let at_period = |runtime_us: u64| RtBudget {
+        runtime_us,
+        period_us: RT_PERIOD_US,
+    };
+    let configured: Vec<Option<RtBudget>> = spec.islands.iter().map(island_rt_budget).collect();
+    let rt_sum: u64 = configured.iter().flatten().map(|b| b.runtime_us).sum();
+    let host = !spec.host.cpus.is_empty();
+    let defaults = spec.islands.iter().filter(|i| !is_realtime(i)).count() + usize::from(host);
+    let room = RT_ROOT_MAX_US.saturating_sub(rt_sum);
+    let each = if defaults == 0 {
+        0
+    } else {
+        RT_DEFAULT_RUNTIME_US.min(room / defaults as u64)
+    };
+    let default = (each > 0).then(|| at_period(each));
+    let islands: Vec<Option<RtBudget>> = configured
+        .into_iter()
+        .zip(&spec.islands)
+        .map(|(c, i)| if is_realtime(i) { c } else { default })
+        .collect();
+    let host = if host { default } else { None };
+    let total: u64 = islands
+        .iter()
+        .chain([&host])
+        .flatten()
+        .map(|b| b.runtime_us)
+        .sum();
+    RtBudgets {
+        root: (total > 0).then(|| at_period(total.min(RT_ROOT_MAX_US))),
+        host,
+        islands,
     }
 }
 
@@ -288,21 +376,14 @@ pub fn plan(spec: &PlatformSpec, runtime_units: &[UnitSpec]) -> GroupPlan {
         .islands
         .iter()
         .fold(spec.host.mems.clone(), |acc, i| acc.union(&i.mems));
-    let rt_total: u64 = spec
-        .islands
-        .iter()
-        .filter_map(island_rt_budget)
-        .map(|b| b.runtime_us)
-        .sum();
+    let rt = rt_budgets(spec);
     let mut groups = vec![PlannedGroup {
         path: GroupPath::root(),
         settings: GroupSettings {
             cpus: Some(all_cpus),
             mems: Some(all_mems),
-            rt_budget: (rt_total > 0).then_some(RtBudget {
-                runtime_us: rt_total.min(RT_ROOT_MAX_US),
-                period_us: RT_PERIOD_US,
-            }),
+            rt_budget: rt.root,
+            rt_budget_optional: !spec.islands.iter().any(is_realtime),
             ..Default::default()
         },
         task_policy: None,
@@ -313,13 +394,15 @@ pub fn plan(spec: &PlatformSpec, runtime_units: &[UnitSpec]) -> GroupPlan {
             settings: GroupSettings {
                 cpus: Some(spec.host.cpus.clone()),
                 mems: Some(spec.host.mems.clone()),
+                rt_budget: rt.host,
+                rt_budget_optional: true,
                 ..Default::default()
             },
             task_policy: Some(TaskPolicy::Other),
         });
     }
     let units: Vec<&UnitSpec> = spec.units.iter().chain(runtime_units).collect();
-    for island in &spec.islands {
+    for (island, island_rt) in spec.islands.iter().zip(rt.islands) {
         groups.push(PlannedGroup {
             path: GroupPath::island(&island.name),
             settings: GroupSettings {
@@ -329,7 +412,8 @@ pub fn plan(spec: &PlatformSpec, runtime_units: &[UnitSpec]) -> GroupPlan {
                 // when the island asks for it.
                 partition: island.exclusive.then_some(Partition::Root),
                 cpu_idle: matches!(island.policy, SchedPolicy::Idle),
-                rt_budget: island_rt_budget(island),
+                rt_budget: island_rt,
+                rt_budget_optional: !is_realtime(island),
                 ..Default::default()
             },
             task_policy: None,
@@ -338,7 +422,7 @@ pub fn plan(spec: &PlatformSpec, runtime_units: &[UnitSpec]) -> GroupPlan {
         for unit in &members {
             groups.push(PlannedGroup {
                 path: GroupPath::unit(&island.name, &unit.name),
-                settings: unit_settings(island, unit, members.len()),
+                settings: unit_settings(island, unit, members.len(), island_rt),
                 task_policy: Some(task_policy(island, Some(unit))),
             });
         }
@@ -382,7 +466,8 @@ mod tests {
         let root = &plan.groups[0].settings;
         assert_eq!(root.cpus, Some(set("0-15")));
         assert_eq!(root.mems, Some(set("0-1")));
-        assert_eq!(root.rt_budget.unwrap().runtime_us, 500_000);
+        // The realtime island's 500 ms, and 50 ms each for web and host.
+        assert_eq!(root.rt_budget.unwrap().runtime_us, 600_000);
         let api = plan.get(&GroupPath::from_relative("web/api")).unwrap();
         assert_eq!(api.settings.cpu_weight, Some(200));
         assert_eq!(
@@ -451,5 +536,118 @@ mod tests {
         let a = plan.get(&GroupPath::from_relative("rt/a")).unwrap();
         assert_eq!(a.settings.rt_budget.unwrap().runtime_us, 100_000);
         assert_eq!(a.task_policy, Some(TaskPolicy::Fifo(10)));
+        assert!(!island.settings.rt_budget_optional && !a.settings.rt_budget_optional);
+    }
+
+    fn budget(plan: &GroupPlan, path: &str) -> Option<u64> {
+        let g = plan.get(&GroupPath::from_relative(path)).unwrap();
+        g.settings.rt_budget.map(|b| {
+            assert_eq!(b.period_us, RT_PERIOD_US, "{path}");
+            b.runtime_us
+        })
+    }
+
+    fn optional(plan: &GroupPlan, path: &str) -> bool {
+        plan.get(&GroupPath::from_relative(path))
+            .unwrap()
+            .settings
+            .rt_budget_optional
+    }
+
+    fn fair_unit(name: &str, island: &str) -> UnitSpec {
+        UnitSpec {
+            name: n(name),
+            island: n(island),
+            entitlement: Entitlement::default(),
+            adopt: vec![],
+            rt_priority: None,
+        }
+    }
+
+    #[test]
+    fn fair_batch_and_idle_islands_and_the_host_get_a_default_rt_budget() {
+        let mut spec = spec16();
+        spec.islands[1].policy = SchedPolicy::Batch;
+        let mut idle = spec.islands[1].clone();
+        idle.name = n("slow");
+        idle.policy = SchedPolicy::Idle;
+        idle.cpus = set("15");
+        spec.islands[1].cpus = set("4-7,12-14");
+        spec.islands.push(idle);
+        let runtime = [fair_unit("probe", "web"), fair_unit("b1", "rt")];
+        let plan = plan(&spec, &runtime);
+        // web: api and probe share 50 ms; rt (batch) and slow (idle) 50 ms.
+        assert_eq!(budget(&plan, "web"), Some(RT_DEFAULT_RUNTIME_US));
+        assert_eq!(budget(&plan, "web/api"), Some(25_000));
+        assert_eq!(budget(&plan, "web/probe"), Some(25_000));
+        assert_eq!(budget(&plan, "rt"), Some(50_000));
+        assert_eq!(budget(&plan, "rt/b1"), Some(50_000));
+        assert_eq!(budget(&plan, "slow"), Some(50_000));
+        assert_eq!(budget(&plan, "host"), Some(50_000));
+        assert_eq!(budget(&plan, ""), Some(4 * 50_000), "the root has the sum");
+        // None of these is a promise: no fallback without RT group scheduling.
+        for g in ["", "host", "web", "web/api", "rt", "rt/b1", "slow"] {
+            assert!(optional(&plan, g), "{g}");
+        }
+        // Every parent covers its children.
+        for g in &plan.groups {
+            let Some(parent) = g.path.parent() else {
+                continue;
+            };
+            let kids: u64 = plan
+                .groups
+                .iter()
+                .filter(|c| c.path.parent().as_ref() == Some(&parent))
+                .filter_map(|c| c.settings.rt_budget)
+                .map(|b| b.runtime_us)
+                .sum();
+            let have = budget(&plan, parent.as_str()).unwrap_or(0);
+            assert!(kids <= have, "children of {parent} take {kids} of {have}");
+        }
+    }
+
+    #[test]
+    fn defaults_take_only_what_the_realtime_islands_leave() {
+        let mut spec = spec16();
+        let set_rt = |spec: &mut PlatformSpec, runtime_us| {
+            if let SchedPolicy::Realtime(rt) = &mut spec.islands[1].policy {
+                rt.runtime_us = runtime_us;
+            }
+        };
+        // 900 ms realtime leaves 50 ms for web and host: 25 ms each.
+        set_rt(&mut spec, 900_000);
+        let p = plan(&spec, &[]);
+        assert_eq!(budget(&p, "rt"), Some(900_000));
+        assert_eq!(budget(&p, "web"), Some(25_000));
+        assert_eq!(budget(&p, "host"), Some(25_000));
+        assert_eq!(budget(&p, ""), Some(RT_ROOT_MAX_US));
+        assert!(!optional(&p, ""), "a realtime island's budget is a promise");
+        // Nothing left: no default budget at all, and the root is capped.
+        set_rt(&mut spec, 990_000);
+        let p = plan(&spec, &[]);
+        assert_eq!(budget(&p, "web"), None);
+        assert_eq!(budget(&p, "web/api"), None);
+        assert_eq!(budget(&p, "host"), None);
+        assert_eq!(budget(&p, ""), Some(RT_ROOT_MAX_US));
+        let b = rt_budgets(&spec);
+        assert_eq!(
+            b.islands,
+            [None, Some(p.groups[4].settings.rt_budget.unwrap())]
+        );
+    }
+
+    #[test]
+    fn a_split_too_small_to_use_is_no_budget() {
+        let mut spec = spec16();
+        spec.host.cpus = CpuSet::new();
+        spec.host.mems = CpuSet::new();
+        spec.islands.truncate(1);
+        let many: Vec<UnitSpec> = (0..50_001)
+            .map(|i| fair_unit(&format!("u{i}"), "web"))
+            .collect();
+        let p = plan(&spec, &many);
+        assert_eq!(budget(&p, ""), Some(RT_DEFAULT_RUNTIME_US));
+        assert_eq!(budget(&p, "web/u0"), None, "0 us is no budget");
+        assert!(rt_budgets(&spec).host.is_none());
     }
 }

@@ -20,6 +20,9 @@ use serde::{Deserialize, Serialize};
 
 pub mod apps;
 pub mod coord;
+pub mod strict;
+
+pub use strict::{MAX_ITEMS, MAX_NAME, MAX_TEXT};
 
 use atoll_core::backend::GroupStats;
 use atoll_core::decision::Decision;
@@ -570,17 +573,36 @@ pub enum DecodeError {
         /// Its length.
         len: usize,
     },
+    /// A key written twice in one object, or (in a request) a string, key
+    /// or array over its limit (see [`strict`]).
+    #[error("{violation} (at column {column})")]
+    Strict {
+        /// What was refused, with the field.
+        violation: strict::Violation,
+        /// Where the parser stopped, 1-based.
+        column: usize,
+    },
 }
 
+/// Decodes a reply: no key twice.
 fn decode<T: for<'de> Deserialize<'de>>(line: &str) -> Result<T, DecodeError> {
+    strict_check(line, false)?;
     parse(line)
 }
 
+/// Decodes a request: at most [`MAX_LINE`] bytes, no key twice, no field
+/// over its limit.
 fn decode_limited<T: for<'de> Deserialize<'de>>(line: &str) -> Result<T, DecodeError> {
     if line.len() > MAX_LINE {
         return Err(DecodeError::TooLong { len: line.len() });
     }
+    strict_check(line, true)?;
     parse(line)
+}
+
+fn strict_check(line: &str, limits: bool) -> Result<(), DecodeError> {
+    strict::check(line.trim_end(), limits)
+        .map_err(|(violation, column)| DecodeError::Strict { violation, column })
 }
 
 fn parse<T: for<'de> Deserialize<'de>>(line: &str) -> Result<T, DecodeError> {
@@ -599,7 +621,9 @@ struct RawRequest {
 }
 
 /// Decodes a request line: `v` and `id` are required, the rest must be
-/// exactly one [`Request`] with no unknown fields.
+/// exactly one [`Request`] with no unknown fields, no key written twice
+/// (at any depth) and no field over its limit ([`MAX_NAME`], [`MAX_TEXT`],
+/// [`MAX_ITEMS`]; see [`strict`]).
 pub fn decode_request(line: &str) -> Result<RequestEnvelope, DecodeError> {
     let raw: RawRequest = decode_limited(line)?;
     let request =
@@ -616,8 +640,9 @@ pub fn decode_request(line: &str) -> Result<RequestEnvelope, DecodeError> {
     })
 }
 
-/// Decodes a reply line. Replies have no length limit (a status report of
-/// a large machine is long); requests do.
+/// Decodes a reply line. A key written twice is refused as in requests;
+/// replies have no length or field limits (a status report of a large
+/// machine is long); requests do.
 pub fn decode_response(line: &str) -> Result<ResponseEnvelope, DecodeError> {
     decode(line)
 }
@@ -698,3 +723,7 @@ mod tests {
         assert_eq!(back.code, ErrorCode::PermissionDenied);
     }
 }
+
+#[cfg(test)]
+#[path = "decode_tests.rs"]
+mod decode_tests;

@@ -74,7 +74,9 @@ impl SimState {
         let mut s = s.clone();
         let mut fallbacks = Vec::new();
         if !self.rt_groups {
-            if let Some(b) = s.rt_budget.take() {
+            // An optional budget (room for RT programs in a non-realtime
+            // group) is not needed without RT group scheduling.
+            if let Some(b) = s.rt_budget.take().filter(|_| !s.rt_budget_optional) {
                 fallbacks.push(Fallback {
                     path: path.clone(),
                     knob: "cpu.rt_runtime_us".into(),

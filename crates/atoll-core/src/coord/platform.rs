@@ -135,7 +135,7 @@ impl PlatformManager {
                     .map(|u| {
                         let e = &u.entitlement;
                         let mut knobs = UnitKnobs {
-                            weight: crate::plan::unit_settings(island, u, count)
+                            weight: crate::plan::unit_settings(island, u, count, None)
                                 .cpu_weight
                                 .unwrap_or(crate::weight::DEFAULT_WEIGHT),
                             cap: e.cpu_cap,

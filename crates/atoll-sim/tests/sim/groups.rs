@@ -272,3 +272,23 @@ fn rt_budgets_must_fit_and_rt_tasks_need_one() {
     );
     assert_eq!(sim.policy(other).unwrap(), TaskPolicy::Other);
 }
+
+#[test]
+fn without_rt_groups_only_a_promised_rt_budget_is_a_fallback() {
+    let mut sim = machine(4);
+    sim.set_rt_groups(false);
+    let rt = |optional| GroupSettings {
+        rt_budget: Some(RtBudget {
+            runtime_us: 50_000,
+            period_us: 1_000_000,
+        }),
+        rt_budget_optional: optional,
+        ..Default::default()
+    };
+    // A non-realtime group's default budget is not needed here.
+    ok(&mut sim, "", rt(true));
+    // A realtime island's is, and the kernel cannot give it.
+    let fb = sim.apply(&g("rt"), &rt(false)).unwrap();
+    assert_eq!(fb.len(), 1, "{fb:?}");
+    assert_eq!(fb[0].knob, "cpu.rt_runtime_us");
+}

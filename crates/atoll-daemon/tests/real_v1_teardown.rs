@@ -1,0 +1,171 @@
+//! Teardown on this machine's real cgroup v1 hierarchies, when someone made
+//! a group of their own inside atoll's tree in one hierarchy only (the
+//! review's `mkdir /sys/fs/cgroup/memory/ROOT/main/light/sub; atoll stop`).
+//!
+//! Runs only as root with writable v1 `cpuset`, `cpu` and `memory`
+//! hierarchies and at least two CPUs; prints "skipped: ..." otherwise.
+//! Everything happens under a root group named `atoll-test-<pid>-<nanos>`;
+//! the only process moved is a `sleep` this test starts (into the stray
+//! group it made), and drop guards kill it and remove the groups even if an
+//! assertion fails. Time is a manual clock.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+
+use atoll_core::clock::ManualClock;
+use atoll_core::spec::{
+    Entitlement, HostSpec, IslandSpec, PlatformSpec, SchedPolicy, UnitSpec, DEFAULT_EPOCH,
+};
+use atoll_core::{CpuSet, Name};
+
+fn n(s: &str) -> Name {
+    Name::new(s).unwrap()
+}
+
+/// Island `main` on every CPU, unit `light` in it.
+fn spec(real: &common::RealV1) -> PlatformSpec {
+    let mems = real.topo.all_nodes();
+    PlatformSpec {
+        host: HostSpec {
+            cpus: CpuSet::new(),
+            mems: mems.clone(),
+            adopt_all: false,
+        },
+        islands: vec![IslandSpec {
+            name: n("main"),
+            cpus: real.topo.online(),
+            mems,
+            policy: SchedPolicy::Fair,
+            arbitration: Default::default(),
+        }],
+        units: vec![UnitSpec {
+            name: n("light"),
+            island: n("main"),
+            entitlement: Entitlement::default(),
+            adopt: vec![],
+            rt_priority: None,
+        }],
+        default_island: None,
+        epoch: DEFAULT_EPOCH,
+        isolation: Default::default(),
+        overlays: vec![],
+        comm: None,
+        apps: Default::default(),
+    }
+}
+
+/// The rig, and the memory hierarchy's mount, or why the test skips.
+fn setup() -> Option<(common::RealV1, PathBuf)> {
+    let real = match common::real_v1() {
+        Ok(r) => r,
+        Err(why) => {
+            println!("skipped: {why}");
+            return None;
+        }
+    };
+    let Some(memory) = real.paths().memory.clone() else {
+        println!("skipped: no writable v1 memory hierarchy");
+        return None;
+    };
+    Some((real, memory))
+}
+
+/// Every directory of atoll's test root, in every hierarchy.
+fn left_behind(real: &common::RealV1) -> Vec<PathBuf> {
+    fn walk(d: &Path, out: &mut Vec<PathBuf>) {
+        if !d.is_dir() {
+            return;
+        }
+        out.push(d.to_path_buf());
+        for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                walk(&e.path(), out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (_, m) in real.paths().hierarchies() {
+        walk(&m.join(&real.root), &mut out);
+    }
+    out
+}
+
+#[test]
+fn a_stray_group_in_one_hierarchy_is_removed_with_the_rest() {
+    let Some((real, memory)) = setup() else {
+        return;
+    };
+    let clock = ManualClock::new();
+    let mut c = real.start(spec(&real), &clock);
+    let stray = memory.join(&real.root).join("main/light/sub");
+    std::fs::create_dir(&stray).unwrap();
+    assert!(!real
+        .paths()
+        .cpuset
+        .join(&real.root)
+        .join("main/light/sub")
+        .exists());
+    let result = c.teardown();
+    let left = left_behind(&real);
+    assert!(left.is_empty(), "left behind: {left:#?} ({result:?})");
+    result.unwrap();
+}
+
+/// Kills and reaps the child when the test ends (before the root guard
+/// removes the groups: it is declared after it).
+struct Kill(Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_stray_group_that_cannot_go_is_named_in_the_error() {
+    let Some((real, memory)) = setup() else {
+        return;
+    };
+    let clock = ManualClock::new();
+    let mut c = real.start(spec(&real), &clock);
+    let stray = memory.join(&real.root).join("main/light/sub");
+    std::fs::create_dir(&stray).unwrap();
+    let child = Kill(Command::new("sleep").arg("60").spawn().unwrap());
+    // In the stray group's memory hierarchy only: atoll does not know it.
+    std::fs::write(stray.join("cgroup.procs"), child.0.id().to_string()).unwrap();
+    let e = c
+        .teardown()
+        .expect_err("a group with a task in it cannot go");
+    let text = e.to_string();
+    assert!(
+        text.contains(&stray.display().to_string()),
+        "the error names {}: {text}",
+        stray.display()
+    );
+    // Its parents stay (their child is still there), and say so too.
+    let light = memory.join(&real.root).join("main/light");
+    assert!(
+        text.contains(&format!("{}:", light.display())),
+        "the error names {}: {text}",
+        light.display()
+    );
+    // Everything else is gone.
+    let left = left_behind(&real);
+    let want: Vec<PathBuf> = [&stray, &light]
+        .into_iter()
+        .cloned()
+        .chain([
+            memory.join(&real.root).join("main"),
+            memory.join(&real.root),
+        ])
+        .collect();
+    let mut left_sorted = left.clone();
+    left_sorted.sort();
+    let mut want_sorted = want;
+    want_sorted.sort();
+    assert_eq!(left_sorted, want_sorted, "{text}");
+    drop(child);
+}

@@ -1,0 +1,143 @@
+//! Strict decoding of whole lines: duplicate keys and field limits (see
+//! [`crate::strict`]), as the daemon sees them.
+
+use super::*;
+
+fn refused(line: &str) -> String {
+    match decode_request(line) {
+        Ok(r) => panic!("accepted {line}: {r:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn the_reviews_line_does_not_stop_the_daemon() {
+    let line = r#"{"v":1,"id":1,"op":"status","op":"stop"}"#;
+    let e = decode_request(line).unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            DecodeError::Strict {
+                violation: strict::Violation::DuplicateKey { key, object },
+                ..
+            } if key == "op" && object.is_empty()
+        ),
+        "{e:?}"
+    );
+    let text = e.to_string();
+    assert!(text.contains("duplicate key \"op\""), "{text}");
+    // The other order, and duplicates of the envelope's own keys.
+    assert!(refused(r#"{"v":1,"id":1,"op":"stop","op":"status"}"#).contains("\"op\""));
+    assert!(refused(r#"{"v":1,"id":1,"id":2,"op":"status"}"#).contains("\"id\""));
+    assert!(refused(r#"{"v":1,"v":1,"id":1,"op":"status"}"#).contains("\"v\""));
+}
+
+#[test]
+fn duplicate_keys_are_refused_inside_requests_too() {
+    let t = refused(r#"{"v":1,"id":1,"op":"adopt","unit":"a","pid":7,"unit":"b"}"#);
+    assert!(t.contains("duplicate key \"unit\""), "{t}");
+    let t = refused(
+        r#"{"v":1,"id":2,"op":"coordinate","message":{"msg":"tune","resource":"cpu_time","dir":"up","dir":"down","overlay":"shop","unit":"api"}}"#,
+    );
+    assert!(t.contains("duplicate key \"dir\" in field message"), "{t}");
+    let t = refused(
+        r#"{"v":1,"id":3,"op":"app_register","recipe":{"inline":{"name":"r","modes":[{"id":0,"value":1,"value":0.5,"needs":{"cpu_quota":1}}]}}}"#,
+    );
+    assert!(
+        t.contains("duplicate key \"value\" in field recipe.inline.modes[0]"),
+        "{t}"
+    );
+}
+
+#[test]
+fn replies_with_a_key_twice_are_refused() {
+    let e = decode_response(r#"{"v":1,"id":3,"ok":{"kind":"stopping"},"id":4}"#).unwrap_err();
+    assert!(e.to_string().contains("duplicate key \"id\""), "{e}");
+    let e = decode_response(
+        r#"{"v":1,"id":3,"err":{"code":"not_found","code":"backend","message":"m"}}"#,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("in field err"), "{e}");
+}
+
+#[test]
+fn over_long_fields_are_bad_requests_naming_the_field_and_the_limit() {
+    let unit = "u".repeat(MAX_NAME + 1);
+    let t = refused(&format!(
+        r#"{{"v":1,"id":1,"op":"adopt","unit":"{unit}","pid":7}}"#
+    ));
+    assert!(t.contains("field unit is 256 bytes long"), "{t}");
+    assert!(t.contains("limit of 255 bytes"), "{t}");
+    assert!(t.len() < 200, "the message does not echo the field: {t}");
+    let t = refused(&format!(
+        r#"{{"v":1,"id":1,"op":"why","subject":"{}"}}"#,
+        "s".repeat(5000)
+    ));
+    assert!(t.contains("field subject is 5000 bytes long"), "{t}");
+    let t = refused(&format!(
+        r#"{{"v":1,"id":1,"op":"app_register","recipe":{{"named":"{}"}}}}"#,
+        "r".repeat(300)
+    ));
+    assert!(t.contains("field recipe.named is 300 bytes"), "{t}");
+    // A mode's label may be longer than a name, up to the free-text limit.
+    let mode = |label: &str| {
+        format!(
+            r#"{{"v":1,"id":1,"op":"app_register","recipe":{{"inline":{{"name":"r","modes":[{{"id":0,"name":"{label}","value":1,"needs":{{"cpu_quota":1}}}}]}}}}}}"#
+        )
+    };
+    decode_request(&mode(&"l".repeat(1000))).unwrap();
+    let t = refused(&mode(&"l".repeat(MAX_TEXT + 1)));
+    assert!(
+        t.contains("field recipe.inline.modes[0].name is 4097 bytes long, over the limit of 4096"),
+        "{t}"
+    );
+}
+
+#[test]
+fn over_long_arrays_are_bad_requests() {
+    let modes: Vec<String> = (0..MAX_ITEMS + 1)
+        .map(|i| {
+            format!(
+                r#"{{"id":{},"value":1,"needs":{{"cpu_quota":1}}}}"#,
+                i % 256
+            )
+        })
+        .collect();
+    let line = format!(
+        r#"{{"v":1,"id":1,"op":"app_register","recipe":{{"inline":{{"name":"r","modes":[{}]}}}}}}"#,
+        modes.join(",")
+    );
+    assert!(
+        line.len() <= MAX_LINE,
+        "within the line limit: {}",
+        line.len()
+    );
+    let t = refused(&line);
+    assert!(
+        t.contains("field recipe.inline.modes has more than 1024 items"),
+        "{t}"
+    );
+    let units: Vec<&str> = vec![r#"["a","b"]"#; MAX_ITEMS + 1];
+    let line = format!(
+        r#"{{"v":1,"id":1,"op":"coordinate","message":{{"msg":"register","overlay":{{"name":"o","priority":1,"units":[{}],"property":{{"kind":"throughput_floor","per_s":1}}}}}}}}"#,
+        units.join(",")
+    );
+    let t = refused(&line);
+    assert!(
+        t.contains("field message.overlay.units has more than 1024 items"),
+        "{t}"
+    );
+}
+
+#[test]
+fn what_a_real_client_sends_is_within_the_limits() {
+    let name = "n".repeat(64);
+    decode_request(&format!(
+        r#"{{"v":1,"id":1,"op":"adopt","unit":"{name}","pid":7,"island":"{name}"}}"#
+    ))
+    .unwrap();
+    decode_request(&format!(
+        r#"{{"v":1,"id":1,"op":"why","subject":"{name}/{name}"}}"#
+    ))
+    .unwrap();
+}
