@@ -39,6 +39,8 @@ fn spec(real: &common::RealV1) -> PlatformSpec {
             mems,
             policy: SchedPolicy::Fair,
             arbitration: Default::default(),
+            exclusive: false,
+            access: Default::default(),
         }],
         units: vec![UnitSpec {
             name: n("light"),

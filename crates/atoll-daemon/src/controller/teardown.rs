@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use atoll_core::backend::{Backend, BackendError};
+use atoll_core::backend::Backend;
 use atoll_core::decision::Reason;
 use atoll_core::plan::GroupPath;
 
@@ -17,11 +17,6 @@ const ROUNDS: usize = 10;
 /// How long teardown waits for groups whose tasks are still exiting.
 pub const BUSY_WAIT: Duration = Duration::from_secs(5);
 const BUSY_PAUSE: Duration = Duration::from_millis(100);
-
-/// Whether `e` is the kernel's "group still has tasks" (`EBUSY`).
-fn is_busy(e: &BackendError) -> bool {
-    matches!(e, BackendError::Io { source, .. } if source.raw_os_error() == Some(libc::EBUSY))
-}
 
 /// Every group under atoll's root that exists in the kernel, deepest
 /// first, the root last.
@@ -68,8 +63,8 @@ impl Controller {
             }
         }
         let mut left = Vec::new();
-        let tries = (BUSY_WAIT.as_millis() / BUSY_PAUSE.as_millis()).max(1) as usize;
-        for attempt in 1..=tries {
+        let started = std::time::Instant::now();
+        loop {
             left.clear();
             let mut busy = false;
             let now = self.now();
@@ -81,11 +76,11 @@ impl Controller {
                     now,
                     Reason::Teardown,
                 ) {
-                    busy |= is_busy(&e);
+                    busy |= e.is_busy();
                     left.push(format!("{g} ({e})"));
                 }
             }
-            if !busy || attempt == tries {
+            if !busy || started.elapsed() >= BUSY_WAIT {
                 break;
             }
             std::thread::sleep(BUSY_PAUSE);
