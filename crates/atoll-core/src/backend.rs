@@ -78,6 +78,21 @@ pub struct Fallback {
     pub reason: String,
 }
 
+/// A knob the backend found different from what it writes and rewrote:
+/// when the settings asked for did not change, someone changed the group
+/// behind atoll's back.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rewrite {
+    /// The group.
+    pub path: GroupPath,
+    /// The knob (a cgroup file name).
+    pub knob: String,
+    /// The value found.
+    pub found: String,
+    /// The value written.
+    pub wrote: String,
+}
+
 /// One PSI line: `some` or `full`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PsiLine {
@@ -315,6 +330,11 @@ pub trait Actuator: Send {
     /// Gives back the record of [`outside_changes`](Self::outside_changes)
     /// after a restart.
     fn set_outside_changes(&mut self, _changes: Vec<String>) {}
+    /// The knobs [`apply`](Self::apply) found different and rewrote since
+    /// the last call (backends that cannot tell report none).
+    fn take_rewrites(&mut self) -> Vec<Rewrite> {
+        Vec::new()
+    }
 }
 
 /// Reads the kernel (or the simulator).
@@ -325,6 +345,12 @@ pub trait Monitor: Send {
     fn children(&self, path: &GroupPath) -> Result<Vec<String>, BackendError>;
     /// Pids of the processes in the group (not its children).
     fn processes(&self, path: &GroupPath) -> Result<Vec<u32>, BackendError>;
+    /// Pids of the processes in the group wherever the backend keeps the
+    /// group more than once (cgroup v1: in any hierarchy, for a process
+    /// someone moved in some hierarchies only); what teardown gives back.
+    fn processes_anywhere(&self, path: &GroupPath) -> Result<Vec<u32>, BackendError> {
+        self.processes(path)
+    }
     /// Usage, throttling, memory, IO and pressure of the group.
     fn stats(&self, path: &GroupPath) -> Result<GroupStats, BackendError> {
         self.stats_of(path, StatSelect::ALL)

@@ -129,6 +129,61 @@ pub enum AdoptError {
         #[source]
         source: Box<crate::compose::ComposeError>,
     },
+    /// A configured unit takes processes only from root and its rules.
+    #[error("unit {unit} is in the platform description: only root (or its adoption rules) may place processes in it")]
+    ConfiguredUnit {
+        /// The unit.
+        unit: String,
+    },
+    /// A unit created at run time by someone else (root, another user, an
+    /// application).
+    #[error("unit {unit} was created by {by}; uid {caller} may place processes only in units it created")]
+    NotYourUnit {
+        /// The unit.
+        unit: String,
+        /// Who created it, in words.
+        by: String,
+        /// The caller.
+        caller: u32,
+    },
+    /// The island takes no units from users.
+    #[error("island {island} takes no units from users (set user_units = true in [island.{island}] to allow it)")]
+    NoUserUnits {
+        /// The island.
+        island: String,
+    },
+    /// The user has as many units in the island as it may.
+    #[error("uid {uid} has {max} units in island {island} already, the most one user may (user_units_max)")]
+    TooManyUnits {
+        /// The caller.
+        uid: u32,
+        /// The island.
+        island: String,
+        /// The limit.
+        max: u32,
+    },
+    /// Too many units created at run time altogether.
+    #[error("atoll holds {max} units created at run time already; remove some first")]
+    TooManyRuntimeUnits {
+        /// The limit.
+        max: usize,
+    },
+    /// A realtime island takes tasks only from root and its RT users.
+    #[error("island {island} is realtime: only root or its rt_users may place tasks there (uid {uid} is not one)")]
+    Realtime {
+        /// The island.
+        island: String,
+        /// The caller.
+        uid: u32,
+    },
+    /// The process was placed by root or the config: it stays there.
+    #[error("pid {pid} was placed in {group} by root or the platform description; only root may move it")]
+    PlacedByRoot {
+        /// The process.
+        pid: u32,
+        /// Where it is.
+        group: GroupPath,
+    },
     /// The process could not be moved.
     #[error("moving pid {pid} into {group}: {source}")]
     Move {

@@ -32,3 +32,4 @@ pub mod rt_guard;
 pub mod run;
 pub mod setup;
 pub mod state;
+pub mod units;

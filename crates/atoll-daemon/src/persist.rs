@@ -128,6 +128,7 @@ pub fn saved_state(reg: &Registry, backend: &dyn Backend) -> SavedState {
             .map(|(u, origin)| SavedUnit {
                 spec: u.clone(),
                 origin,
+                owner: reg.owner(u.name.as_str()),
             })
             .collect(),
         processes: reg
@@ -138,6 +139,7 @@ pub fn saved_state(reg: &Registry, backend: &dyn Backend) -> SavedState {
                     start_ticks: m.start_ticks,
                     group: m.group.clone(),
                     origin: m.origin.clone()?,
+                    placed_by: m.placed_by,
                 })
             })
             .collect(),

@@ -274,7 +274,9 @@ fn api_adopt_creates_units_checks_permissions_and_changes_nothing_on_error() {
     let rig = Rig::new();
     let mine = rig.sim.spawn("job", 1000, None);
     let theirs = rig.sim.spawn("job", 1001, None);
-    let mut c = rig.controller(spec(false));
+    let mut s = spec(false);
+    s.islands[0].access.user_units = true;
+    let mut c = rig.controller(s);
     c.start().unwrap();
     let user = Caller {
         uid: 1000,

@@ -39,6 +39,7 @@ use atoll_core::backend::{BackendError, Fallback, Monitor};
 use atoll_core::clock::Clock;
 use atoll_core::comm::NetMonitor;
 use atoll_core::decision::Reason;
+use atoll_core::plan::GroupPath;
 use atoll_core::process::{CgroupMembership, ProcessTable, SystemMonitor, TaskControl};
 use atoll_core::spec::PlatformSpec;
 use atoll_core::{CpuSet, Name};
@@ -57,6 +58,7 @@ use crate::placement::Placement;
 use crate::registry::Registry;
 use crate::rt_guard::RtGuard;
 use crate::state::StateError;
+use crate::units::RuntimeUnits;
 
 /// How often the periodic work of a scanning loop runs (pruning exited
 /// processes when `/proc` is scanned and no rule asks for more).
@@ -143,6 +145,7 @@ pub struct Controller {
     persist: Persist,
     adoption: Adoption,
     rt: RtGuard,
+    runtime_units: RuntimeUnits,
     loads: Loads,
     coord: Coordination,
     iso: Isolation,
@@ -215,6 +218,7 @@ impl Controller {
             opts,
             adoption: Adoption::default(),
             rt: RtGuard::default(),
+            runtime_units: RuntimeUnits::default(),
             loads: Loads::default(),
             coord,
             iso: Isolation::default(),
@@ -269,6 +273,16 @@ impl Controller {
         self.isolate(now);
         self.communicate(now);
         self.manage_apps(now);
+        if periodic {
+            let mut p = placement(
+                &mut self.env,
+                &mut self.reg,
+                &mut self.log,
+                now,
+                &self.opts.self_origin,
+            );
+            self.runtime_units.sweep(&mut p, &mut self.compose);
+        }
         self.settle();
         self.repair();
         self.persist
@@ -460,15 +474,55 @@ impl Controller {
         }
         self.repair_owed -= count;
         let now = self.now();
-        self.compose.repair_next(
+        let groups = self.compose.repair_next(
             &self.reg,
             &mut *self.env.backend,
             &mut self.log,
             now,
             count as usize,
         );
+        for g in &groups {
+            self.let_go_of_moved(g, now);
+        }
+        self.remove_strays_in(&groups);
         if self.compose.pending() {
             self.settle();
+        }
+    }
+
+    /// The processes recorded in unit group `g` that someone moved out of
+    /// it are let go of (a decision): atoll does not fight whoever moved
+    /// them, and does not report them as its own.
+    fn let_go_of_moved(&mut self, g: &GroupPath, now: Duration) {
+        let root = self.env.backend.root_name().to_string();
+        for pid in self.reg.managed_in(g) {
+            let Ok(info) = self.env.procs.info(pid) else {
+                continue; // gone: the next adoption step forgets it
+            };
+            let now_in = crate::placement::in_atoll(&root, &info.cgroups);
+            if now_in.as_ref() == Some(g) {
+                continue;
+            }
+            let to = info
+                .cgroups
+                .unified()
+                .or_else(|| info.cgroups.controller("cpu"))
+                .unwrap_or("?")
+                .to_string();
+            self.reg.forget(pid);
+            self.log.record(atoll_core::decision::Decision {
+                at: now,
+                action: atoll_core::decision::Action::RestoreProcess {
+                    pid,
+                    to: to.clone(),
+                },
+                why: Reason::Housekeeping {
+                    detail: format!(
+                        "pid {pid} ({}) left {g}: someone moved it to {to}; atoll lets it go",
+                        info.comm
+                    ),
+                },
+            });
         }
     }
 

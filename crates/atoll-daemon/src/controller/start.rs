@@ -107,26 +107,42 @@ impl Controller {
     /// Removes groups under atoll's root that the plan no longer has, after
     /// giving their processes back. Used after recovery.
     fn remove_strays(&mut self) {
+        let mut all = vec![GroupPath::root()];
+        all.extend(self.reg.plan().groups.iter().map(|g| g.path.clone()));
+        self.remove_strays_in(&all);
+    }
+
+    /// Removes the sub-groups of `groups` that the plan does not have (and
+    /// everything below them), after giving their processes back: someone
+    /// made them inside atoll's tree, or a previous run left them.
+    pub(super) fn remove_strays_in(&mut self, groups: &[GroupPath]) {
         let mut strays = Vec::new();
-        let root = GroupPath::root();
-        for island in self.env.backend.children(&root).unwrap_or_default() {
-            let ip = GroupPath::from_relative(&island);
-            if self.reg.planned(&ip).is_none() {
-                for unit in self.env.backend.children(&ip).unwrap_or_default() {
-                    strays.push(GroupPath::from_relative(&format!("{island}/{unit}")));
-                }
-                strays.push(ip);
-                continue;
-            }
-            for unit in self.env.backend.children(&ip).unwrap_or_default() {
-                let up = GroupPath::from_relative(&format!("{island}/{unit}"));
-                if self.reg.planned(&up).is_none() {
-                    strays.push(up);
+        for g in groups {
+            let mut stack = vec![g.clone()];
+            while let Some(parent) = stack.pop() {
+                for child in self.env.backend.children(&parent).unwrap_or_default() {
+                    let path = if parent.is_root() {
+                        GroupPath::from_relative(&child)
+                    } else {
+                        GroupPath::from_relative(&format!("{}/{child}", parent.as_str()))
+                    };
+                    if self.reg.planned(&path).is_none() {
+                        strays.push(path.clone());
+                        if path.depth() < 6 {
+                            stack.push(path);
+                        }
+                    }
                 }
             }
         }
+        // Deepest first.
+        strays.sort_by_key(|g| std::cmp::Reverse(g.depth()));
+        strays.dedup();
         let now = self.now();
         for path in strays {
+            let why = Reason::Housekeeping {
+                detail: format!("group {path} is not in the platform description"),
+            };
             let mut p = placement(
                 &mut self.env,
                 &mut self.reg,
@@ -134,20 +150,12 @@ impl Controller {
                 now,
                 &self.opts.self_origin,
             );
-            p.release_group(
-                &path,
-                Reason::Recover {
-                    detail: format!("group {path} is no longer in the platform description"),
-                },
-            );
-            let why = Reason::Recover {
-                detail: "stale group".into(),
-            };
+            p.release_group(&path, why.clone());
             if let Err(e) =
                 self.compose
                     .remove(&path, &mut *self.env.backend, &mut self.log, now, why)
             {
-                tracing::warn!("removing stale group {path}: {e}");
+                tracing::warn!("removing stray group {path}: {e}");
             }
         }
     }
