@@ -78,23 +78,33 @@ impl Persist {
 
     /// Writes the state file if the registry changed since the last save
     /// (or the last save failed).
-    pub fn save_if_changed(&mut self, reg: &mut Registry, backend: &dyn Backend) {
+    pub fn save_if_changed(
+        &mut self,
+        reg: &mut Registry,
+        backend: &dyn Backend,
+    ) -> Result<(), StateError> {
         if reg.take_dirty() || self.retry {
-            self.save(reg, backend);
+            self.save(reg, backend)
+        } else {
+            Ok(())
         }
     }
 
     /// Writes the state file now; a failure is logged and retried at the
     /// next [`save_if_changed`](Self::save_if_changed).
-    pub fn save(&mut self, reg: &Registry, backend: &dyn Backend) {
+    pub fn save(&mut self, reg: &Registry, backend: &dyn Backend) -> Result<(), StateError> {
         let Some(dir) = &self.dir else {
-            return;
+            return Ok(());
         };
         match state::save(dir, &saved_state(reg, backend)) {
-            Ok(()) => self.retry = false,
+            Ok(()) => {
+                self.retry = false;
+                Ok(())
+            }
             Err(e) => {
                 tracing::error!("saving state: {e}");
                 self.retry = true;
+                Err(e)
             }
         }
     }

@@ -518,6 +518,40 @@ fn without_any_state_file_atolls_own_layout_is_taken_over() {
 }
 
 #[test]
+fn a_change_the_state_file_cannot_hold_is_not_acknowledged() {
+    let rig = Rig::new();
+    let job = rig.sim.spawn("job", 1000, None);
+    let env = Env {
+        backend: Box::new(rig.sim.clone()),
+        procs: Box::new(rig.sim.clone()),
+        tasks: Box::new(rig.sim.clone()),
+        system: Box::new(rig.sim.clone()),
+        clock: Arc::new(rig.sim.clock()),
+    };
+    // A file where the state directory should be: every save fails.
+    let blocked = rig.state.path().join("not-a-dir");
+    std::fs::write(&blocked, "x").unwrap();
+    let opts = Options {
+        state_dir: Some(blocked),
+        self_origin: CgroupMembership::parse("0::/daemon.slice\n").unwrap(),
+        self_pid: 1,
+        topology: topo(),
+    };
+    let mut c = Controller::new(env, spec(false), opts);
+    c.start().unwrap();
+    assert!(c
+        .status()
+        .warnings
+        .iter()
+        .any(|w| w.contains("cannot be saved")));
+    let (r, _) = ask(&mut c, ROOT_CALLER, adopt("batch", job, Some("rt")));
+    let e = r.into_result().unwrap_err();
+    assert_eq!(e.code, ErrorCode::Backend);
+    assert!(e.message.contains("state file"), "{e:?}");
+    c.teardown().unwrap_err();
+}
+
+#[test]
 fn restart_after_a_crash_loses_nothing() {
     let rig = Rig::new();
     let nginx = rig.sim.spawn("nginx", 33, None);

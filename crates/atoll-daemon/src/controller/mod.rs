@@ -285,7 +285,8 @@ impl Controller {
         }
         self.settle();
         self.repair();
-        self.persist
+        let _ = self
+            .persist
             .save_if_changed(&mut self.reg, &*self.env.backend);
     }
 
@@ -563,10 +564,21 @@ impl Controller {
                 request,
                 reply,
             } => {
-                let (resp, flow) = self.request(caller, id, request);
-                // Acknowledged only once it is written and saved.
-                self.persist
-                    .save_if_changed(&mut self.reg, &*self.env.backend);
+                let (mut resp, flow) = self.request(caller, id, request);
+                // Acknowledged only once it is written and saved: a change
+                // the state file does not hold is not acknowledged.
+                if let Err(e) = self
+                    .persist
+                    .save_if_changed(&mut self.reg, &*self.env.backend)
+                {
+                    if resp.ok.is_some() {
+                        resp = atoll_proto::ResponseEnvelope::err(
+                            id,
+                            atoll_proto::ErrorCode::Backend,
+                            format!("done, but the state file could not be saved ({e}): a restart now would not know it"),
+                        );
+                    }
+                }
                 let _ = reply.send(resp);
                 flow
             }

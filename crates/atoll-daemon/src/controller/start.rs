@@ -68,7 +68,11 @@ impl Controller {
                 return Err(e.into());
             }
         }
-        self.persist.save(&self.reg, &*self.env.backend);
+        if let Err(e) = self.persist.save(&self.reg, &*self.env.backend) {
+            self.warnings.push(format!(
+                "the state file cannot be saved ({e}): changes asked for are made but answered with an error, since a restart would not know them"
+            ));
+        }
         self.caps = Some(self.env.backend.capabilities());
         let now = self.now();
         {
@@ -86,7 +90,8 @@ impl Controller {
             .register_config_overlays(self.reg.spec(), now, &mut self.compose);
         self.carry_out_priorities(now);
         self.settle();
-        self.persist
+        let _ = self
+            .persist
             .save_if_changed(&mut self.reg, &*self.env.backend);
         Ok(())
     }

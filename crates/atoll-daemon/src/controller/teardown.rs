@@ -98,7 +98,9 @@ impl Controller {
             self.persist.remove()?;
             Ok(())
         } else {
-            self.persist.save(&self.reg, &*self.env.backend);
+            if let Err(e) = self.persist.save(&self.reg, &*self.env.backend) {
+                left.push(format!("the state file ({e})"));
+            }
             Err(ControllerError::Leftover(left))
         }
     }
