@@ -422,6 +422,21 @@ fn consider(p: &mut Placement<'_>, pid: u32, self_pid: u32) -> bool {
     if pid == self_pid && !adopt_all {
         return true;
     }
+    if !adopt_all {
+        // One small read first: most new processes match no rule by their
+        // name or pid, and then nothing more of them is read.
+        let Ok(comm) = p.procs.comm(pid) else {
+            return true;
+        };
+        let could = p.reg.units().any(|(u, _)| {
+            u.adopt
+                .iter()
+                .any(|r| atoll_core::process::rule_could_match(r, pid, &comm))
+        });
+        if !could {
+            return false;
+        }
+    }
     let Ok(info) = p.procs.info(pid) else {
         return true;
     };
