@@ -503,6 +503,7 @@ impl<F: CgroupFs> Actuator for Cgroup1Backend<F> {
                 )
                 || self.fs.exists(&cpuset_root.join("cpu.pressure")),
             freezer: self.paths.freezer.is_some(),
+            service_manager: false,
         }
     }
 

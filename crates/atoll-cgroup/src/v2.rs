@@ -589,6 +589,7 @@ impl<F: CgroupFs> Actuator for Cgroup2Backend<F> {
             io: has("io"),
             psi: self.fs.exists(&self.root_parent().join("cpu.pressure")),
             freezer: !created || file(crate::freezer::V2_FREEZE),
+            service_manager: false,
         }
     }
 

@@ -181,6 +181,7 @@ pub fn rule_could_match(rule: &AdoptRule, pid: u32, comm: &str) -> bool {
         AdoptRule::Comm(c) => c == comm,
         AdoptRule::Pid(p) => *p == pid,
         AdoptRule::Exe(_) | AdoptRule::Uid(_) | AdoptRule::Cgroup(_) => true,
+        AdoptRule::SystemdUnit(_) => false,
     }
 }
 
@@ -198,6 +199,8 @@ pub fn rule_matches(rule: &AdoptRule, p: &ProcessInfo) -> bool {
                 .is_some_and(|have| have.trim_end_matches('/') == want)
         }
         AdoptRule::Pid(pid) => p.pid == *pid,
+        // systemd places the unit's processes; atoll moves none.
+        AdoptRule::SystemdUnit(_) => false,
     }
 }
 
