@@ -106,6 +106,14 @@ pub enum AdoptError {
     /// No such island.
     #[error("no island {0:?}")]
     NoIsland(String),
+    /// The unit is a systemd unit's: systemd places its processes.
+    #[error("unit {unit} is {systemd_unit}, whose processes systemd places: start the process in {systemd_unit}, or pick another unit")]
+    SystemdPlaced {
+        /// The unit.
+        unit: String,
+        /// The systemd unit it names.
+        systemd_unit: String,
+    },
     /// The unit holds another user's process.
     #[error("unit {unit} holds pid {pid} ({comm}) of uid {owner}; uid {caller} may act only on units whose processes it owns")]
     UnitNotOwned {

@@ -57,6 +57,7 @@ use crate::persist::Persist;
 use crate::placement::Placement;
 use crate::registry::Registry;
 use crate::rt_guard::RtGuard;
+use crate::services::Services;
 use crate::state::StateError;
 use crate::units::RuntimeUnits;
 
@@ -151,6 +152,7 @@ pub struct Controller {
     iso: Isolation,
     comm: Comm,
     apps: Apps,
+    services: Services,
     epochs: u64,
     started_at: Duration,
     last_periodic: Duration,
@@ -224,6 +226,7 @@ impl Controller {
             iso: Isolation::default(),
             comm: Comm::default(),
             apps,
+            services: Services::default(),
             epochs: 0,
             started_at: now,
             last_periodic: now,
@@ -446,6 +449,10 @@ impl Controller {
     /// Writes every group whose effective settings changed (see
     /// [`Composer::flush`]); a changed plan recomputes every group.
     fn flush(&mut self) -> Result<(), ComposeError> {
+        let now = self.now();
+        if self.services.due(&self.reg, now) {
+            self.bind_services(now);
+        }
         if self.reg.generation() != self.flushed_generation {
             self.flushed_generation = self.reg.generation();
             self.compose.touch_all(Reason::Config);
@@ -453,10 +460,35 @@ impl Controller {
         if !self.compose.pending() {
             return Ok(());
         }
-        let now = self.now();
         let stack = stack(&self.reg, &self.iso, &self.coord, &self.comm, &self.apps);
         self.compose
             .flush(&stack, &mut *self.env.backend, &mut self.log, now)
+    }
+
+    /// Binds the units that name systemd units (and runtime units, to
+    /// scopes) before their groups are written, and puts back those no
+    /// longer named (see [`Services::sync`]). A binding changed is saved at
+    /// once: the backend recorded the properties to put back, which a
+    /// restart after a crash must know before any is changed.
+    fn bind_services(&mut self, now: Duration) {
+        let changed = self.services.sync(
+            &self.reg,
+            &mut *self.env.backend,
+            &mut self.compose,
+            &mut self.log,
+            now,
+        );
+        if changed.is_empty() {
+            return;
+        }
+        for g in changed {
+            self.compose.forget(&g);
+            self.compose.touch(g, Reason::Config);
+        }
+        self.reg.mark_dirty();
+        let _ = self
+            .persist
+            .save_if_changed(&mut self.reg, &*self.env.backend);
     }
 
     /// Checks this epoch's slice of the groups for drift (see
@@ -495,6 +527,9 @@ impl Controller {
     /// it are let go of (a decision): atoll does not fight whoever moved
     /// them, and does not report them as its own.
     fn let_go_of_moved(&mut self, g: &GroupPath, now: Duration) {
+        if self.services.bound(g).is_some() {
+            return; // its processes are where systemd keeps them
+        }
         let root = self.env.backend.root_name().to_string();
         for pid in self.reg.managed_in(g) {
             let Ok(info) = self.env.procs.info(pid) else {

@@ -43,7 +43,8 @@ impl RequestError {
                 AdoptError::KernelThread { .. }
                 | AdoptError::BadName { .. }
                 | AdoptError::Reserved(_)
-                | AdoptError::OtherIsland { .. } => ErrorCode::BadRequest,
+                | AdoptError::OtherIsland { .. }
+                | AdoptError::SystemdPlaced { .. } => ErrorCode::BadRequest,
                 AdoptError::NotOwner { .. }
                 | AdoptError::UnitNotOwned { .. }
                 | AdoptError::ConfiguredUnit { .. }
@@ -150,6 +151,12 @@ impl Controller {
                         unit: unit.to_string(),
                         island: u.island.to_string(),
                         asked: i.to_string(),
+                    });
+                }
+                if let Some(systemd_unit) = u.systemd_unit() {
+                    return Err(AdoptError::SystemdPlaced {
+                        unit: unit.to_string(),
+                        systemd_unit: systemd_unit.to_string(),
                     });
                 }
                 (u.island.clone(), false)

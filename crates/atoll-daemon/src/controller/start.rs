@@ -32,6 +32,7 @@ impl Controller {
                 &*self.env.procs,
                 saved,
             );
+            self.services.adopt_bindings(&*self.env.backend);
             let unknown: Vec<u32> = self
                 .reg
                 .all_managed()
@@ -55,11 +56,20 @@ impl Controller {
             self.flush()?;
             self.remove_strays();
         } else {
-            if saved.is_some() {
+            if let Some(s) = saved {
                 tracing::info!(
                     "a state file exists but cgroup {root_name:?} does not: starting fresh"
                 );
+                // What the last run changed outside its root (controllers
+                // enabled above it, systemd units' properties) is still
+                // changed: this run puts it back when it stops.
+                if !s.parent_controllers_added.is_empty() {
+                    self.env
+                        .backend
+                        .set_outside_changes(s.parent_controllers_added);
+                }
             }
+            self.services.adopt_bindings(&*self.env.backend);
             self.compose.touch_all(Reason::Config);
             self.flushed_generation = self.reg.generation();
             if let Err(e) = self.flush() {

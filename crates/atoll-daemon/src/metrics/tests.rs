@@ -84,6 +84,7 @@ fn report() -> StatusReport {
             },
             isolation: None,
             comm: None,
+            service: None,
         }],
         fallbacks: vec![Fallback {
             path: GroupPath::from_relative("web"),
