@@ -277,19 +277,8 @@ pub enum BackendError {
     },
     /// The service manager refused properties of a bound group; none of
     /// them was applied.
-    #[error("{manager} refused {properties} for {unit} (group {group}): {reason}")]
-    Refused {
-        /// Who refused (`systemd 252`).
-        manager: String,
-        /// The group.
-        group: GroupPath,
-        /// The manager's unit.
-        unit: String,
-        /// The properties asked for, as `Name=value` separated by spaces.
-        properties: String,
-        /// What the manager said.
-        reason: String,
-    },
+    #[error(transparent)]
+    Refused(Box<Refusal>),
     /// A group that exists in several hierarchies (cgroup v1) could not be
     /// removed from more than one of them: every directory left behind,
     /// each with its OS error. (One directory left is [`Self::Io`].)
@@ -300,6 +289,22 @@ pub enum BackendError {
         /// Each directory that is still there, and why.
         failed: Vec<(PathBuf, std::io::Error)>,
     },
+}
+
+/// Properties a service manager refused for a bound group.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{manager} refused {properties} for {unit} (group {group}): {reason}")]
+pub struct Refusal {
+    /// Who refused (`systemd 252`).
+    pub manager: String,
+    /// The group.
+    pub group: GroupPath,
+    /// The manager's unit.
+    pub unit: String,
+    /// The properties asked for, as `Name=value` separated by spaces.
+    pub properties: String,
+    /// What the manager said.
+    pub reason: String,
 }
 
 fn not_removed(failed: &[(PathBuf, std::io::Error)]) -> String {
