@@ -1,0 +1,244 @@
+//! `atoll bench api` and the attack it measures, through the built binary.
+//!
+//! - Its command line refuses bad arguments.
+//! - A real `--quick --json` run as root: the report's shape, no request
+//!   lost, nothing left behind (skipped, with a note, when not root).
+//! - The security review's attack: users other than root loop
+//!   `{"v":1,"id":1,"op":"status"}` (and one loops `why`) on a real daemon
+//!   (real cgroups under a root of its own, as the benchmark runs it), and
+//!   the daemon's epoch rate under that load must stay at least 0.9 × its
+//!   rate idle, measured just before in the same run. That ratio is the
+//!   only number asserted; nothing is timed. `ATOLL_TEST_DAEMON_BIN=PATH`
+//!   runs the same test against another daemon binary (e.g. main before
+//!   the API rework, `/work/bench-bins/atoll-main-5952eb1`, which fails it).
+//!
+//! Root is needed for the last two (real cgroups; clients as other uids).
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use atoll_bench::api::epochs::{window, Sampler};
+use atoll_bench::isolation::daemon::Daemon;
+use common::{is_root, BIN};
+
+/// The tests that load the machine run one at a time, so that one does
+/// not skew the other's ratio.
+static HEAVY: Mutex<()> = Mutex::new(());
+
+fn heavy() -> std::sync::MutexGuard<'static, ()> {
+    HEAVY
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[test]
+fn bad_arguments_are_refused() {
+    for args in [
+        &["bench", "api", "--clients", "0"][..],
+        &["bench", "api", "--clients", "49"],
+        &["bench", "api", "--mixes", "reads"],
+        &["bench", "api", "--users", "maybe"],
+        &["bench", "api", "--depth", "0"],
+        &["bench", "api", "--seconds", "0"],
+        &["bench", "api", "--idle-seconds", "-1"],
+        &["bench", "api", "--units", "1"],
+        &["bench", "api", "--epoch-ms", "0"],
+    ] {
+        let out = Command::new(BIN).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+}
+
+#[test]
+fn a_saved_report_that_is_not_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("r.json");
+    std::fs::write(&f, "{}").unwrap();
+    let out = Command::new(BIN)
+        .args(["bench", "api", "--table"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a report of atoll bench api"));
+}
+
+/// Nothing named after `pid` is left in any cgroup mount.
+fn no_roots_left(pid: u32) {
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let mine = format!("atoll-bench-api-{pid}-");
+    for line in mounts.lines().filter(|l| l.contains(" - cgroup")) {
+        let dir = line.split_whitespace().nth(4).unwrap();
+        if let Ok(rd) = std::fs::read_dir(dir) {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().to_string();
+                assert!(!name.starts_with(&mine), "left behind: {dir}/{name}");
+            }
+        }
+    }
+}
+
+#[test]
+fn quick_json_run_on_the_real_kernel() {
+    if !is_root() {
+        eprintln!("skipped: `atoll bench api` runs the daemon on real cgroups and clients as other users: needs root");
+        return;
+    }
+    let _one = heavy();
+    let child = Command::new(BIN)
+        .args(["bench", "api", "--quick", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = r["runs"].as_array().unwrap();
+    let mixes: Vec<&str> = runs.iter().map(|x| x["mix"].as_str().unwrap()).collect();
+    assert_eq!(mixes, ["read", "mixed", "write"]);
+    for run in runs {
+        assert_eq!(run["which"], "daemon");
+        // One reply per request is the daemon's contract, not a timing.
+        assert_eq!(run["clients"]["lost"], 0, "{}", run["clients"]);
+        assert_eq!(run["clients"]["mismatched"], 0, "{}", run["clients"]);
+        for key in ["idle", "load"] {
+            let w = &run[key];
+            assert!(w["epochs"].as_u64().unwrap() > 0, "{key}: {w}");
+            assert!(w["per_s"].as_f64().unwrap() > 0.0, "{key}: {w}");
+        }
+        assert!(run["epoch_ratio"].as_f64().is_some(), "{run}");
+        assert!(run["rss_mib"].as_f64().unwrap() > 0.0);
+        let kinds = run["kinds"].as_object().unwrap();
+        assert!(!kinds.is_empty());
+        for (k, f) in kinds {
+            assert!(f["sent"].as_u64().unwrap() > 0, "{k}: {f}");
+            assert!(f["p50_ms"].as_f64() <= f["max_ms"].as_f64(), "{k}: {f}");
+        }
+        // Half the clients ran as another user.
+        assert_eq!(run["users"]["uid"], 65534, "{}", run["users"]);
+        assert_eq!(run["users"]["clients"], 4);
+    }
+    assert!(runs[0]["kinds"].get("why").is_none());
+    assert!(runs[2]["kinds"].get("status").is_none());
+    for k in ["status", "why", "adopt"] {
+        assert!(runs[1]["kinds"].get(k).is_some(), "mixed lacks {k}");
+    }
+    assert!(r["goals"]["daemon"]["lost"].as_bool().unwrap());
+    assert!(r["goals"]["baseline"].is_null());
+    assert_eq!(r["settings"]["clients"], 8);
+    no_roots_left(pid);
+}
+
+/// Clients of `api-load` looping `line` as `uid`; killed when dropped.
+struct Flood(Option<Child>);
+
+impl Flood {
+    fn start(socket: &Path, uid: u32, clients: usize, line: &str, seconds: f64) -> Self {
+        let child = Command::new(BIN)
+            .args(["__worker", "api-load", "--socket"])
+            .arg(socket)
+            .args(["--clients", &clients.to_string()])
+            .args(["--seconds", &seconds.to_string()])
+            // Each client loops: the line, its reply, the line again.
+            .args(["--request", line])
+            .uid(uid)
+            .gid(uid)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Self(Some(child))
+    }
+
+    fn report(mut self) -> serde_json::Value {
+        let out = self.0.take().unwrap().wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+impl Drop for Flood {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+#[test]
+fn unprivileged_status_flood_keeps_the_epoch_rate() {
+    if !is_root() {
+        eprintln!("skipped: clients run as uids 65534 and 65533, which needs root");
+        return;
+    }
+    let _one = heavy();
+    let bin = std::env::var_os("ATOLL_TEST_DAEMON_BIN")
+        .filter(|b| !b.is_empty())
+        .map_or_else(|| PathBuf::from(BIN), PathBuf::from);
+    let dir = tempfile::tempdir().unwrap();
+    // Other users reach the socket through the directory.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    // The benchmark's daemon (real cgroups under a root of its own, swept
+    // when it is dropped) with the benchmark's config: 10 units and an
+    // overlay.
+    let config = atoll_bench::api::config_here(10, 30).unwrap();
+    let daemon = Daemon::start(&bin, "apitest", &config, dir.path()).unwrap();
+    let socket = daemon.socket().to_path_buf();
+    let sampler = Sampler::start(&socket, Duration::from_millis(100)).unwrap();
+    let settle = |s: f64| std::thread::sleep(Duration::from_secs_f64(s));
+    settle(1.0);
+    let idle0 = sampler.now();
+    settle(3.0);
+    let idle1 = sampler.now();
+    let load_s = 5.0;
+    let status = Flood::start(&socket, 65534, 4, r#"{"v":1,"id":1,"op":"status"}"#, load_s);
+    let why = Flood::start(&socket, 65533, 1, r#"{"v":1,"id":1,"op":"why"}"#, load_s);
+    settle(0.5);
+    let load0 = sampler.now();
+    settle(load_s - 0.5);
+    let load1 = sampler.now();
+    let (status, why) = (status.report(), why.report());
+    let (snaps, notes) = sampler.finish();
+    daemon.stop().unwrap();
+    let idle = window(&snaps, idle0, idle1, 30).unwrap_or_else(|| panic!("{snaps:?} {notes:?}"));
+    let load = window(&snaps, load0, load1, 30);
+    let answered = |r: &serde_json::Value, k: &str| r["kinds"][k]["answered"].as_u64().unwrap_or(0);
+    eprintln!(
+        "daemon {}: idle {:.2} epochs/s, under the flood {} ({} status and {} why answered; lost {} and {}); sampler: {notes:?}",
+        bin.display(),
+        idle.per_s,
+        load.map_or_else(|| "no epochs measured".to_string(), |w| format!("{:.2} epochs/s, {:.1} periods missed", w.per_s, w.missed)),
+        answered(&status, "status"),
+        answered(&why, "why"),
+        status["lost"],
+        why["lost"],
+    );
+    // The flood really ran: its clients got answers.
+    assert!(answered(&status, "status") > 0, "{status}");
+    assert!(answered(&why, "why") > 0, "{why}");
+    // No epochs at all (the loop stalled for the whole window) is 0.
+    let under = load.map_or(0.0, |w| w.per_s);
+    assert!(
+        under >= 0.9 * idle.per_s,
+        "the epoch rate fell from {:.2}/s idle to {under:.2}/s under 4 status and 1 why clients of other users ({:?})",
+        idle.per_s,
+        load
+    );
+}
