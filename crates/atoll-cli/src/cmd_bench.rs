@@ -229,10 +229,10 @@ enum Which {
         /// Clients in all (default 32, 8 with --quick).
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..=48))]
         clients: Option<u64>,
-        /// Half of the clients as users other than root (uids 65534, 65533,
-        /// ..., 4 clients each): on or off.
-        #[arg(long, default_value = "on", value_parser = parse_on_off)]
-        users: bool,
+        /// Clients as users other than root (uids 65534, 65533, ..., 4
+        /// clients each): on (half of them), off (none), only (all).
+        #[arg(long, default_value = "on", value_parser = parse_users)]
+        users: api::Users,
         /// Requests each client keeps in flight (1: request, reply, next).
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
         depth: u64,
@@ -306,12 +306,8 @@ fn parse_mix(s: &str) -> Result<api::Mix, String> {
     s.parse()
 }
 
-fn parse_on_off(s: &str) -> Result<bool, String> {
-    match s {
-        "on" => Ok(true),
-        "off" => Ok(false),
-        _ => Err(format!("expected on or off, not {s:?}")),
-    }
+fn parse_users(s: &str) -> Result<api::Users, String> {
+    s.parse()
 }
 
 fn parse_features(s: &str) -> Result<overhead::Features, String> {

@@ -11,6 +11,9 @@
 //!   only number asserted; nothing is timed. `ATOLL_TEST_DAEMON_BIN=PATH`
 //!   runs the same test against another daemon binary (e.g. main before
 //!   the API rework, `/work/bench-bins/atoll-main-5952eb1`, which fails it).
+//! - The same with one user adopting its own process over and over, within
+//!   the daemon's pace for a uid: ignored, since main fails it (a daemon
+//!   bug; run it with `--ignored`).
 //!
 //! Root is needed for the last two (real cgroups; clients as other uids).
 
@@ -23,7 +26,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use atoll_bench::api::epochs::{window, Sampler};
+use atoll_bench::api::epochs::{window, EpochWindow, Sampler};
 use atoll_bench::isolation::daemon::Daemon;
 use common::{is_root, BIN};
 
@@ -141,18 +144,17 @@ fn quick_json_run_on_the_real_kernel() {
     no_roots_left(pid);
 }
 
-/// Clients of `api-load` looping `line` as `uid`; killed when dropped.
+/// Clients of `api-load` (`ARGS`) as `uid`; killed when dropped.
 struct Flood(Option<Child>);
 
 impl Flood {
-    fn start(socket: &Path, uid: u32, clients: usize, line: &str, seconds: f64) -> Self {
+    fn start(socket: &Path, uid: u32, clients: usize, seconds: f64, args: &[&str]) -> Self {
         let child = Command::new(BIN)
             .args(["__worker", "api-load", "--socket"])
             .arg(socket)
             .args(["--clients", &clients.to_string()])
             .args(["--seconds", &seconds.to_string()])
-            // Each client loops: the line, its reply, the line again.
-            .args(["--request", line])
+            .args(args)
             .uid(uid)
             .gid(uid)
             .stdout(Stdio::piped())
@@ -182,22 +184,26 @@ impl Drop for Flood {
     }
 }
 
-#[test]
-fn unprivileged_status_flood_keeps_the_epoch_rate() {
-    if !is_root() {
-        eprintln!("skipped: clients run as uids 65534 and 65533, which needs root");
-        return;
-    }
-    let _one = heavy();
+/// Replies of `kind` in a client report.
+fn answered(r: &serde_json::Value, kind: &str) -> u64 {
+    r["kinds"][kind]["answered"].as_u64().unwrap_or(0)
+}
+
+/// Runs the daemon under test (`ATOLL_TEST_DAEMON_BIN`, else this build)
+/// with the benchmark's config (real cgroups under a root of its own,
+/// swept when it is dropped; 10 units and an overlay), measures its epoch
+/// rate idle for 3 s, then under the clients `floods` starts for 5 s (each
+/// `(uid, clients, args)`); returns the rates idle and under load (0: no
+/// epoch at all), the load window and the clients' reports.
+fn epochs_idle_and_flooded(
+    floods: &[(u32, usize, &[&str])],
+) -> (f64, f64, Option<EpochWindow>, Vec<serde_json::Value>) {
     let bin = std::env::var_os("ATOLL_TEST_DAEMON_BIN")
         .filter(|b| !b.is_empty())
         .map_or_else(|| PathBuf::from(BIN), PathBuf::from);
     let dir = tempfile::tempdir().unwrap();
     // Other users reach the socket through the directory.
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
-    // The benchmark's daemon (real cgroups under a root of its own, swept
-    // when it is dropped) with the benchmark's config: 10 units and an
-    // overlay.
     let config = atoll_bench::api::config_here(10, 30).unwrap();
     let daemon = Daemon::start(&bin, "apitest", &config, dir.path()).unwrap();
     let socket = daemon.socket().to_path_buf();
@@ -208,37 +214,85 @@ fn unprivileged_status_flood_keeps_the_epoch_rate() {
     settle(3.0);
     let idle1 = sampler.now();
     let load_s = 5.0;
-    let status = Flood::start(&socket, 65534, 4, r#"{"v":1,"id":1,"op":"status"}"#, load_s);
-    let why = Flood::start(&socket, 65533, 1, r#"{"v":1,"id":1,"op":"why"}"#, load_s);
+    let clients: Vec<Flood> = floods
+        .iter()
+        .map(|(uid, n, args)| Flood::start(&socket, *uid, *n, load_s, args))
+        .collect();
     settle(0.5);
     let load0 = sampler.now();
     settle(load_s - 0.5);
     let load1 = sampler.now();
-    let (status, why) = (status.report(), why.report());
+    let reports: Vec<serde_json::Value> = clients.into_iter().map(Flood::report).collect();
     let (snaps, notes) = sampler.finish();
     daemon.stop().unwrap();
     let idle = window(&snaps, idle0, idle1, 30).unwrap_or_else(|| panic!("{snaps:?} {notes:?}"));
     let load = window(&snaps, load0, load1, 30);
-    let answered = |r: &serde_json::Value, k: &str| r["kinds"][k]["answered"].as_u64().unwrap_or(0);
+    let summary: Vec<String> = reports
+        .iter()
+        .map(|r| {
+            let kinds: Vec<String> = r["kinds"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(k, v)| format!("{k} {} answered {}", v["answered"], v["errors"]))
+                .collect();
+            format!("uid {}: {}, lost {}", r["uid"], kinds.join(", "), r["lost"])
+        })
+        .collect();
     eprintln!(
-        "daemon {}: idle {:.2} epochs/s, under the flood {} ({} status and {} why answered; lost {} and {}); sampler: {notes:?}",
+        "daemon {}: idle {:.2} epochs/s, under load {}; {}; sampler: {notes:?}",
         bin.display(),
         idle.per_s,
-        load.map_or_else(|| "no epochs measured".to_string(), |w| format!("{:.2} epochs/s, {:.1} periods missed", w.per_s, w.missed)),
-        answered(&status, "status"),
-        answered(&why, "why"),
-        status["lost"],
-        why["lost"],
+        load.map_or_else(
+            || "no epochs measured".to_string(),
+            |w| format!("{:.2} epochs/s, {:.1} periods missed", w.per_s, w.missed)
+        ),
+        summary.join("; "),
     );
+    (idle.per_s, load.map_or(0.0, |w| w.per_s), load, reports)
+}
+
+#[test]
+fn unprivileged_status_flood_keeps_the_epoch_rate() {
+    if !is_root() {
+        eprintln!("skipped: clients run as uids 65534 and 65533, which needs root");
+        return;
+    }
+    let _one = heavy();
+    // The review's attack: each client loops the line, its reply, the
+    // line again (the same id every time).
+    let (idle, under, load, reports) = epochs_idle_and_flooded(&[
+        (65534, 4, &["--request", r#"{"v":1,"id":1,"op":"status"}"#]),
+        (65533, 1, &["--request", r#"{"v":1,"id":1,"op":"why"}"#]),
+    ]);
     // The flood really ran: its clients got answers.
-    assert!(answered(&status, "status") > 0, "{status}");
-    assert!(answered(&why, "why") > 0, "{why}");
-    // No epochs at all (the loop stalled for the whole window) is 0.
-    let under = load.map_or(0.0, |w| w.per_s);
+    assert!(answered(&reports[0], "status") > 0, "{}", reports[0]);
+    assert!(answered(&reports[1], "why") > 0, "{}", reports[1]);
     assert!(
-        under >= 0.9 * idle.per_s,
-        "the epoch rate fell from {:.2}/s idle to {under:.2}/s under 4 status and 1 why clients of other users ({:?})",
-        idle.per_s,
-        load
+        under >= 0.9 * idle,
+        "the epoch rate fell from {idle:.2}/s idle to {under:.2}/s under 4 status and 1 why clients of other users ({load:?})"
+    );
+}
+
+/// A user's changing requests, within the daemon's pace for one uid: its
+/// own process adopted into its own units, over and over. Fails on main
+/// 7e30bac: every request is applied and saved (with fsyncs) on the
+/// control loop, and the loop serves 4 queued requests after every epoch
+/// even when the next one is due, so the epoch rate falls well under 0.9
+/// of idle (see docs/bench.md, `atoll bench api`).
+#[test]
+#[ignore = "fails on main 7e30bac: one user's paced adopts make the control loop miss epochs"]
+fn unprivileged_adopt_flood_keeps_the_epoch_rate() {
+    if !is_root() {
+        eprintln!("skipped: clients run as uid 65534, which needs root");
+        return;
+    }
+    let _one = heavy();
+    let (idle, under, load, reports) =
+        epochs_idle_and_flooded(&[(65534, 4, &["--mix", "write", "--units", "flood"])]);
+    assert!(answered(&reports[0], "adopt") > 0, "{}", reports[0]);
+    assert!(
+        under >= 0.9 * idle,
+        "the epoch rate fell from {idle:.2}/s idle to {under:.2}/s under 4 clients of one user adopting its own process ({load:?})"
     );
 }

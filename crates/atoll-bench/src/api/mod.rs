@@ -62,6 +62,30 @@ pub const USER_UID: u32 = 65534;
 /// per user).
 pub const CLIENTS_PER_USER: usize = 4;
 
+/// Which clients run as users other than root.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Users {
+    /// None: every client is root.
+    Off,
+    /// Half of them.
+    Half,
+    /// All of them (the attack of users alone).
+    All,
+}
+
+impl std::str::FromStr for Users {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "off" => Ok(Self::Off),
+            "on" | "half" => Ok(Self::Half),
+            "only" | "all" => Ok(Self::All),
+            _ => Err(format!("users {s:?}: expected on, off or only")),
+        }
+    }
+}
+
 /// Durations and sizes of a run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Settings {
@@ -80,8 +104,8 @@ pub struct Settings {
     pub settle_s: f64,
     /// Clients in all.
     pub clients: usize,
-    /// Half of them as users other than root.
-    pub users: bool,
+    /// Which of them run as users other than root.
+    pub users: Users,
     /// Requests each client keeps in flight.
     pub depth: usize,
     /// Units in the config.
@@ -105,7 +129,7 @@ impl Settings {
             warmup_s: if quick { 0.5 } else { 2.0 },
             settle_s: if quick { 0.25 } else { 0.5 },
             clients: if quick { 8 } else { 32 },
-            users: true,
+            users: Users::Half,
             depth: 1,
             units: 10,
             epoch_ms: 30,
@@ -116,7 +140,11 @@ impl Settings {
 
     /// Clients as root and as other users.
     pub fn split(&self) -> (usize, usize) {
-        let users = if self.users { self.clients / 2 } else { 0 };
+        let users = match self.users {
+            Users::Off => 0,
+            Users::Half => self.clients / 2,
+            Users::All => self.clients,
+        };
         (self.clients - users, users)
     }
 
@@ -537,8 +565,14 @@ pub(crate) mod tests {
         assert_eq!(q.split(), (4, 4));
         q.clients = 7;
         assert_eq!(q.user_groups(), [(65534, 3)]);
-        q.users = false;
+        q.users = Users::Off;
         assert_eq!((q.split(), q.user_groups()), ((7, 0), vec![]));
+        q.users = Users::All;
+        assert_eq!(q.split(), (0, 7));
+        assert_eq!(q.user_groups(), [(65534, 4), (65533, 3)]);
+        assert_eq!("only".parse::<Users>(), Ok(Users::All));
+        assert_eq!("on".parse::<Users>(), Ok(Users::Half));
+        assert!("some".parse::<Users>().is_err());
         let o = ApiOptions {
             exe: "a".into(),
             daemon_bin: "a".into(),

@@ -241,13 +241,13 @@ pub fn render_table(rep: &ApiReport) -> String {
         .unwrap_or_else(|| rep.machine.backend.clone());
     let _ = writeln!(
         t,
-        "atoll bench api: {} clients ({root} as root{}), {} request(s) in flight each, {} s per mix after {} s idle; \
+        "atoll bench api: {} clients ({}), {} request(s) in flight each, {} s per mix after {} s idle; \
          {} units, {} ms epochs, backend {backend}",
         s.clients,
-        if users > 0 {
-            format!(", {users} as uids {}", uids.join(","))
-        } else {
-            String::new()
+        match (root, users) {
+            (_, 0) => format!("{root} as root"),
+            (0, _) => format!("{users} as uids {}", uids.join(",")),
+            _ => format!("{root} as root, {users} as uids {}", uids.join(",")),
         },
         s.depth,
         s.seconds,
