@@ -204,7 +204,10 @@ fn epochs_idle_and_flooded(
     let dir = tempfile::tempdir().unwrap();
     // Other users reach the socket through the directory.
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
-    let config = atoll_bench::api::config_here(10, 30).unwrap();
+    // Users may create units in the island where the daemon knows how to
+    // say so (main after 7e30bac needs it for users' adopts).
+    let user_units = atoll_bench::api::accepts_user_units(&bin, dir.path()).unwrap();
+    let config = atoll_bench::api::config_here(10, 30, user_units).unwrap();
     let daemon = Daemon::start(&bin, "apitest", &config, dir.path()).unwrap();
     let socket = daemon.socket().to_path_buf();
     let sampler = Sampler::start(&socket, Duration::from_millis(100)).unwrap();

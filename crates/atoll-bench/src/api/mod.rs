@@ -43,7 +43,7 @@ use crate::stats::{ratio, round};
 
 pub use epochs::EpochWindow;
 pub use load::{Kind, LoadReport, Mix};
-pub use run::{config_here, run};
+pub use run::{accepts_user_units, config_here, run};
 pub use table::render_table;
 
 /// The goal on `status` throughput, requests per second (read mix).
@@ -454,6 +454,11 @@ pub struct ConfigInfo {
     pub overlay: String,
     /// `epoch_ms`.
     pub epoch_ms: u64,
+    /// Whether each binary's config let users create units in the island
+    /// (`user_units = true`, given to binaries whose `check-config`
+    /// accepts it).
+    #[serde(default)]
+    pub user_units: Vec<(Which, bool)>,
 }
 
 /// The whole report.

@@ -25,7 +25,9 @@ use crate::error::BenchError;
 use crate::interrupt;
 use crate::isolation::daemon::Daemon;
 use crate::machine::{self, Machine};
-use crate::overhead::config::{config_text, entitlement, layout, process_name, run_tag, unit_name};
+use crate::overhead::config::{
+    config_text, entitlement, layout, process_name, run_tag, unit_name, ISLAND,
+};
 use crate::overhead::idle::IdleHerd;
 use crate::overhead::measure::{self, Reading, Window};
 use crate::overhead::{existing, Binary, Features, Scenario, Which};
@@ -45,12 +47,16 @@ const WAIT: Duration = Duration::from_secs(30);
 
 /// The config: the overhead benchmark's (host on the first CPU, one
 /// island on the rest, `units` units each adopting one named idle
-/// process, `smp`) and an overlay over the first two units.
+/// process, `smp`) and an overlay over the first two units; with
+/// `user_units`, users may create units in the island (daemons with an
+/// authorization model need it for users' `adopt`s; older ones refuse the
+/// key).
 pub(crate) fn config(
     layout: &crate::isolation::config::Layout,
     units: usize,
     epoch_ms: u64,
     tag: &str,
+    user_units: bool,
 ) -> String {
     let sc = Scenario {
         units,
@@ -61,6 +67,10 @@ pub(crate) fn config(
         "atoll bench api",
         1,
     );
+    if user_units {
+        let island = format!("[island.{ISLAND}]\n");
+        t = t.replacen(&island, &format!("{island}user_units = true\n"), 1);
+    }
     let members: Vec<String> = (1..=units.min(2))
         .map(|i| format!("\"{}\"", unit_name(i)))
         .collect();
@@ -73,19 +83,43 @@ pub(crate) fn config(
 
 /// The config of [`config`] for this machine, its units adopting processes
 /// named after this process (`ao<pid>u001`, ...).
-pub fn config_here(units: usize, epoch_ms: u64) -> Result<String, BenchError> {
+pub fn config_here(units: usize, epoch_ms: u64, user_units: bool) -> Result<String, BenchError> {
     let machine = machine::describe("");
     let online = CpuSet::parse(&machine.online)
         .map_err(|e| BenchError::Unusable(format!("online CPUs {:?}: {e}", machine.online)))?;
     let layout = layout(&online).ok_or_else(|| BenchError::Unusable("no online CPU".into()))?;
-    Ok(config(&layout, units, epoch_ms, &run_tag()))
+    Ok(config(&layout, units, epoch_ms, &run_tag(), user_units))
+}
+
+/// Whether `bin check-config` accepts the config with `user_units` (a
+/// file written in `dir`).
+pub fn accepts_user_units(bin: &Path, dir: &Path) -> Result<bool, BenchError> {
+    let path = dir.join("check-user-units.toml");
+    let text = config_here(2, 30, true)?;
+    std::fs::write(&path, text).map_err(|source| BenchError::Io {
+        op: "write",
+        path: path.clone(),
+        source,
+    })?;
+    let out = std::process::Command::new(bin)
+        .arg("check-config")
+        .arg(&path)
+        .output()
+        .map_err(|source| BenchError::Spawn {
+            what: "check-config".into(),
+            program: bin.to_path_buf(),
+            source,
+        })?;
+    let _ = std::fs::remove_file(&path);
+    Ok(out.status.success())
 }
 
 struct Bench<'a> {
     dir: PathBuf,
     sync: PathBuf,
     exe: PathBuf,
-    config: String,
+    /// The config without and with `user_units`.
+    configs: [String; 2],
     s: &'a Settings,
     cpus: Vec<u32>,
     herd_pids: Vec<u32>,
@@ -262,10 +296,18 @@ impl Bench<'_> {
 
     /// One daemon of `bin` under `mix`: start, idle window, clients, load
     /// window, stop. `n` numbers the run.
-    fn run_one(&self, bin: &Path, mix: Mix, which: Which, n: usize) -> Result<Outcome, BenchError> {
+    fn run_one(
+        &self,
+        bin: &Path,
+        user_units: bool,
+        mix: Mix,
+        which: Which,
+        n: usize,
+    ) -> Result<Outcome, BenchError> {
         let s = self.s;
         let _ = std::fs::remove_dir_all(self.dir.join(format!("state-{TAG}")));
-        let d = Daemon::start_with(bin, TAG, &self.config, &self.dir, &[])?;
+        let config = &self.configs[usize::from(user_units)];
+        let d = Daemon::start_with(bin, TAG, config, &self.dir, &[])?;
         let pid = d.pid();
         let first = self.wait_adopted(&d)?;
         let sampler = Sampler::start(d.socket(), Duration::from_millis(s.sample_ms))?;
@@ -385,7 +427,10 @@ pub fn run(opts: &ApiOptions, progress: &Progress) -> Result<ApiReport, BenchErr
         dir: dir.path().to_path_buf(),
         sync,
         exe,
-        config: config(&layout, s.units, s.epoch_ms, &tag),
+        configs: [
+            config(&layout, s.units, s.epoch_ms, &tag, false),
+            config(&layout, s.units, s.epoch_ms, &tag, true),
+        ],
         s,
         cpus: online.iter().collect(),
         herd_pids: herd.named().iter().map(|(_, p)| *p).collect(),
@@ -394,13 +439,18 @@ pub fn run(opts: &ApiOptions, progress: &Progress) -> Result<ApiReport, BenchErr
     if let Some(p) = &baseline_bin {
         bins.push((Which::Baseline, p.clone()));
     }
+    let user_units: Vec<(Which, bool)> = bins
+        .iter()
+        .map(|(w, p)| Ok((*w, accepts_user_units(p, dir.path())?)))
+        .collect::<Result<_, BenchError>>()?;
+    let uu = |w: Which| user_units.iter().any(|(x, on)| *x == w && *on);
     let mut runs: Vec<RunResult> = Vec::new();
     let mut seen: Vec<(Which, Option<String>, Option<String>)> = Vec::new();
     let mut n = 0;
     for (i, mix) in s.mixes.iter().enumerate() {
         for (which, bin) in rep_order(&bins, i) {
             progress.phase(which.as_str(), &format!("{} mix", mix.as_str()));
-            let out = b.run_one(&bin, *mix, which, n)?;
+            let out = b.run_one(&bin, uu(which), *mix, which, n)?;
             n += 1;
             if !seen.iter().any(|(w, ..)| *w == which) {
                 seen.push((which, out.version, out.backend));
@@ -433,6 +483,7 @@ pub fn run(opts: &ApiOptions, progress: &Progress) -> Result<ApiReport, BenchErr
                 unit_name(2)
             ),
             epoch_ms: s.epoch_ms,
+            user_units,
         },
         user_groups: s.user_groups(),
         settings: s.clone(),
@@ -461,7 +512,7 @@ mod tests {
             memory_per_node: 1 << 30,
         });
         let l = layout(&CpuSet::parse("0-1").unwrap()).unwrap();
-        let text = config(&l, 10, 30, "ao42");
+        let text = config(&l, 10, 30, "ao42", false);
         assert!(
             text.starts_with("# Generated by `atoll bench api`"),
             "{text}"
@@ -470,5 +521,14 @@ mod tests {
             atoll_config::parse(&text, "api.toml", &topo).unwrap_or_else(|e| panic!("{e}\n{text}"));
         assert_eq!(spec.units.len(), 10);
         assert!(text.contains("[overlay.api]\nunits = [\"u001\", \"u002\"]\nlatency_us = 5000"));
+        assert!(!spec.islands[0].access.user_units);
+        let text = config(&l, 10, 30, "ao42", true);
+        assert!(
+            text.contains("[island.bench]\nuser_units = true\ncpus = \"1\""),
+            "{text}"
+        );
+        let spec =
+            atoll_config::parse(&text, "api.toml", &topo).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert!(spec.islands[0].access.user_units);
     }
 }

@@ -314,10 +314,27 @@ pub fn render_table(rep: &ApiReport) -> String {
         s.sample_ms
     );
     let c = &rep.config;
+    let uu: Vec<String> = c
+        .user_units
+        .iter()
+        .map(|(w, on)| {
+            format!(
+                "{} {}",
+                w.letter(),
+                if *on { "yes" } else { "no (not accepted)" }
+            )
+        })
+        .collect();
     let _ = writeln!(
         t,
-        "config: host CPUs \"{}\", island CPUs {}, {} units of {:.2} CPUs each holding one idle process, overlay {}",
-        c.host, c.island, c.units, c.entitlement_cpus, c.overlay
+        "config: host CPUs \"{}\", island CPUs {}, {} units of {:.2} CPUs each holding one idle process, overlay {}; \
+         island user_units = true: {}",
+        c.host,
+        c.island,
+        c.units,
+        c.entitlement_cpus,
+        c.overlay,
+        if uu.is_empty() { "-".to_string() } else { uu.join(", ") }
     );
     let _ = writeln!(
         t,
@@ -373,6 +390,7 @@ mod tests {
                 entitlement_cpus: 0.1,
                 overlay: "api: units u001 and u002".into(),
                 epoch_ms: 30,
+                user_units: vec![(Which::Daemon, true), (Which::Baseline, false)],
             },
             user_groups: s.user_groups(),
             settings: s,
@@ -404,6 +422,10 @@ mod tests {
         assert!(t.contains("  B: NOT met: load/idle 0.120"), "{t}");
         assert!(t.contains("  A: met: 0 lost of 360000 sent"), "{t}");
         assert!(t.contains("read B: status failed: backend 3"), "{t}");
+        assert!(
+            t.contains("user_units = true: A yes, B no (not accepted)"),
+            "{t}"
+        );
         assert!(t.contains("load average 0.5 0.4 0.3 at the start, 0.6 0.5 0.4 at the end"));
         assert!(t.ends_with("command: atoll bench api"), "{t}");
     }
