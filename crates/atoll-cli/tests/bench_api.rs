@@ -7,13 +7,14 @@
 //!   `{"v":1,"id":1,"op":"status"}` (and one loops `why`) on a real daemon
 //!   (real cgroups under a root of its own, as the benchmark runs it), and
 //!   the daemon's epoch rate under that load must stay at least 0.9 × its
-//!   rate idle, measured just before in the same run. That ratio is the
+//!   rate idle, measured just before in the same run (three cycles of 2 s
+//!   idle and 3 s flooded; the median cycle's ratio). That ratio is the
 //!   only number asserted; nothing is timed. `ATOLL_TEST_DAEMON_BIN=PATH`
 //!   runs the same test against another daemon binary (e.g. main before
 //!   the API rework, `/work/bench-bins/atoll-main-5952eb1`, which fails it).
 //! - The same with one user adopting its own process over and over, within
-//!   the daemon's pace for a uid: ignored, since main fails it in most runs
-//!   (a daemon bug; run it with `--ignored`).
+//!   the daemon's pace for a uid: ignored, since main fails it in about
+//!   half the runs (a daemon bug; run it with `--ignored`).
 //!
 //! Root is needed for all but the first two (real cgroups; clients as
 //! other uids).
@@ -190,15 +191,37 @@ fn answered(r: &serde_json::Value, kind: &str) -> u64 {
     r["kinds"][kind]["answered"].as_u64().unwrap_or(0)
 }
 
+/// Idle and flooded windows: this many cycles of each.
+const CYCLES: usize = 3;
+/// An idle window, s.
+const IDLE_S: f64 = 2.0;
+/// The clients' time in a cycle, s (the window starts 0.5 s into it).
+const FLOOD_S: f64 = 3.0;
+
+/// One cycle: the epoch rate idle, then under the clients, and their
+/// reports.
+struct Cycle {
+    idle: EpochWindow,
+    load: Option<EpochWindow>,
+    reports: Vec<serde_json::Value>,
+}
+
+impl Cycle {
+    /// Load ÷ idle (0: no epoch at all under load).
+    fn ratio(&self) -> f64 {
+        self.load.map_or(0.0, |w| w.per_s) / self.idle.per_s
+    }
+}
+
 /// Runs the daemon under test (`ATOLL_TEST_DAEMON_BIN`, else this build)
 /// with the benchmark's config (real cgroups under a root of its own,
-/// swept when it is dropped; 10 units and an overlay), measures its epoch
-/// rate idle for 3 s, then under the clients `floods` starts for 5 s (each
-/// `(uid, clients, args)`); returns the rates idle and under load (0: no
-/// epoch at all), the load window and the clients' reports.
-fn epochs_idle_and_flooded(
-    floods: &[(u32, usize, &[&str])],
-) -> (f64, f64, Option<EpochWindow>, Vec<serde_json::Value>) {
+/// swept when it is dropped; 10 units and an overlay) and measures its
+/// epoch rate in [`CYCLES`] cycles of 2 s idle, then 3 s under the clients
+/// `floods` starts (each `(uid, clients, args)`). Idle and load alternate,
+/// so that the machine's other load falls on both, and the tests judge the
+/// median cycle's ratio, so that one burst of someone else's work on a
+/// shared machine does not decide.
+fn epochs_idle_and_flooded(floods: &[(u32, usize, &[&str])]) -> Vec<Cycle> {
     let bin = std::env::var_os("ATOLL_TEST_DAEMON_BIN")
         .filter(|b| !b.is_empty())
         .map_or_else(|| PathBuf::from(BIN), PathBuf::from);
@@ -214,46 +237,72 @@ fn epochs_idle_and_flooded(
     let sampler = Sampler::start(&socket, Duration::from_millis(100)).unwrap();
     let settle = |s: f64| std::thread::sleep(Duration::from_secs_f64(s));
     settle(1.0);
-    let idle0 = sampler.now();
-    settle(3.0);
-    let idle1 = sampler.now();
-    let load_s = 5.0;
-    let clients: Vec<Flood> = floods
-        .iter()
-        .map(|(uid, n, args)| Flood::start(&socket, *uid, *n, load_s, args))
-        .collect();
-    settle(0.5);
-    let load0 = sampler.now();
-    settle(load_s - 0.5);
-    let load1 = sampler.now();
-    let reports: Vec<serde_json::Value> = clients.into_iter().map(Flood::report).collect();
+    let mut windows = Vec::new();
+    let mut reports = Vec::new();
+    for _ in 0..CYCLES {
+        let idle0 = sampler.now();
+        settle(IDLE_S);
+        let idle1 = sampler.now();
+        let clients: Vec<Flood> = floods
+            .iter()
+            .map(|(uid, n, args)| Flood::start(&socket, *uid, *n, FLOOD_S, args))
+            .collect();
+        settle(0.5);
+        let load0 = sampler.now();
+        settle(FLOOD_S - 0.5);
+        let load1 = sampler.now();
+        reports.push(clients.into_iter().map(Flood::report).collect::<Vec<_>>());
+        windows.push(((idle0, idle1), (load0, load1)));
+    }
     let (snaps, notes) = sampler.finish();
     daemon.stop().unwrap();
-    let idle = window(&snaps, idle0, idle1, 30).unwrap_or_else(|| panic!("{snaps:?} {notes:?}"));
-    let load = window(&snaps, load0, load1, 30);
-    let summary: Vec<String> = reports
-        .iter()
-        .map(|r| {
-            let kinds: Vec<String> = r["kinds"]
-                .as_object()
-                .into_iter()
-                .flatten()
-                .map(|(k, v)| format!("{k} {} answered {}", v["answered"], v["errors"]))
-                .collect();
-            format!("uid {}: {}, lost {}", r["uid"], kinds.join(", "), r["lost"])
+    let cycles: Vec<Cycle> = windows
+        .into_iter()
+        .zip(reports)
+        .map(|(((i0, i1), (l0, l1)), reports)| Cycle {
+            idle: window(&snaps, i0, i1, 30).unwrap_or_else(|| panic!("{snaps:?} {notes:?}")),
+            load: window(&snaps, l0, l1, 30),
+            reports,
         })
         .collect();
-    eprintln!(
-        "daemon {}: idle {:.2} epochs/s, under load {}; {}; sampler: {notes:?}",
-        bin.display(),
-        idle.per_s,
-        load.map_or_else(
-            || "no epochs measured".to_string(),
-            |w| format!("{:.2} epochs/s, {:.1} periods missed", w.per_s, w.missed)
-        ),
-        summary.join("; "),
-    );
-    (idle.per_s, load.map_or(0.0, |w| w.per_s), load, reports)
+    for (n, c) in cycles.iter().enumerate() {
+        let summary: Vec<String> = c
+            .reports
+            .iter()
+            .map(|r| {
+                let kinds: Vec<String> = r["kinds"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, v)| format!("{k} {} answered {}", v["answered"], v["errors"]))
+                    .collect();
+                format!("uid {}: {}, lost {}", r["uid"], kinds.join(", "), r["lost"])
+            })
+            .collect();
+        eprintln!(
+            "daemon {}, cycle {}: idle {:.2} epochs/s, under load {} (ratio {:.3}); {}",
+            bin.display(),
+            n + 1,
+            c.idle.per_s,
+            c.load.map_or_else(
+                || "no epochs measured".to_string(),
+                |w| format!("{:.2} epochs/s, {:.1} periods missed", w.per_s, w.missed)
+            ),
+            c.ratio(),
+            summary.join("; "),
+        );
+    }
+    if !notes.is_empty() {
+        eprintln!("sampler: {notes:?}");
+    }
+    cycles
+}
+
+/// The median cycle's load ÷ idle ratio.
+fn median_ratio(cycles: &[Cycle]) -> f64 {
+    let mut r: Vec<f64> = cycles.iter().map(Cycle::ratio).collect();
+    r.sort_by(f64::total_cmp);
+    r[r.len() / 2]
 }
 
 #[test]
@@ -265,38 +314,43 @@ fn unprivileged_status_flood_keeps_the_epoch_rate() {
     let _one = heavy();
     // The review's attack: each client loops the line, its reply, the
     // line again (the same id every time).
-    let (idle, under, load, reports) = epochs_idle_and_flooded(&[
+    let cycles = epochs_idle_and_flooded(&[
         (65534, 4, &["--request", r#"{"v":1,"id":1,"op":"status"}"#]),
         (65533, 1, &["--request", r#"{"v":1,"id":1,"op":"why"}"#]),
     ]);
     // The flood really ran: its clients got answers.
-    assert!(answered(&reports[0], "status") > 0, "{}", reports[0]);
-    assert!(answered(&reports[1], "why") > 0, "{}", reports[1]);
+    for c in &cycles {
+        assert!(answered(&c.reports[0], "status") > 0, "{}", c.reports[0]);
+        assert!(answered(&c.reports[1], "why") > 0, "{}", c.reports[1]);
+    }
+    let ratio = median_ratio(&cycles);
     assert!(
-        under >= 0.9 * idle,
-        "the epoch rate fell from {idle:.2}/s idle to {under:.2}/s under 4 status and 1 why clients of other users ({load:?})"
+        ratio >= 0.9,
+        "under 4 status and 1 why clients of other users the epoch rate was {ratio:.3} of idle (median of {CYCLES} cycles)"
     );
 }
 
 /// A user's changing requests, within the daemon's pace for one uid: its
-/// own process adopted into its own units, over and over. Fails in most
-/// runs on main (7e30bac, 0b6ffa2: 0.79 to 0.92 of the idle rate here):
+/// own process adopted into its own units, over and over. Fails in about
+/// half the runs on main (7e30bac, 0b6ffa2; cycles down to 0.30 of idle):
 /// every request is applied and saved (with fsyncs) on the control loop,
 /// and the loop serves 4 queued requests after every epoch even when the
 /// next one is due (see docs/bench.md, `atoll bench api`, daemon issues).
 #[test]
-#[ignore = "fails in most runs on main (7e30bac, 0b6ffa2): one user's paced adopts make the control loop miss epochs"]
+#[ignore = "fails in about half the runs on main (7e30bac, 0b6ffa2): one user's paced adopts make the control loop miss epochs"]
 fn unprivileged_adopt_flood_keeps_the_epoch_rate() {
     if !is_root() {
         eprintln!("skipped: clients run as uid 65534, which needs root");
         return;
     }
     let _one = heavy();
-    let (idle, under, load, reports) =
-        epochs_idle_and_flooded(&[(65534, 4, &["--mix", "write", "--units", "flood"])]);
-    assert!(answered(&reports[0], "adopt") > 0, "{}", reports[0]);
+    let cycles = epochs_idle_and_flooded(&[(65534, 4, &["--mix", "write", "--units", "flood"])]);
+    for c in &cycles {
+        assert!(answered(&c.reports[0], "adopt") > 0, "{}", c.reports[0]);
+    }
+    let ratio = median_ratio(&cycles);
     assert!(
-        under >= 0.9 * idle,
-        "the epoch rate fell from {idle:.2}/s idle to {under:.2}/s under 4 clients of one user adopting its own process ({load:?})"
+        ratio >= 0.9,
+        "under 4 clients of one user adopting its own process the epoch rate was {ratio:.3} of idle (median of {CYCLES} cycles)"
     );
 }
