@@ -25,6 +25,11 @@
 //! - [`overhead`]: `atoll bench overhead`, what the daemon itself costs
 //!   (CPU share, RSS, epochs) with 10 and 100 units, features off and on,
 //!   beside 2,000 idle processes; two daemon binaries side by side.
+//! - [`api`]: `atoll bench api`, the daemon's API under 32 clients (half
+//!   of them users other than root) in read, mixed and write mixes:
+//!   requests per second, latency, errors and lost requests, and whether
+//!   the control loop keeps its epochs meanwhile; two binaries side by
+//!   side.
 //!
 //! Around them: [`stats`] (nearest-rank percentiles), [`progress`] (a
 //! hand-rolled progress bar), [`procs`] (child processes in their own
@@ -32,6 +37,7 @@
 //! last-resort sweep of it), [`interrupt`] (Ctrl-C turns into an error that
 //! unwinds through the guards) and [`machine`] (what the numbers depend on).
 
+pub mod api;
 pub mod awm;
 pub mod cgroups;
 pub mod comm;

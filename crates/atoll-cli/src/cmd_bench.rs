@@ -8,6 +8,7 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
+use atoll_bench::api::{self, ApiOptions};
 use atoll_bench::awm::{self, AwmOptions};
 use atoll_bench::comm::{self, CommOptions};
 use atoll_bench::coordination::{self, CoordinationOptions};
@@ -203,6 +204,55 @@ enum Which {
         #[arg(long, value_name = "FILE")]
         table: Option<std::path::PathBuf>,
     },
+    /// The API under load: 32 clients (half of them users other than
+    /// root) in read, mixed and write mixes; requests/s, latency, errors,
+    /// lost requests, and the daemon's epochs against idle; with
+    /// --baseline-bin, two daemon binaries side by side (root).
+    Api {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// 8 clients, a 2 s window after 1 s idle (a smoke test).
+        #[arg(long)]
+        quick: bool,
+        /// Measured seconds per mix (default 15, 2 with --quick).
+        #[arg(long, value_parser = parse_seconds)]
+        seconds: Option<f64>,
+        /// Seconds the daemon is measured idle before each mix (default 5,
+        /// 1 with --quick).
+        #[arg(long, value_parser = parse_idle_seconds)]
+        idle_seconds: Option<f64>,
+        /// Mixes: read (status), mixed (mostly reads, some changes), write
+        /// (changes only).
+        #[arg(long, value_delimiter = ',', default_value = "read,mixed,write", value_parser = parse_mix)]
+        mixes: Vec<api::Mix>,
+        /// Clients in all (default 32, 8 with --quick).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=48))]
+        clients: Option<u64>,
+        /// Clients as users other than root (uids 65534, 65533, ..., 4
+        /// clients each): on (half of them), off (none), only (all).
+        #[arg(long, default_value = "on", value_parser = parse_users)]
+        users: api::Users,
+        /// Requests each client keeps in flight (1: request, reply, next).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
+        depth: u64,
+        /// Units in the daemon's config.
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(2..=999))]
+        units: u64,
+        /// The daemons' epoch, ms.
+        #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+        epoch_ms: u64,
+        /// The daemon binary to measure (default: this one).
+        #[arg(long, value_name = "PATH")]
+        daemon_bin: Option<std::path::PathBuf>,
+        /// A second daemon binary, run in every mix beside the first
+        /// (alternating); the report gives both and daemon ÷ baseline.
+        #[arg(long, value_name = "PATH")]
+        baseline_bin: Option<std::path::PathBuf>,
+        /// Run nothing: print the table of a report saved with --json.
+        #[arg(long, value_name = "FILE")]
+        table: Option<std::path::PathBuf>,
+    },
     /// How the simulator with the daemon's control loop scales: 64, 256
     /// and 1,024 CPUs, ~10 threads per CPU, 60 simulated s (no root).
     Sim {
@@ -246,6 +296,18 @@ fn parse_warmup(s: &str) -> Result<f64, String> {
         Ok(v) if v >= 0.0 && v.is_finite() => Ok(v),
         _ => Err(format!("--warmup must be a number >= 0, not {s:?}")),
     }
+}
+
+fn parse_idle_seconds(s: &str) -> Result<f64, String> {
+    parse_positive(s, "--idle-seconds")
+}
+
+fn parse_mix(s: &str) -> Result<api::Mix, String> {
+    s.parse()
+}
+
+fn parse_users(s: &str) -> Result<api::Users, String> {
+    s.parse()
 }
 
 fn parse_features(s: &str) -> Result<overhead::Features, String> {
@@ -304,6 +366,18 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
             )
         })?;
         println!("{}", overhead::render_table(&report));
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Which::Api {
+        table: Some(file), ..
+    } = &a.which
+    {
+        let text =
+            std::fs::read_to_string(file).with_context(|| format!("read {}", file.display()))?;
+        let report: api::ApiReport = serde_json::from_str(&text).with_context(|| {
+            format!("{}: not a report of atoll bench api --json", file.display())
+        })?;
+        println!("{}", api::render_table(&report));
         return Ok(ExitCode::SUCCESS);
     }
     atoll_bench::interrupt::install();
@@ -472,6 +546,49 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
             let report = overhead::run(&opts, &progress)?;
             drop(progress);
             print_report(json, &report, overhead::render_table)?;
+        }
+        Which::Api {
+            json,
+            quick,
+            seconds,
+            idle_seconds,
+            mixes,
+            clients,
+            users,
+            depth,
+            units,
+            epoch_ms,
+            daemon_bin,
+            baseline_bin,
+            table: _,
+        } => {
+            let size = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+            let mut settings = api::Settings::new(quick);
+            if let Some(s) = seconds {
+                settings.seconds = s;
+            }
+            if let Some(s) = idle_seconds {
+                settings.idle_s = s;
+            }
+            if let Some(c) = clients {
+                settings.clients = size(c);
+            }
+            settings.mixes = mixes;
+            settings.users = users;
+            settings.depth = size(depth);
+            settings.units = size(units);
+            settings.epoch_ms = epoch_ms;
+            let opts = ApiOptions {
+                daemon_bin: daemon_bin.unwrap_or_else(|| exe.clone()),
+                exe,
+                baseline_bin,
+                settings,
+                command: command_line(),
+            };
+            let progress = Progress::new(opts.steps(), true);
+            let report = api::run(&opts, &progress)?;
+            drop(progress);
+            print_report(json, &report, api::render_table)?;
         }
         Which::Sim { .. } => unreachable!("handled above"),
     }

@@ -45,14 +45,17 @@ pub fn find_sleep() -> Result<PathBuf, BenchError> {
 
 impl IdleHerd {
     /// Starts `total` idle processes (at least one per name), the first
-    /// ones named `names` through symlinks made in `dir`.
+    /// ones named `names` through symlinks made in `dir` (not touched
+    /// without names).
     pub fn start(dir: &Path, names: &[String], total: usize) -> Result<Self, BenchError> {
         let sleep = find_sleep()?;
-        std::fs::create_dir_all(dir).map_err(|source| BenchError::Io {
-            op: "create",
-            path: dir.to_path_buf(),
-            source,
-        })?;
+        if !names.is_empty() {
+            std::fs::create_dir_all(dir).map_err(|source| BenchError::Io {
+                op: "create",
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
         let mut herd = Self {
             leader: None,
             others: Vec::new(),
@@ -135,6 +138,15 @@ impl IdleHerd {
     /// The named processes' pids, by name.
     pub fn named(&self) -> &[(String, u32)] {
         &self.named
+    }
+
+    /// Every pid, in the order they were started.
+    pub fn pids(&self) -> Vec<u32> {
+        self.leader
+            .iter()
+            .chain(&self.others)
+            .map(Child::id)
+            .collect()
     }
 
     /// How many are still running (not exited).
@@ -224,6 +236,12 @@ mod tests {
         let names = vec!["aotestu001".to_string(), "aotestu002".to_string()];
         let herd = IdleHerd::start(dir.path(), &names, 0).unwrap();
         assert_eq!(herd.len(), 2);
+        assert_eq!(herd.pids().len(), 2);
+        assert_eq!(herd.pids()[0], herd.named()[0].1);
+        // Without names the directory is not needed.
+        let plain = IdleHerd::start(&dir.path().join("absent"), &[], 3).unwrap();
+        assert_eq!(plain.pids().len(), 3);
+        assert!(!dir.path().join("absent").exists());
         assert!(find_sleep().unwrap().is_file());
     }
 }

@@ -32,6 +32,7 @@ use crate::machine::Machine;
 use crate::stats::{ratio, round, Summary};
 
 pub use config::ConfigSummary;
+pub(crate) use run::existing;
 pub use run::{config_here, run};
 pub use table::render_table;
 

@@ -137,7 +137,7 @@ impl Bench<'_> {
 }
 
 /// An absolute path to an existing file.
-fn existing(path: &Path, what: &str) -> Result<PathBuf, BenchError> {
+pub(crate) fn existing(path: &Path, what: &str) -> Result<PathBuf, BenchError> {
     let p = std::fs::canonicalize(path).map_err(|source| BenchError::Io {
         op: "read",
         path: path.to_path_buf(),

@@ -21,7 +21,9 @@
 //! | `stream-client --addr H:P --clients N --bytes-per-s R --buffer-ms B --seconds S [--path P]` | plays N streams through B ms playback buffers | buffer under-runs per client |
 //! | `awm-parallel [--cycles N] [--work U] [--ws-kib K] (--threads T \| [--socket P] [--recipe F]) [--go FILE] [--poll-ms M] [--report-ms M]` | N cycles of U units split among T threads (managed: the working mode's) meeting at a barrier | completion time, cycles, its context switches and CPU migrations |
 //! | `awm-pipeline` (the same, and `[--items I] [--queue Q]`) | N batches of I items through load, extract (T threads), rank (T threads), out | the same, and items |
+//! | `api-load --socket P --seconds S [--clients N] [--mix M \| --request LINE] [--depth D] ...` | clients of the daemon's API sending a mix of requests as fast as it answers ([`api_load`]) | per kind of request: sent, answered, errors by code, latency histogram; lost requests |
 
+mod api_load;
 mod awm;
 mod awm_parallel;
 mod awm_pipeline;
@@ -39,6 +41,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+pub use api_load::{api_load, ApiLoadArgs, Load};
 pub use awm::{monotonic_s, AwmArgs};
 pub use cpu::cpu_work;
 pub use http_load::{get as http_get, read_response, HttpLoadArgs, Response};
@@ -107,6 +110,8 @@ pub enum Worker {
     AwmParallel(AwmArgs),
     /// The pipeline reconfigurable application.
     AwmPipeline(AwmArgs),
+    /// Clients of the daemon's API.
+    ApiLoad(ApiLoadArgs),
 }
 
 /// Why the worker arguments were refused.
@@ -157,7 +162,7 @@ pub enum ArgError {
 }
 
 /// The worker kinds.
-pub const KINDS: [&str; 13] = [
+pub const KINDS: [&str; 14] = [
     "spin",
     "cpujob",
     "echo-server",
@@ -171,6 +176,7 @@ pub const KINDS: [&str; 13] = [
     "stream-client",
     "awm-parallel",
     "awm-pipeline",
+    "api-load",
 ];
 
 /// Options with values, and flags, of one kind.
@@ -203,6 +209,7 @@ fn spec(kind: &str) -> Option<Spec> {
         "stream-client" => (stream::CLIENT_OPTIONS, &[]),
         "awm-parallel" => (awm::COMMON_OPTIONS, &[]),
         "awm-pipeline" => (awm::PIPELINE_OPTIONS, &[]),
+        "api-load" => (api_load::OPTIONS, &[]),
         _ => return None,
     };
     Some(Spec { valued, flags })
@@ -338,6 +345,7 @@ impl Worker {
             "stream-client" => Self::StreamClient(StreamClientArgs::from_opts(&o)?),
             "awm-parallel" => Self::AwmParallel(AwmArgs::from_opts(&o)?),
             "awm-pipeline" => Self::AwmPipeline(AwmArgs::from_opts(&o)?),
+            "api-load" => Self::ApiLoad(ApiLoadArgs::from_opts(&o)?),
             _ => unreachable!("spec() knows only the kinds matched here"),
         })
     }
@@ -363,6 +371,7 @@ impl Worker {
             Self::KvFront(a) => kvfront::kvfront(a),
             Self::AwmParallel(a) => awm_parallel::awm_parallel(a),
             Self::AwmPipeline(a) => awm_pipeline::awm_pipeline(a),
+            Self::ApiLoad(a) => api_load::api_load(a),
         }
     }
 }
