@@ -18,12 +18,23 @@ pub struct Persist {
     dir: Option<PathBuf>,
     /// The last save failed: try again even if nothing changed.
     retry: bool,
+    /// Saves written so far.
+    saves: u64,
 }
 
 impl Persist {
     /// State kept in `dir`, or nowhere.
     pub fn new(dir: Option<PathBuf>) -> Self {
-        Self { dir, retry: false }
+        Self {
+            dir,
+            retry: false,
+            saves: 0,
+        }
+    }
+
+    /// How many times the state file was written.
+    pub fn saves(&self) -> u64 {
+        self.saves
     }
 
     /// The state directory, if any.
@@ -99,6 +110,7 @@ impl Persist {
         match state::save(dir, &saved_state(reg, backend)) {
             Ok(()) => {
                 self.retry = false;
+                self.saves += 1;
                 Ok(())
             }
             Err(e) => {

@@ -16,7 +16,8 @@
 //!   asked for (one request for all the readers that find it old);
 //! - past [`STALE`], or when a request changed something since (a client
 //!   that adopts a process and then asks for the status sees it), the
-//!   reader waits for the new one, at most [`WAIT`].
+//!   reader waits for the new one, at most [`WAIT`]. Reads and refused
+//!   requests change nothing, so they never make the status old.
 //!
 //! So a flood of `status` requests costs the loop one status per [`FRESH`]
 //! at most.

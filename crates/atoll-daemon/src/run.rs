@@ -18,7 +18,7 @@
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -171,14 +171,19 @@ pub fn run(mut ctrl: Controller, endpoints: &Endpoints) -> Result<(), RunError> 
 }
 
 /// The epoch loop: an epoch when due, commands in the time between; what
-/// readers may see is published on `board` after each.
+/// readers may see is published on `board` after each. Commands that are
+/// queued together are served together, and the changes they made are
+/// saved once before any of them is answered ([`Controller::commit`]).
 pub fn drive(ctrl: &mut Controller, rx: &Receiver<Command>, board: Option<&Board>) {
     let epoch = ctrl.epoch_len();
     let mut next = ctrl.now() + epoch;
+    let mut batch = 0usize;
     loop {
         let now = ctrl.now();
         if now >= next {
             ctrl.epoch();
+            ctrl.commit();
+            batch = 0;
             publish(ctrl, board);
             next += epoch;
             if next <= now {
@@ -191,22 +196,44 @@ pub fn drive(ctrl: &mut Controller, rx: &Receiver<Command>, board: Option<&Board
                 match rx.try_recv() {
                     Ok(cmd) => {
                         if serve(ctrl, cmd, board) == Flow::Stop {
+                            ctrl.commit();
                             return;
                         }
                     }
                     Err(_) => break,
                 }
             }
+            ctrl.commit();
             continue;
         }
-        match rx.recv_timeout(next - now) {
-            Ok(cmd) => {
-                if serve(ctrl, cmd, board) == Flow::Stop {
+        let cmd = if ctrl.uncommitted() && batch < BATCH {
+            match rx.try_recv() {
+                Ok(cmd) => cmd,
+                Err(TryRecvError::Empty) => {
+                    ctrl.commit();
+                    batch = 0;
+                    continue;
+                }
+                Err(TryRecvError::Disconnected) => {
+                    ctrl.commit();
                     return;
                 }
             }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => return,
+        } else {
+            if ctrl.uncommitted() {
+                ctrl.commit();
+                batch = 0;
+            }
+            match rx.recv_timeout(next - now) {
+                Ok(cmd) => cmd,
+                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+        };
+        batch += 1;
+        if serve(ctrl, cmd, board) == Flow::Stop {
+            ctrl.commit();
+            return;
         }
     }
 }
@@ -214,16 +241,19 @@ pub fn drive(ctrl: &mut Controller, rx: &Receiver<Command>, board: Option<&Board
 /// Commands served after an epoch even when the next one is already due.
 pub const AFTER_EPOCH: usize = 4;
 
+/// Most commands whose replies wait for one save of the state file.
+pub const BATCH: usize = 64;
+
 /// Handles one command and publishes what changed.
 fn serve(ctrl: &mut Controller, cmd: Command, board: Option<&Board>) -> Flow {
-    if matches!(cmd, Command::Api { .. }) {
-        // Counted before the reply goes out: a status built before it is
-        // old for whoever reads after it.
+    let (flow, changed) = ctrl.take(cmd);
+    if changed {
+        // Marked before the reply goes out (at the commit): a status built
+        // before the change is old for whoever reads after the reply.
         if let Some(b) = board {
             b.handled_request();
         }
     }
-    let flow = ctrl.handle(cmd);
     publish(ctrl, board);
     flow
 }

@@ -981,3 +981,122 @@ fn overrunning_epochs_do_not_starve_the_api() {
     done.join().unwrap();
     drop(tx);
 }
+
+#[test]
+fn changes_queued_together_are_saved_once_each_answered_after_the_save() {
+    let rig = Rig::new();
+    let mut c = rig.controller(spec(false));
+    c.start().unwrap();
+    let jobs: Vec<u32> = (0..10)
+        .map(|i| rig.sim.spawn(&format!("job{i}"), 1000, None))
+        .collect();
+    let (tx, rx) = mpsc::channel();
+    let (rtx, rrx) = mpsc::channel();
+    for (i, pid) in jobs.iter().enumerate() {
+        tx.send(Command::Api {
+            caller: ROOT_CALLER,
+            id: i as u64,
+            request: adopt(&format!("u{i}"), *pid, Some("web")),
+            reply: rtx.clone(),
+        })
+        .unwrap();
+    }
+    // A read in the batch is answered at once, not after the save.
+    tx.send(Command::Api {
+        caller: ROOT_CALLER,
+        id: 100,
+        request: Request::Status {},
+        reply: rtx.clone(),
+    })
+    .unwrap();
+    tx.send(Command::Api {
+        caller: ROOT_CALLER,
+        id: 101,
+        request: Request::Stop { wait: false },
+        reply: rtx,
+    })
+    .unwrap();
+    let before = c.state_saves();
+    let state = rig.state.path().join("state.json");
+    let done = std::thread::spawn(move || {
+        atoll_daemon::run::drive(&mut c, &rx, None);
+        c
+    });
+    let mut ids = Vec::new();
+    for _ in 0..12 {
+        let r = rrx.recv_timeout(Duration::from_secs(10)).expect("a reply");
+        assert!(r.ok.is_some(), "{r:?}");
+        // Every change answered is in the state file already.
+        if r.id < 10 {
+            let saved = std::fs::read_to_string(&state).unwrap();
+            assert!(
+                saved.contains(&format!("\"u{}\"", r.id)),
+                "u{} not saved: {saved}",
+                r.id
+            );
+        }
+        ids.push(r.id);
+    }
+    assert_eq!(ids[0], 100, "the read waited for the save: {ids:?}");
+    let mut c = done.join().unwrap();
+    drop(tx);
+    assert_eq!(c.state_saves() - before, 1, "one save for the batch");
+    assert_eq!(c.registry().runtime_units().len(), 10);
+    c.teardown().unwrap();
+}
+
+#[test]
+fn reads_and_refused_changes_leave_the_status_current() {
+    let rig = Rig::new();
+    let mut c = rig.controller(spec(false));
+    c.start().unwrap();
+    let job = rig.sim.spawn("job", 1000, None);
+    let board = atoll_daemon::publish::Board::new(c.decisions().reader());
+    let (tx, rx) = mpsc::channel();
+    let loop_board = board.clone();
+    let done = std::thread::spawn(move || {
+        atoll_daemon::run::drive(&mut c, &rx, Some(&loop_board));
+        c
+    });
+    let wake = {
+        let tx = tx.clone();
+        move || {
+            let _ = tx.send(Command::Refresh);
+        }
+    };
+    let ask = |caller: Caller, request: Request| {
+        let (rtx, rrx) = mpsc::channel();
+        tx.send(Command::Api {
+            caller,
+            id: 1,
+            request,
+            reply: rtx,
+        })
+        .unwrap();
+        rrx.recv_timeout(Duration::from_secs(10)).unwrap()
+    };
+    let first = board.status(&wake).expect("a status");
+    assert!(ask(ROOT_CALLER, Request::Status {}).ok.is_some());
+    let user = Caller {
+        uid: 1000,
+        gid: 1000,
+        pid: 5,
+    };
+    // A user may not put a process into a unit of the config.
+    assert!(ask(user, adopt("api", job, None)).err.is_some());
+    let again = board.status(&wake).unwrap();
+    assert!(
+        Arc::ptr_eq(&first, &again),
+        "a read or a refused change made the status old"
+    );
+    assert!(ask(ROOT_CALLER, adopt("api", job, None)).ok.is_some());
+    let after = board.status(&wake).unwrap();
+    assert!(
+        !Arc::ptr_eq(&first, &after),
+        "a change left the status current"
+    );
+    assert!(after.units.iter().any(|u| u.pids.contains(&job)));
+    tx.send(Command::Shutdown).unwrap();
+    let mut c = done.join().unwrap();
+    c.teardown().unwrap();
+}

@@ -188,6 +188,24 @@ impl Request {
             Self::Apps {} => "apps".into(),
         }
     }
+
+    /// Whether answering it may change what atoll manages (when it
+    /// succeeds): its reply waits until the change is saved, and a status
+    /// built before it is old for whoever reads after it. The others only
+    /// read.
+    pub fn changes_state(&self) -> bool {
+        match self {
+            Self::Status {} | Self::Why { .. } | Self::Overlays {} | Self::Apps {} => false,
+            Self::Adopt { .. }
+            | Self::Stop { .. }
+            | Self::Coordinate { .. }
+            | Self::Report { .. }
+            | Self::AppRegister { .. }
+            | Self::AppPoll { .. }
+            | Self::AppReport { .. }
+            | Self::AppDone { .. } => true,
+        }
+    }
 }
 
 /// A reply line: exactly one of `ok` and `err`.

@@ -127,6 +127,14 @@ pub enum ControllerError {
     Leftover(Vec<String>),
 }
 
+/// A reply waiting for the state file: the request's id, where the reply
+/// goes, and the reply.
+type Unsaved = (
+    u64,
+    std::sync::mpsc::Sender<atoll_proto::ResponseEnvelope>,
+    atoll_proto::ResponseEnvelope,
+);
+
 /// Whether the driver should keep going.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Flow {
@@ -168,6 +176,9 @@ pub struct Controller {
     warnings: Vec<String>,
     /// A `stop` that waits for teardown: its id and where its reply goes.
     stop_reply: Option<(u64, std::sync::mpsc::Sender<atoll_proto::ResponseEnvelope>)>,
+    /// Replies to requests that changed something, waiting for the state
+    /// file to be saved (see [`Controller::commit`]).
+    unsaved: Vec<Unsaved>,
 }
 
 /// The layers over the plan, in the order they are laid: isolation,
@@ -236,6 +247,7 @@ impl Controller {
             caps: None,
             warnings: Vec::new(),
             stop_reply: None,
+            unsaved: Vec::new(),
         }
     }
 
@@ -573,15 +585,28 @@ impl Controller {
         self.reg.spec().epoch
     }
 
-    /// Handles one command.
+    /// Handles one command and answers it (see [`take`](Self::take) and
+    /// [`commit`](Self::commit)).
     pub fn handle(&mut self, cmd: Command) -> Flow {
+        let (flow, _) = self.take(cmd);
+        self.commit();
+        flow
+    }
+
+    /// Handles one command. A request that may have changed what atoll
+    /// manages is answered only at the next [`commit`](Self::commit), once
+    /// the change is saved, so a driver saves once for a batch of requests
+    /// (group commit: each save costs the loop an `fsync` or two); the
+    /// others are answered now. Returns whether the command may have
+    /// changed anything a status shows.
+    pub fn take(&mut self, cmd: Command) -> (Flow, bool) {
         match cmd {
-            Command::Shutdown => Flow::Stop,
+            Command::Shutdown => (Flow::Stop, false),
             // The driver publishes after every command (see `crate::run`).
-            Command::Refresh => Flow::Continue,
+            Command::Refresh => (Flow::Continue, false),
             Command::Snapshot { reply } => {
                 let _ = reply.send(Box::new(self.status()));
-                Flow::Continue
+                (Flow::Continue, false)
             }
             Command::Api {
                 caller,
@@ -591,7 +616,7 @@ impl Controller {
             } if caller.is_root() => {
                 // Answered once teardown is over (see `finish_stop`).
                 self.stop_reply = Some((id, reply));
-                Flow::Stop
+                (Flow::Stop, true)
             }
             Command::Api {
                 caller,
@@ -599,24 +624,47 @@ impl Controller {
                 request,
                 reply,
             } => {
-                let (mut resp, flow) = self.request(caller, id, request);
-                // Acknowledged only once it is written and saved: a change
-                // the state file does not hold is not acknowledged.
-                if let Err(e) = self
-                    .persist
-                    .save_if_changed(&mut self.reg, &*self.env.backend)
-                {
-                    if resp.ok.is_some() {
-                        resp = atoll_proto::ResponseEnvelope::err(
-                            id,
-                            atoll_proto::ErrorCode::Backend,
-                            format!("done, but the state file could not be saved ({e}): a restart now would not know it"),
-                        );
-                    }
+                let changes = request.changes_state();
+                let (resp, flow) = self.request(caller, id, request);
+                let changed = changes && resp.ok.is_some();
+                if changed {
+                    self.unsaved.push((id, reply, resp));
+                } else {
+                    let _ = reply.send(resp);
                 }
-                let _ = reply.send(resp);
-                flow
+                (flow, changed)
             }
+        }
+    }
+
+    /// How many times the state file was written.
+    pub fn state_saves(&self) -> u64 {
+        self.persist.saves()
+    }
+
+    /// Whether replies wait for a [`commit`](Self::commit).
+    pub fn uncommitted(&self) -> bool {
+        !self.unsaved.is_empty()
+    }
+
+    /// Saves the state file if anything it holds changed, then sends the
+    /// replies that waited for it. A change the state file does not hold
+    /// is not acknowledged: if the save fails, each is answered with an
+    /// error saying so.
+    pub fn commit(&mut self) {
+        let saved = self
+            .persist
+            .save_if_changed(&mut self.reg, &*self.env.backend);
+        for (id, reply, resp) in self.unsaved.drain(..) {
+            let resp = match &saved {
+                Err(e) if resp.ok.is_some() => atoll_proto::ResponseEnvelope::err(
+                    id,
+                    atoll_proto::ErrorCode::Backend,
+                    format!("done, but the state file could not be saved ({e}): a restart now would not know it"),
+                ),
+                _ => resp,
+            };
+            let _ = reply.send(resp);
         }
     }
 
