@@ -27,6 +27,13 @@ pub trait CgroupFs: Send + Sync {
     fn exists(&self, path: &Path) -> bool;
     /// Names of the sub-directories of `path` (child cgroups), sorted.
     fn child_dirs(&self, path: &Path) -> io::Result<Vec<String>>;
+    /// Whether systemd marked the cgroup directory as delegated (the
+    /// `trusted.delegate` or `user.delegate` extended attribute is `1`,
+    /// which systemd sets on the cgroup of a unit with `Delegate=`).
+    fn is_delegated(&self, path: &Path) -> bool {
+        let _ = path;
+        false
+    }
 }
 
 impl<T: CgroupFs + ?Sized> CgroupFs for &T {
@@ -48,6 +55,9 @@ impl<T: CgroupFs + ?Sized> CgroupFs for &T {
     fn child_dirs(&self, path: &Path) -> io::Result<Vec<String>> {
         (**self).child_dirs(path)
     }
+    fn is_delegated(&self, path: &Path) -> bool {
+        (**self).is_delegated(path)
+    }
 }
 
 impl<T: CgroupFs + ?Sized> CgroupFs for std::sync::Arc<T> {
@@ -68,6 +78,9 @@ impl<T: CgroupFs + ?Sized> CgroupFs for std::sync::Arc<T> {
     }
     fn child_dirs(&self, path: &Path) -> io::Result<Vec<String>> {
         (**self).child_dirs(path)
+    }
+    fn is_delegated(&self, path: &Path) -> bool {
+        (**self).is_delegated(path)
     }
 }
 
@@ -134,6 +147,32 @@ impl CgroupFs for RealFs {
         out.sort();
         Ok(out)
     }
+
+    fn is_delegated(&self, path: &Path) -> bool {
+        ["trusted.delegate", "user.delegate"]
+            .iter()
+            .any(|name| xattr(path, name).is_some_and(|v| v == b"1"))
+    }
+}
+
+/// The value of extended attribute `name` of `path`, if it has one.
+fn xattr(path: &Path, name: &str) -> Option<Vec<u8>> {
+    let p = CString::new(path.as_os_str().as_bytes()).ok()?;
+    let n = CString::new(name).ok()?;
+    let mut buf = [0u8; 64];
+    // SAFETY: both strings are valid and NUL-terminated for the call; the
+    // buffer is writable for `buf.len()` bytes, and getxattr(2) writes at
+    // most that many.
+    let len = unsafe {
+        libc::getxattr(
+            p.as_ptr(),
+            n.as_ptr(),
+            buf.as_mut_ptr().cast::<libc::c_void>(),
+            buf.len(),
+        )
+    };
+    let len = usize::try_from(len).ok()?;
+    Some(buf[..len].to_vec())
 }
 
 /// Whether this process may write into `path` (`access(2)` with `W_OK`, which
@@ -168,5 +207,24 @@ mod tests {
         assert!(!fs.exists(&dir.path().join("a")));
         assert!(can_write(dir.path()));
         assert!(!can_write(&dir.path().join("missing")));
+        // A plain directory carries no delegation mark.
+        assert!(!fs.is_delegated(dir.path()));
+    }
+
+    #[test]
+    fn a_user_delegate_xattr_marks_a_directory_delegated() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = CString::new(dir.path().as_os_str().as_bytes()).unwrap();
+        let n = CString::new("user.delegate").unwrap();
+        // SAFETY: valid NUL-terminated strings and a 1-byte value.
+        let rc = unsafe { libc::setxattr(p.as_ptr(), n.as_ptr(), b"1".as_ptr().cast(), 1, 0) };
+        if rc != 0 {
+            eprintln!(
+                "skipped: this filesystem takes no user xattrs ({})",
+                io::Error::last_os_error()
+            );
+            return;
+        }
+        assert!(RealFs.is_delegated(dir.path()));
     }
 }

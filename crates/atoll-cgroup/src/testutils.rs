@@ -107,6 +107,7 @@ struct Inner {
     rules: Vec<Rule>,
     log: Vec<(PathBuf, String)>,
     dead: BTreeSet<u32>,
+    delegated: BTreeSet<PathBuf>,
 }
 
 /// A fake cgroup filesystem in a temp dir. See the module docs.
@@ -190,6 +191,7 @@ impl FakeCgroupFs {
                 rules: Vec::new(),
                 log: Vec::new(),
                 dead: BTreeSet::new(),
+                delegated: BTreeSet::new(),
             })),
         }
     }
@@ -403,6 +405,12 @@ impl FakeCgroupFs {
     /// Removes a file (e.g. to imitate an older kernel).
     pub fn remove_file(&self, path: &Path) {
         let _ = fs::remove_file(path);
+    }
+
+    /// Marks a cgroup directory as systemd marks a unit's with `Delegate=`
+    /// (`CgroupFs::is_delegated`).
+    pub fn mark_delegated(&self, path: &Path) {
+        self.lock().delegated.insert(path.to_path_buf());
     }
 
     /// Makes `pid` exit: it leaves every group and later moves fail with
@@ -693,6 +701,10 @@ impl CgroupFs for FakeCgroupFs {
 
     fn exists(&self, path: &Path) -> bool {
         path.exists()
+    }
+
+    fn is_delegated(&self, path: &Path) -> bool {
+        self.lock().delegated.contains(path)
     }
 
     fn child_dirs(&self, path: &Path) -> io::Result<Vec<String>> {

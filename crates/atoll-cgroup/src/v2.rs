@@ -48,6 +48,7 @@ use crate::common::{
     check_root_name, ensure_dir, group_dir, nearest_existing, rmdir_retry, sync, write, write_pid,
     Memo, Outcome, Report,
 };
+use crate::delegate::Delegation;
 use crate::error::CgroupError;
 use crate::fs::{CgroupFs, RealFs};
 use crate::knobs::{
@@ -71,6 +72,7 @@ pub struct Cgroup2Backend<F: CgroupFs = RealFs> {
     root: String,
     fs: F,
     added_to_parent: Vec<String>,
+    delegation: Option<Delegation>,
     memo: Memo,
     rmdir_attempts: u32,
     rmdir_delay: Duration,
@@ -90,6 +92,7 @@ impl<F: CgroupFs> Cgroup2Backend<F> {
             root: root_name.to_string(),
             fs,
             added_to_parent: Vec::new(),
+            delegation: None,
             memo: Memo::default(),
             rmdir_attempts: 10,
             rmdir_delay: Duration::from_millis(20),
@@ -109,6 +112,24 @@ impl<F: CgroupFs> Cgroup2Backend<F> {
     /// The filesystem the backend works on.
     pub fn fs(&self) -> &F {
         &self.fs
+    }
+
+    /// Records that atoll's root lies in a subtree systemd delegated (for
+    /// [`Actuator::root_location`]). The root must be below its top: the
+    /// only file above the root the backend writes is then the top's
+    /// `cgroup.subtree_control` (when the root is `<top>/managed`).
+    pub fn set_delegation(&mut self, d: Option<Delegation>) -> Result<(), CgroupError> {
+        if let Some(d) = &d {
+            if !d.is_below(&self.root) {
+                return Err(CgroupError::BadRootName(format!(
+                    "{} (not below the delegated {})",
+                    self.root,
+                    d.top()
+                )));
+            }
+        }
+        self.delegation = d;
+        Ok(())
     }
 
     fn root_parent(&self) -> PathBuf {
@@ -591,6 +612,14 @@ impl<F: CgroupFs> Actuator for Cgroup2Backend<F> {
 
     fn root_name(&self) -> &str {
         &self.root
+    }
+
+    fn root_location(&self) -> String {
+        let dir = self.dir(&GroupPath::root());
+        match &self.delegation {
+            Some(d) => format!("{} ({d})", dir.display()),
+            None => dir.display().to_string(),
+        }
     }
 
     fn apply(
