@@ -48,5 +48,5 @@ gzip -9n "${pkg}"/man1/*.1
 "$atoll" completions zsh >"${pkg}/completions/_atoll"
 "$atoll" completions fish >"${pkg}/completions/atoll.fish"
 
-cargo deb -p atoll-cli --no-build --output "${target}/debian/" >&2
-ls -t "${target}"/debian/atoll_*.deb | head -n 1
+# cargo deb prints the package's path on stdout.
+cargo deb -p atoll-cli --no-build --strip --no-separate-debug-symbols --output "${target}/debian/"

@@ -36,3 +36,30 @@ install_debs() {
 
 # cg_path UNIT: the unit's cgroup directory under /sys/fs/cgroup.
 cg_path() { echo "$CG$(unit_prop "$1" ControlGroup)"; }
+
+# --- atoll as a service ---------------------------------------------------------
+
+# The packaged binary (the share's bin/atoll comes first in PATH).
+# shellcheck disable=SC2034 # used by the tests that load this file
+PKG_ATOLL=/usr/bin/atoll
+
+# sd_snapshot FILE: machine_snapshot (tests/vm/lib.sh: every process's
+# cgroup and CPUs, the top cgroup's CPUs and controllers) plus, for nginx
+# and the postgresql cluster, the main pid's cgroup and systemd's
+# AllowedCPUs and EffectiveCPUs.
+sd_snapshot() {
+    machine_snapshot "$1"
+    for _u in nginx.service "$(pg_cluster)"; do
+        _p=$(unit_prop "$_u" MainPID)
+        echo "unit-$_u pid=$_p cg=$(cg_of "$_p") $(systemctl show -p AllowedCPUs -p EffectiveCPUs "$_u" | tr '\n' ' ')" >>"$1"
+    done
+}
+
+# pg_cluster: the postgresql@VERSION-main unit.
+pg_cluster() { systemctl list-units --plain --no-legend 'postgresql@*' | awk '{ print $1; exit }'; }
+
+# atoll_cgroups: every cgroup directory of atoll.service (one a line).
+atoll_cgroups() {
+    [ -d "$CG/system.slice/atoll.service" ] || return 0
+    find "$CG/system.slice/atoll.service" -mindepth 1 -type d | sort
+}

@@ -79,8 +79,12 @@ enum LogFormat {
 pub fn daemon(a: DaemonArgs) -> anyhow::Result<ExitCode> {
     let filter = tracing_subscriber::EnvFilter::try_from_env("ATOLL_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Colours only on a terminal: under systemd stderr goes to the journal.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     match a.log_format {
         LogFormat::Text => builder.init(),
