@@ -51,7 +51,10 @@ sd_snapshot() {
     machine_snapshot "$1"
     for _u in nginx.service "$(pg_cluster)"; do
         _p=$(unit_prop "$_u" MainPID)
-        echo "unit-$_u pid=$_p cg=$(cg_of "$_p") $(systemctl show -p AllowedCPUs -p EffectiveCPUs "$_u" | tr '\n' ' ')" >>"$1"
+        # Without the cpuset controller EffectiveCPUs is empty: every
+        # online CPU, which is what it reads once systemd enables cpuset.
+        _eff=$(unit_prop "$_u" EffectiveCPUs)
+        echo "unit-$_u pid=$_p cg=$(cg_of "$_p") AllowedCPUs=$(unit_prop "$_u" AllowedCPUs) EffectiveCPUs=${_eff:-$(cat /sys/devices/system/cpu/online)}" >>"$1"
     done
 }
 

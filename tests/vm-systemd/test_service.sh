@@ -9,6 +9,14 @@
 . "$VMT_DIR/sdlib.sh"
 
 [ -x "$PKG_ATOLL" ] || install_debs
+# A process with a CPU mask of its own, in a unit of its own: enabling the
+# cpuset controller above it (systemd does for Delegate=cpuset) must not
+# reset it.
+systemd-run --quiet --unit=atoll-affine -p CPUAffinity=2-3 sleep 9999 ||
+    fail "systemd-run --unit=atoll-affine failed"
+wait_for 30 "sleep 9999 of atoll-affine.service" find_pid_by_argv "sleep 9999"
+affine=$(find_pid_by_argv "sleep 9999")
+assert_eq "$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$affine/status")" 2-3 "CPUs of atoll-affine's sleep"
 sd_snapshot "$VMT_STATE/sd.before"
 grep '^unit-' "$VMT_STATE/sd.before" | sed 's/^/  | before: /'
 init_cpus=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/1/status)

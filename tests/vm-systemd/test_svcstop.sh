@@ -25,5 +25,6 @@ if [ -r "$VMT_STATE/sd.before" ]; then
     diff=$(snapshot_changes "$VMT_STATE/sd.before" "$VMT_STATE/stop.after")
     [ -z "$diff" ] || fail "after systemctl stop atoll the machine is not as before: $diff"
 fi
+systemctl stop atoll-affine.service 2>/dev/null || true
 failed=$(systemctl --failed --no-legend --plain)
 [ -z "$failed" ] || fail "systemctl --failed: $failed"
