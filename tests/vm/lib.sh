@@ -151,9 +151,11 @@ adopt_all = true
 
 [island.web]
 cpus = "1-3"
+exclusive = true
 
 [island.batch]
 cpus = "4-7"
+exclusive = true
 
 [unit.api]
 island = "web"
