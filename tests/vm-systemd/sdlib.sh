@@ -66,3 +66,18 @@ atoll_cgroups() {
     [ -d "$CG/system.slice/atoll.service" ] || return 0
     find "$CG/system.slice/atoll.service" -mindepth 1 -type d | sort
 }
+
+# kernel_hint: why CPU masks may have changed on this kernel, or nothing.
+# Before Linux 6.2 a task's own affinity (sched_setaffinity, CPUAffinity=)
+# is reset to its cpuset's CPUs when the task moves to a new cpuset, which
+# is what enabling the cpuset controller above it does; systemd enables it
+# on the path to a unit with Delegate=cpuset (systemd issue #23748).
+kernel_hint() {
+    _v=$(uname -r)
+    _maj=${_v%%.*}
+    _min=${_v#*.}
+    _min=${_min%%[!0-9]*}
+    if [ "$_maj" -lt 6 ] || { [ "$_maj" -eq 6 ] && [ "$_min" -lt 2 ]; }; then
+        echo " (Linux $_v < 6.2 resets a process's own CPU mask when the cpuset controller is enabled above it, as systemd does for Delegate=cpuset)"
+    fi
+}

@@ -59,7 +59,7 @@ sd_snapshot "$VMT_STATE/sd.during"
 # them again once the unit is gone, which svcstop checks).
 note "top cgroup.subtree_control: $(sed -n 's/^top-subtree //p' "$VMT_STATE/sd.before") before, $(cat "$CG/cgroup.subtree_control") now (systemd, for Delegate=)"
 diff=$(snapshot_changes "$VMT_STATE/sd.before" "$VMT_STATE/sd.during" "$main" | grep -v '^was "top-subtree ')
-[ -z "$diff" ] || fail "starting atoll changed the machine: $diff"
+[ -z "$diff" ] || fail "starting atoll changed the machine: $diff$(kernel_hint)"
 assert_eq "$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/1/status)" "$init_cpus" "init's CPUs while atoll runs"
 
 note "systemctl status atoll --no-pager:"

@@ -23,7 +23,7 @@ journalctl -b -u atoll.service --no-pager -o cat | tail -n 4 | sed 's/^/  | jour
 if [ -r "$VMT_STATE/sd.before" ]; then
     sd_snapshot "$VMT_STATE/stop.after"
     diff=$(snapshot_changes "$VMT_STATE/sd.before" "$VMT_STATE/stop.after")
-    [ -z "$diff" ] || fail "after systemctl stop atoll the machine is not as before: $diff"
+    [ -z "$diff" ] || fail "after systemctl stop atoll the machine is not as before: $diff$(kernel_hint)"
 fi
 systemctl stop atoll-affine.service 2>/dev/null || true
 failed=$(systemctl --failed --no-legend --plain)
