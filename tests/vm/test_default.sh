@@ -12,6 +12,14 @@ D_ROOT=$CG/atoll
 
 sleep 6666 &
 marker=$!
+# Another manager's cgroup with a process that set its own CPU mask: atoll
+# enabling cpuset at the top moves it to a new cpuset, which must not cost
+# it its mask.
+mkdir -p "$CG/other"
+taskset -c 2-3 sleep 6667 &
+affine=$!
+echo "$affine" >"$CG/other/cgroup.procs" || fail "could not move the sleep into $CG/other"
+assert_eq "$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$affine/status")" 2-3 "CPUs of the taskset sleep"
 machine_snapshot "$VMT_STATE/default.before"
 grep -q "^top-effective 0-7$" "$VMT_STATE/default.before" ||
     fail "the top cgroup does not have CPUs 0-7 before the daemon: $(grep top- "$VMT_STATE/default.before")"
@@ -47,4 +55,6 @@ machine_snapshot "$VMT_STATE/default.after"
 diff=$(snapshot_changes "$VMT_STATE/default.before" "$VMT_STATE/default.after" "$d")
 [ -z "$diff" ] || fail "after atoll stop the machine is not as before: $diff"
 alive "$marker" || fail "the marker sleep died"
-kill "$marker"
+kill "$marker" "$affine"
+wait_for 10 "the taskset sleep to exit" dead "$affine"
+rmdir "$CG/other"

@@ -18,6 +18,7 @@
 //!
 //! `docs/backends.md` lists every knob's mapping for both versions.
 
+mod affinity;
 mod common;
 pub mod delegate;
 pub mod error;

@@ -44,6 +44,7 @@ use atoll_core::plan::{GroupPath, GroupSettings, Partition};
 use atoll_core::process::CgroupMembership;
 use atoll_core::CpuSet;
 
+use crate::affinity::keeping_masks;
 use crate::common::{
     check_root_name, ensure_dir, group_dir, nearest_existing, rmdir_retry, sync, write, write_pid,
     Memo, Outcome, Report,
@@ -158,9 +159,14 @@ impl<F: CgroupFs> Cgroup2Backend<F> {
         let file = self.root_parent().join("cgroup.subtree_control");
         let mut first_err = None;
         let mut kept = Vec::new();
+        let parent = self.root_parent();
+        let skip = self.dir(&GroupPath::root());
         for c in self.added_to_parent.iter().rev() {
             let v = format!("-{c}");
-            if let Err(e) = self.fs.write(&file, &v) {
+            let done = keeping_masks(&self.fs, &parent, &skip, c == "cpuset", || {
+                self.fs.write(&file, &v)
+            });
+            if let Err(e) = done {
                 kept.push(c.clone());
                 first_err.get_or_insert(CgroupError::io("write", &file, Some(&v), e));
             }
@@ -209,7 +215,15 @@ impl<F: CgroupFs> Cgroup2Backend<F> {
         let all: Vec<String> = missing.iter().map(|c| format!("+{c}")).collect();
         let mut added = Vec::new();
         let mut failed = Vec::new();
-        if self.fs.write(&file, &all.join(" ")).is_ok() {
+        let skip = self.dir(&GroupPath::root());
+        let whole = keeping_masks(
+            &self.fs,
+            parent,
+            &skip,
+            outside && missing.contains(&"cpuset"),
+            || self.fs.write(&file, &all.join(" ")),
+        );
+        if whole.is_ok() {
             added = missing.iter().map(|c| c.to_string()).collect();
         } else {
             for c in &missing {
