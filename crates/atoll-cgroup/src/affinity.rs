@@ -72,13 +72,9 @@ impl Masks {
     pub(crate) fn restore(&self, fs: &dyn CgroupFs) -> Vec<u32> {
         let mut restored = Vec::new();
         for (tid, mask) in &self.saved {
-            match fs.affinity(*tid) {
-                Some(now) if now != *mask => {
-                    if fs.set_affinity(*tid, mask).is_ok() {
-                        restored.push(*tid);
-                    }
-                }
-                _ => {}
+            let changed = fs.affinity(*tid).is_some_and(|now| now != *mask);
+            if changed && fs.set_affinity(*tid, mask).is_ok() {
+                restored.push(*tid);
             }
         }
         restored
