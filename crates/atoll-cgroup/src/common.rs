@@ -17,8 +17,11 @@ use crate::fs::CgroupFs;
 pub(crate) enum Outcome {
     /// Already as wanted: nothing written.
     Unchanged,
-    /// Written.
-    Written,
+    /// Written over this value.
+    Written {
+        /// What the file held.
+        was: String,
+    },
     /// The file does not exist in the group.
     Missing,
     /// The kernel refused the value; the current value and why.
@@ -78,7 +81,9 @@ pub(crate) fn write(
     got: &str,
 ) -> Result<Outcome, CgroupError> {
     match fs.write(path, want) {
-        Ok(()) => Ok(Outcome::Written),
+        Ok(()) => Ok(Outcome::Written {
+            was: got.to_string(),
+        }),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Outcome::Missing),
         Err(e) if is_refusal(&e) => Ok(Outcome::Refused {
             got: got.to_string(),
@@ -88,10 +93,12 @@ pub(crate) fn write(
     }
 }
 
-/// Collects fallbacks for one group.
+/// Collects fallbacks and rewrites for one group.
 pub(crate) struct Report<'a> {
     pub path: &'a GroupPath,
     pub out: Vec<Fallback>,
+    /// Knobs found different and written.
+    pub rewritten: Vec<atoll_core::backend::Rewrite>,
 }
 
 impl<'a> Report<'a> {
@@ -99,6 +106,7 @@ impl<'a> Report<'a> {
         Self {
             path,
             out: Vec::new(),
+            rewritten: Vec::new(),
         }
     }
 
@@ -116,7 +124,13 @@ impl<'a> Report<'a> {
     /// being reset to its default (a missing file is then not a fallback).
     pub fn outcome(&mut self, knob: &str, wanted: &str, asked: bool, o: Outcome, dir: &Path) {
         match o {
-            Outcome::Unchanged | Outcome::Written => {}
+            Outcome::Unchanged => {}
+            Outcome::Written { was } => self.rewritten.push(atoll_core::backend::Rewrite {
+                path: self.path.clone(),
+                knob: knob.to_string(),
+                found: was,
+                wrote: wanted.to_string(),
+            }),
             Outcome::Missing if !asked => {}
             Outcome::Missing => self.push(
                 knob,

@@ -188,9 +188,15 @@ impl<F: CgroupFs> Actuator for CgroupBackend<F> {
     fn set_outside_changes(&mut self, changes: Vec<String>) {
         self.set_added_parent_controllers(changes);
     }
+    fn take_rewrites(&mut self) -> Vec<atoll_core::backend::Rewrite> {
+        both!(self, b => b.take_rewrites())
+    }
 }
 
 impl<F: CgroupFs> Monitor for CgroupBackend<F> {
+    fn processes_anywhere(&self, path: &GroupPath) -> Result<Vec<u32>, BackendError> {
+        both!(self, b => b.processes_anywhere(path))
+    }
     fn exists(&self, path: &GroupPath) -> bool {
         both!(self, b => b.exists(path))
     }

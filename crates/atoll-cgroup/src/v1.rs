@@ -64,6 +64,8 @@ pub struct Cgroup1Backend<F: CgroupFs = RealFs> {
     root: String,
     fs: F,
     memo: Memo,
+    /// Knobs found different and rewritten, until taken.
+    rewrites: Vec<atoll_core::backend::Rewrite>,
     rmdir_attempts: u32,
     rmdir_delay: Duration,
     exclusive_root: bool,
@@ -93,6 +95,7 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
             root: root_name.to_string(),
             fs,
             memo: Memo::default(),
+            rewrites: Vec::new(),
             rmdir_attempts: 10,
             rmdir_delay: Duration::from_millis(20),
             exclusive_root: false,
@@ -500,6 +503,7 @@ impl<F: CgroupFs> Actuator for Cgroup1Backend<F> {
                 )
                 || self.fs.exists(&cpuset_root.join("cpu.pressure")),
             freezer: self.paths.freezer.is_some(),
+            service_manager: false,
         }
     }
 
@@ -546,7 +550,12 @@ impl<F: CgroupFs> Actuator for Cgroup1Backend<F> {
         self.apply_blkio(blk.as_deref(), settings, &mut rep)?;
         let fz = self.paths.freezer.as_ref().map(|m| self.dir_in(m, path));
         crate::freezer::apply_v1(&self.fs, fz.as_deref(), settings.frozen, &mut rep)?;
+        self.rewrites.append(&mut rep.rewritten);
         Ok(rep.out)
+    }
+
+    fn take_rewrites(&mut self) -> Vec<atoll_core::backend::Rewrite> {
+        std::mem::take(&mut self.rewrites)
     }
 
     fn remove(&mut self, path: &GroupPath) -> Result<(), BackendError> {
@@ -627,6 +636,23 @@ impl<F: CgroupFs> Monitor for Cgroup1Backend<F> {
 
     fn processes(&self, path: &GroupPath) -> Result<Vec<u32>, BackendError> {
         crate::common::list_processes(&self.fs, &self.dir(path), path)
+    }
+
+    fn processes_anywhere(&self, path: &GroupPath) -> Result<Vec<u32>, BackendError> {
+        let mut all = std::collections::BTreeSet::new();
+        let mut found = false;
+        for (_, m) in self.paths.hierarchies() {
+            let dir = self.dir_in(m, path);
+            if !self.fs.exists(&dir) {
+                continue;
+            }
+            found = true;
+            all.extend(crate::common::list_processes(&self.fs, &dir, path)?);
+        }
+        if !found {
+            return Err(BackendError::NoGroup(path.clone()));
+        }
+        Ok(all.into_iter().collect())
     }
 
     fn stats_of(&self, path: &GroupPath, want: StatSelect) -> Result<GroupStats, BackendError> {

@@ -75,6 +75,8 @@ pub struct Cgroup2Backend<F: CgroupFs = RealFs> {
     added_to_parent: Vec<String>,
     delegation: Option<Delegation>,
     memo: Memo,
+    /// Knobs found different and rewritten, until taken.
+    rewrites: Vec<atoll_core::backend::Rewrite>,
     rmdir_attempts: u32,
     rmdir_delay: Duration,
 }
@@ -95,6 +97,7 @@ impl<F: CgroupFs> Cgroup2Backend<F> {
             added_to_parent: Vec::new(),
             delegation: None,
             memo: Memo::default(),
+            rewrites: Vec::new(),
             rmdir_attempts: 10,
             rmdir_delay: Duration::from_millis(20),
         })
@@ -455,7 +458,7 @@ impl<F: CgroupFs> Cgroup2Backend<F> {
         match write(&self.fs, &knob, "root", "")? {
             Outcome::Refused { reason, .. } => return Ok(Some(reason)),
             Outcome::Missing => return Ok(Some(format!("{} does not exist", knob.display()))),
-            Outcome::Written | Outcome::Unchanged => {}
+            Outcome::Written { .. } | Outcome::Unchanged => {}
         }
         let shown = read_opt(&self.fs, &knob)?.unwrap_or_default();
         let shown = shown.trim();
@@ -621,6 +624,7 @@ impl<F: CgroupFs> Actuator for Cgroup2Backend<F> {
             io: has("io"),
             psi: self.fs.exists(&self.root_parent().join("cpu.pressure")),
             freezer: !created || file(crate::freezer::V2_FREEZE),
+            service_manager: false,
         }
     }
 
@@ -724,7 +728,12 @@ impl<F: CgroupFs> Actuator for Cgroup2Backend<F> {
             self.unavailable(&mut rep, "io", &asked, &why("io"));
         }
         crate::freezer::apply_v2(&self.fs, &dir, s.frozen, &mut rep)?;
+        self.rewrites.append(&mut rep.rewritten);
         Ok(rep.out)
+    }
+
+    fn take_rewrites(&mut self) -> Vec<atoll_core::backend::Rewrite> {
+        std::mem::take(&mut self.rewrites)
     }
 
     fn remove(&mut self, path: &GroupPath) -> Result<(), BackendError> {

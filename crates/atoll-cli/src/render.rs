@@ -109,6 +109,12 @@ pub fn status(r: &StatusReport) -> String {
                 pids.join(" "),
                 usage(&u.stats)
             );
+            if let Some(s) = &u.service {
+                let _ = match &s.problem {
+                    None => writeln!(o, "       through {}", s.external),
+                    Some(p) => writeln!(o, "       NOT through {}: {p}", s.external),
+                };
+            }
             if let Some(c) = &u.comm {
                 let _ = writeln!(
                     o,

@@ -296,7 +296,7 @@ mod tests {
     }
 
     #[test]
-    fn answers_print_the_daemons_words_or_the_replys_own() {
+    fn answers_print_the_daemons_words_or_the_replies_own() {
         let nack = Coordinated {
             reply: CoordReply::nack(NackReason::ZeroAmount),
             text: "refused: zero".into(),

@@ -174,6 +174,11 @@ fn status_report() -> StatusReport {
             stats: GroupStats::default(),
             isolation: None,
             comm: None,
+            service: Some(atoll_proto::UnitService {
+                external: atoll_core::backend::External::SystemdUnit("nginx.service".into()),
+                bound: true,
+                problem: None,
+            }),
         }],
         fallbacks: vec![],
         isolation_mode: None,

@@ -339,7 +339,7 @@ fn parse_device(s: &str) -> Option<DeviceId> {
 }
 
 /// One adopt rule: a table with exactly one of `comm`, `exe`, `uid`,
-/// `cgroup`, `pid`.
+/// `cgroup`, `pid`, `systemd_unit`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum RawAdopt {
     Comm(String),
@@ -347,6 +347,7 @@ pub(crate) enum RawAdopt {
     Uid(u32),
     Cgroup(String),
     Pid(u32),
+    SystemdUnit(String),
 }
 
 impl<'de> Deserialize<'de> for RawAdopt {
@@ -359,19 +360,21 @@ impl<'de> Deserialize<'de> for RawAdopt {
             Uid,
             Cgroup,
             Pid,
+            #[serde(rename = "systemd_unit")]
+            SystemdUnit,
         }
         struct V;
         impl<'de> Visitor<'de> for V {
             type Value = RawAdopt;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str(
-                    "an adopt rule with one key: { comm = ... }, { exe = ... }, { uid = ... }, { cgroup = ... } or { pid = ... }",
+                    "an adopt rule with one key: { comm = ... }, { exe = ... }, { uid = ... }, { cgroup = ... }, { pid = ... } or { systemd_unit = ... }",
                 )
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawAdopt, A::Error> {
                 let Some(key) = map.next_key::<Key>()? else {
                     return Err(de::Error::custom(
-                        "an adopt rule needs one of `comm`, `exe`, `uid`, `cgroup`, `pid`",
+                        "an adopt rule needs one of `comm`, `exe`, `uid`, `cgroup`, `pid`, `systemd_unit`",
                     ));
                 };
                 let rule = match key {
@@ -380,6 +383,7 @@ impl<'de> Deserialize<'de> for RawAdopt {
                     Key::Uid => RawAdopt::Uid(map.next_value()?),
                     Key::Cgroup => RawAdopt::Cgroup(map.next_value()?),
                     Key::Pid => RawAdopt::Pid(map.next_value()?),
+                    Key::SystemdUnit => RawAdopt::SystemdUnit(map.next_value()?),
                 };
                 if map.next_key::<Key>()?.is_some() {
                     return Err(de::Error::custom(

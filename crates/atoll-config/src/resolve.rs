@@ -561,6 +561,10 @@ fn adopt_rule(rule: &RawAdopt) -> Result<AdoptRule, (&'static str, String)> {
             }
             AdoptRule::Pid(*p)
         }
+        RawAdopt::SystemdUnit(n) => {
+            atoll_core::spec::check_unit_name(n).map_err(|e| ("systemd_unit", e))?;
+            AdoptRule::SystemdUnit(n.clone())
+        }
     })
 }
 

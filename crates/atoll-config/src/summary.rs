@@ -207,5 +207,6 @@ fn rule(r: &AdoptRule) -> String {
         AdoptRule::Uid(u) => format!("uid={u}"),
         AdoptRule::Cgroup(c) => format!("cgroup={c}"),
         AdoptRule::Pid(p) => format!("pid={p}"),
+        AdoptRule::SystemdUnit(n) => format!("systemd_unit={n}"),
     }
 }

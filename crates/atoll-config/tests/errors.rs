@@ -106,6 +106,44 @@ adopt = [{ comm = "a-very-long-task-name" }, { exe = "bin/x" }, { cgroup = "syst
         "1 to 15 bytes",
     ),
     (
+        "systemd unit names that are not units",
+        r#"[host]
+cpus = "0"
+[island.web]
+cpus = "1-3"
+[unit.a]
+adopt = [{ systemd_unit = "nginx" }, { systemd_unit = "x.timer" }]
+"#,
+        &[
+            "6:12 unit.a.adopt[0].systemd_unit",
+            "6:40 unit.a.adopt[1].systemd_unit",
+        ],
+        "has no type",
+    ),
+    (
+        "systemd units where atoll cannot take them",
+        r#"[host]
+cpus = "0"
+[island.web]
+cpus = "1-3"
+[island.part]
+cpus = "4-5"
+exclusive = true
+[unit.a]
+island = "part"
+adopt = [{ systemd_unit = "pg.service" }, { comm = "x" }]
+[unit.b]
+island = "web"
+adopt = [{ systemd_unit = "a.service" }, { systemd_unit = "pg.service" }]
+"#,
+        &[
+            "9:1 unit.a.island",
+            "10:1 unit.a.adopt",
+            "13:44 unit.b.adopt[1].systemd_unit",
+        ],
+        "is exclusive (a partition)",
+    ),
+    (
         "wrong types",
         r#"epoch_ms = "30"
 [host]

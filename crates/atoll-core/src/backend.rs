@@ -60,6 +60,34 @@ pub struct Capabilities {
     /// v1 a writable `freezer` hierarchy.
     #[serde(default)]
     pub freezer: bool,
+    /// A service manager (systemd) whose units groups can be bound to
+    /// ([`Actuator::bind`]).
+    #[serde(default)]
+    pub service_manager: bool,
+}
+
+/// What a group of atoll's plan can be bound to instead of a cgroup in
+/// atoll's hierarchy: a cgroup a service manager owns, whose properties it
+/// sets on atoll's behalf.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum External {
+    /// An existing systemd unit (`nginx.service`, `web.slice`): its
+    /// properties are set, and put back when the binding ends.
+    SystemdUnit(String),
+    /// A transient systemd scope of this name, started in atoll's slice for
+    /// the first process moved into the group (`atoll run` on a systemd
+    /// host); it ends with its last process.
+    Scope(String),
+}
+
+impl std::fmt::Display for External {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::SystemdUnit(n) => write!(f, "systemd unit {n}"),
+            Self::Scope(n) => write!(f, "scope {n}"),
+        }
+    }
 }
 
 /// A knob the kernel refused or the backend cannot set, and what it did
@@ -76,6 +104,21 @@ pub struct Fallback {
     pub got: String,
     /// Why.
     pub reason: String,
+}
+
+/// A knob the backend found different from what it writes and rewrote:
+/// when the settings asked for did not change, someone changed the group
+/// behind atoll's back.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rewrite {
+    /// The group.
+    pub path: GroupPath,
+    /// The knob (a cgroup file name).
+    pub knob: String,
+    /// The value found.
+    pub found: String,
+    /// The value written.
+    pub wrote: String,
 }
 
 /// One PSI line: `some` or `full`.
@@ -232,6 +275,10 @@ pub enum BackendError {
         /// Why, and what to do instead.
         why: String,
     },
+    /// The service manager refused properties of a bound group; none of
+    /// them was applied.
+    #[error(transparent)]
+    Refused(Box<Refusal>),
     /// A group that exists in several hierarchies (cgroup v1) could not be
     /// removed from more than one of them: every directory left behind,
     /// each with its OS error. (One directory left is [`Self::Io`].)
@@ -242,6 +289,22 @@ pub enum BackendError {
         /// Each directory that is still there, and why.
         failed: Vec<(PathBuf, std::io::Error)>,
     },
+}
+
+/// Properties a service manager refused for a bound group.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{manager} refused {properties} for {unit} (group {group}): {reason}")]
+pub struct Refusal {
+    /// Who refused (`systemd 252`).
+    pub manager: String,
+    /// The group.
+    pub group: GroupPath,
+    /// The manager's unit.
+    pub unit: String,
+    /// The properties asked for, as `Name=value` separated by spaces.
+    pub properties: String,
+    /// What the manager said.
+    pub reason: String,
 }
 
 fn not_removed(failed: &[(PathBuf, std::io::Error)]) -> String {
@@ -328,6 +391,41 @@ pub trait Actuator: Send {
     /// Gives back the record of [`outside_changes`](Self::outside_changes)
     /// after a restart.
     fn set_outside_changes(&mut self, _changes: Vec<String>) {}
+    /// The knobs [`apply`](Self::apply) found different and rewrote since
+    /// the last call (backends that cannot tell report none).
+    fn take_rewrites(&mut self) -> Vec<Rewrite> {
+        Vec::new()
+    }
+    /// Binds the group `path` to a cgroup a service manager owns. From then
+    /// on [`apply`](Self::apply) sets the external unit's properties through
+    /// its manager (all or none of them), the monitor reads the external
+    /// cgroup (its processes at any depth), and
+    /// [`move_process`](Self::move_process) into `path` asks the manager to
+    /// move the process ([`External::Scope`] only). Binding a bound group
+    /// again to the same target does nothing. Backends without a service
+    /// manager answer [`BackendError::Unavailable`].
+    fn bind(&mut self, path: &GroupPath, to: &External) -> Result<(), BackendError> {
+        let _ = path;
+        Err(BackendError::Unavailable {
+            what: to.to_string(),
+            why: format!(
+                "the {} backend has no service manager: bind systemd units on a cgroup v2 host that runs systemd",
+                self.kind().as_str()
+            ),
+        })
+    }
+    /// Ends the binding of `path` (if any): puts back every property
+    /// [`apply`](Self::apply) changed on the external unit. Returns a line
+    /// per property put back. [`remove`](Self::remove) of a bound group
+    /// does the same; [`release`](Self::release) ends every binding.
+    fn unbind(&mut self, path: &GroupPath) -> Result<Vec<String>, BackendError> {
+        let _ = path;
+        Ok(Vec::new())
+    }
+    /// The groups bound now, and to what.
+    fn bindings(&self) -> Vec<(GroupPath, External)> {
+        Vec::new()
+    }
 }
 
 /// Reads the kernel (or the simulator).
@@ -338,6 +436,12 @@ pub trait Monitor: Send {
     fn children(&self, path: &GroupPath) -> Result<Vec<String>, BackendError>;
     /// Pids of the processes in the group (not its children).
     fn processes(&self, path: &GroupPath) -> Result<Vec<u32>, BackendError>;
+    /// Pids of the processes in the group wherever the backend keeps the
+    /// group more than once (cgroup v1: in any hierarchy, for a process
+    /// someone moved in some hierarchies only); what teardown gives back.
+    fn processes_anywhere(&self, path: &GroupPath) -> Result<Vec<u32>, BackendError> {
+        self.processes(path)
+    }
     /// Usage, throttling, memory, IO and pressure of the group.
     fn stats(&self, path: &GroupPath) -> Result<GroupStats, BackendError> {
         self.stats_of(path, StatSelect::ALL)

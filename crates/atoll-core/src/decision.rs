@@ -160,6 +160,13 @@ pub enum Reason {
         /// island b (0.5 → 1 CPUs, 0 B → 0 B): score 0.71 (...)`.
         detail: String,
     },
+    /// The daemon keeping its own house: a unit created at run time that
+    /// stayed empty is removed, a group someone changed behind atoll's back
+    /// is put back, a process someone moved out of its unit is let go.
+    Housekeeping {
+        /// What was found, e.g. `unit x has had no process for 30 s`.
+        detail: String,
+    },
     /// Several steps changed the same group within one epoch; it was
     /// written once, for all of these reasons.
     Combined {
@@ -305,6 +312,7 @@ impl fmt::Display for Reason {
             Self::KernelRefused { error } => write!(f, "the kernel refused: {error}"),
             Self::Comm { detail } => write!(f, "communication: {detail}"),
             Self::Apps { detail } => write!(f, "application policy: {detail}"),
+            Self::Housekeeping { detail } => write!(f, "housekeeping: {detail}"),
             Self::Combined { causes } => {
                 for (i, c) in causes.iter().enumerate() {
                     if i > 0 {

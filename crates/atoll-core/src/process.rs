@@ -173,6 +173,18 @@ pub trait SystemMonitor: Send {
     fn accounts(&self) -> Result<SystemAccounts, ProcessError>;
 }
 
+/// Whether `rule` could match a process of this pid and `comm`, when that
+/// is all that is known of it: `false` means it cannot (so nothing more of
+/// the process needs reading); rules on anything else could.
+pub fn rule_could_match(rule: &AdoptRule, pid: u32, comm: &str) -> bool {
+    match rule {
+        AdoptRule::Comm(c) => c == comm,
+        AdoptRule::Pid(p) => *p == pid,
+        AdoptRule::Exe(_) | AdoptRule::Uid(_) | AdoptRule::Cgroup(_) => true,
+        AdoptRule::SystemdUnit(_) => false,
+    }
+}
+
 /// Whether `rule` matches `p`.
 pub fn rule_matches(rule: &AdoptRule, p: &ProcessInfo) -> bool {
     match rule {
@@ -187,6 +199,8 @@ pub fn rule_matches(rule: &AdoptRule, p: &ProcessInfo) -> bool {
                 .is_some_and(|have| have.trim_end_matches('/') == want)
         }
         AdoptRule::Pid(pid) => p.pid == *pid,
+        // systemd places the unit's processes; atoll moves none.
+        AdoptRule::SystemdUnit(_) => false,
     }
 }
 
@@ -280,5 +294,29 @@ mod tests {
         assert!(rule_matches(&exe, &p));
         assert!(rule_matches(&AdoptRule::Pid(10), &p));
         assert!(!rule_matches(&AdoptRule::Pid(11), &p));
+    }
+
+    #[test]
+    fn a_name_and_a_pid_rule_out_only_name_and_pid_rules() {
+        use crate::spec::AdoptRule;
+        assert!(rule_could_match(
+            &AdoptRule::Comm("nginx".into()),
+            7,
+            "nginx"
+        ));
+        assert!(!rule_could_match(
+            &AdoptRule::Comm("nginx".into()),
+            7,
+            "bash"
+        ));
+        assert!(rule_could_match(&AdoptRule::Pid(7), 7, "bash"));
+        assert!(!rule_could_match(&AdoptRule::Pid(8), 7, "bash"));
+        for r in [
+            AdoptRule::Uid(33),
+            AdoptRule::Exe("/usr/sbin/nginx".into()),
+            AdoptRule::Cgroup("/system.slice/x.service".into()),
+        ] {
+            assert!(rule_could_match(&r, 7, "bash"), "{r:?}");
+        }
     }
 }

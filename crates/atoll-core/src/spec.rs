@@ -17,8 +17,10 @@ use crate::{CpuSet, Name, NodeSet};
 
 mod apps;
 mod overlay;
+mod service;
 pub use apps::{is_app_unit_name, AppsSpec, APP_UNIT_PREFIX};
 pub use overlay::{OverlayConfig, ReactPolicy};
+pub use service::{check_unit_name, CGROUP_UNIT_TYPES};
 
 /// Default control-loop period.
 pub const DEFAULT_EPOCH: Duration = Duration::from_millis(30);
@@ -271,6 +273,17 @@ pub struct UnitSpec {
     pub rt_priority: Option<u8>,
 }
 
+impl UnitSpec {
+    /// The systemd unit it names (`adopt = [{ systemd_unit = ... }]`), whose
+    /// properties enforce it: its processes stay in systemd's cgroup.
+    pub fn systemd_unit(&self) -> Option<&str> {
+        self.adopt.iter().find_map(|r| match r {
+            AdoptRule::SystemdUnit(n) => Some(n.as_str()),
+            _ => None,
+        })
+    }
+}
+
 /// A unit's share of the machine.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Entitlement {
@@ -351,6 +364,11 @@ pub enum AdoptRule {
     Cgroup(String),
     /// This pid.
     Pid(u32),
+    /// The processes of this systemd unit (`nginx.service`, `web.slice`),
+    /// left where systemd keeps them: the unit is enforced through the
+    /// systemd unit's properties (see [`UnitSpec::systemd_unit`]). No process
+    /// matches it.
+    SystemdUnit(String),
 }
 
 /// One problem found by [`PlatformSpec::validate`].
@@ -520,6 +538,7 @@ impl PlatformSpec {
             }
         }
         overlay::validate_overlays(self, &mut errs);
+        service::validate_services(self, &mut errs);
         self.validate_comm(&mut errs);
         apps::validate_apps(self, topo, &mut errs);
         if errs.is_empty() {

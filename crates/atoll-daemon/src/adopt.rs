@@ -106,6 +106,14 @@ pub enum AdoptError {
     /// No such island.
     #[error("no island {0:?}")]
     NoIsland(String),
+    /// The unit is a systemd unit's: systemd places its processes.
+    #[error("unit {unit} is {systemd_unit}, whose processes systemd places: start the process in {systemd_unit}, or pick another unit")]
+    SystemdPlaced {
+        /// The unit.
+        unit: String,
+        /// The systemd unit it names.
+        systemd_unit: String,
+    },
     /// The unit holds another user's process.
     #[error("unit {unit} holds pid {pid} ({comm}) of uid {owner}; uid {caller} may act only on units whose processes it owns")]
     UnitNotOwned {
@@ -128,6 +136,61 @@ pub enum AdoptError {
         /// What the kernel said.
         #[source]
         source: Box<crate::compose::ComposeError>,
+    },
+    /// A configured unit takes processes only from root and its rules.
+    #[error("unit {unit} is in the platform description: only root (or its adoption rules) may place processes in it")]
+    ConfiguredUnit {
+        /// The unit.
+        unit: String,
+    },
+    /// A unit created at run time by someone else (root, another user, an
+    /// application).
+    #[error("unit {unit} was created by {by}; uid {caller} may place processes only in units it created")]
+    NotYourUnit {
+        /// The unit.
+        unit: String,
+        /// Who created it, in words.
+        by: String,
+        /// The caller.
+        caller: u32,
+    },
+    /// The island takes no units from users.
+    #[error("island {island} takes no units from users (set user_units = true in [island.{island}] to allow it)")]
+    NoUserUnits {
+        /// The island.
+        island: String,
+    },
+    /// The user has as many units in the island as it may.
+    #[error("uid {uid} has {max} units in island {island} already, the most one user may (user_units_max)")]
+    TooManyUnits {
+        /// The caller.
+        uid: u32,
+        /// The island.
+        island: String,
+        /// The limit.
+        max: u32,
+    },
+    /// Too many units created at run time altogether.
+    #[error("atoll holds {max} units created at run time already; remove some first")]
+    TooManyRuntimeUnits {
+        /// The limit.
+        max: usize,
+    },
+    /// A realtime island takes tasks only from root and its RT users.
+    #[error("island {island} is realtime: only root or its rt_users may place tasks there (uid {uid} is not one)")]
+    Realtime {
+        /// The island.
+        island: String,
+        /// The caller.
+        uid: u32,
+    },
+    /// The process was placed by root or the config: it stays there.
+    #[error("pid {pid} was placed in {group} by root or the platform description; only root may move it")]
+    PlacedByRoot {
+        /// The process.
+        pid: u32,
+        /// Where it is.
+        group: GroupPath,
     },
     /// The process could not be moved.
     #[error("moving pid {pid} into {group}: {source}")]
@@ -366,6 +429,21 @@ fn consider(p: &mut Placement<'_>, pid: u32, self_pid: u32) -> bool {
     let adopt_all = p.reg.spec().host.adopt_all;
     if pid == self_pid && !adopt_all {
         return true;
+    }
+    if !adopt_all {
+        // One small read first: most new processes match no rule by their
+        // name or pid, and then nothing more of them is read.
+        let Ok(comm) = p.procs.comm(pid) else {
+            return true;
+        };
+        let could = p.reg.units().any(|(u, _)| {
+            u.adopt
+                .iter()
+                .any(|r| atoll_core::process::rule_could_match(r, pid, &comm))
+        });
+        if !could {
+            return false;
+        }
     }
     let Ok(info) = p.procs.info(pid) else {
         return true;

@@ -31,5 +31,7 @@ pub mod recover;
 pub mod registry;
 pub mod rt_guard;
 pub mod run;
+pub mod services;
 pub mod setup;
 pub mod state;
+pub mod units;

@@ -78,23 +78,33 @@ impl Persist {
 
     /// Writes the state file if the registry changed since the last save
     /// (or the last save failed).
-    pub fn save_if_changed(&mut self, reg: &mut Registry, backend: &dyn Backend) {
+    pub fn save_if_changed(
+        &mut self,
+        reg: &mut Registry,
+        backend: &dyn Backend,
+    ) -> Result<(), StateError> {
         if reg.take_dirty() || self.retry {
-            self.save(reg, backend);
+            self.save(reg, backend)
+        } else {
+            Ok(())
         }
     }
 
     /// Writes the state file now; a failure is logged and retried at the
     /// next [`save_if_changed`](Self::save_if_changed).
-    pub fn save(&mut self, reg: &Registry, backend: &dyn Backend) {
+    pub fn save(&mut self, reg: &Registry, backend: &dyn Backend) -> Result<(), StateError> {
         let Some(dir) = &self.dir else {
-            return;
+            return Ok(());
         };
         match state::save(dir, &saved_state(reg, backend)) {
-            Ok(()) => self.retry = false,
+            Ok(()) => {
+                self.retry = false;
+                Ok(())
+            }
             Err(e) => {
                 tracing::error!("saving state: {e}");
                 self.retry = true;
+                Err(e)
             }
         }
     }
@@ -128,6 +138,7 @@ pub fn saved_state(reg: &Registry, backend: &dyn Backend) -> SavedState {
             .map(|(u, origin)| SavedUnit {
                 spec: u.clone(),
                 origin,
+                owner: reg.owner(u.name.as_str()),
             })
             .collect(),
         processes: reg
@@ -138,6 +149,7 @@ pub fn saved_state(reg: &Registry, backend: &dyn Backend) -> SavedState {
                     start_ticks: m.start_ticks,
                     group: m.group.clone(),
                     origin: m.origin.clone()?,
+                    placed_by: m.placed_by,
                 })
             })
             .collect(),

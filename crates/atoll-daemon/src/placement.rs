@@ -79,6 +79,13 @@ impl Placement<'_> {
             None => Some(info.cgroups.clone()),
         };
         let mut original_policy = previous.as_ref().and_then(|m| m.original_policy);
+        // Who placed it: a user other than root through the API; anything
+        // else (root, a rule of the config, adopt_all, an application's
+        // schedule) is root's.
+        let placed_by = match &why {
+            Reason::Api { uid, .. } if *uid != 0 => Some(*uid),
+            _ => None,
+        };
         let policy = self.group_policy(group);
         let current_policy = self.tasks.policy(info.pid).ok();
         if current_policy != Some(policy) {
@@ -105,6 +112,7 @@ impl Placement<'_> {
                 comm: info.comm.clone(),
                 uid: info.uid,
                 ppid: info.ppid,
+                placed_by,
             },
         );
         Ok(())
@@ -152,7 +160,7 @@ impl Placement<'_> {
     /// Moves every process of `group` back to its origin; returns how many
     /// moved.
     pub fn release_group(&mut self, group: &GroupPath, why: Reason) -> usize {
-        let pids = self.backend.processes(group).unwrap_or_default();
+        let pids = self.backend.processes_anywhere(group).unwrap_or_default();
         let group_policy = self.group_policy(group);
         let mut moved = 0;
         for pid in pids {
@@ -202,7 +210,11 @@ impl Placement<'_> {
                 continue;
             }
             match self.procs.info(cur) {
-                Ok(info) if self.in_atoll(&info.cgroups).is_none() => return info.cgroups,
+                // Still inside atoll's tree in some hierarchy (moved out of
+                // the others by someone): those paths are not an origin.
+                Ok(info) if self.in_atoll(&info.cgroups).is_none() => {
+                    return outside_atoll(self.backend.root_name(), &info.cgroups)
+                }
                 Ok(info) => cur = info.ppid,
                 Err(_) => break,
             }

@@ -35,7 +35,11 @@ pub fn recover(
         }
         for u in s.units {
             if u.origin == UnitOrigin::Runtime && reg.island(&u.spec.island).is_some() {
+                let name = u.spec.name.to_string();
                 reg.restore_runtime_unit(u.spec);
+                if let Some(uid) = u.owner {
+                    reg.set_owner(&name, uid);
+                }
             }
         }
         for p in s.processes {
@@ -54,6 +58,7 @@ pub fn recover(
                             comm: info.comm,
                             uid: info.uid,
                             ppid: info.ppid,
+                            placed_by: p.placed_by,
                         },
                     );
                     kept += 1;
@@ -112,6 +117,7 @@ pub fn recover(
                     comm: info.comm,
                     uid: info.uid,
                     ppid: info.ppid,
+                    placed_by: None,
                 },
             );
             found += 1;

@@ -39,6 +39,9 @@ pub struct Managed {
     pub uid: u32,
     /// Its parent, for origin fallback.
     pub ppid: u32,
+    /// The user who placed it, when not root: `None` means root or the
+    /// config's rules placed it, and no other user may move it.
+    pub placed_by: Option<u32>,
 }
 
 /// The plan, with an index by path, and the units by name.
@@ -76,6 +79,8 @@ impl Planned {
 pub struct Registry {
     spec: PlatformSpec,
     runtime_units: Vec<UnitSpec>,
+    /// Runtime units created by a user other than root, with that user.
+    owners: BTreeMap<String, u32>,
     managed: BTreeMap<u32, Managed>,
     planned: Planned,
     /// Grows with every change of the plan.
@@ -92,6 +97,7 @@ impl Registry {
         Self {
             spec,
             runtime_units: Vec::new(),
+            owners: BTreeMap::new(),
             managed: BTreeMap::new(),
             planned,
             generation: 0,
@@ -225,8 +231,28 @@ impl Registry {
         self.replan();
     }
 
+    /// The user who created runtime unit `name`, when not root.
+    pub fn owner(&self, name: &str) -> Option<u32> {
+        self.owners.get(name).copied()
+    }
+
+    /// Records that `uid` (not root) created runtime unit `name`.
+    pub fn set_owner(&mut self, name: &str, uid: u32) {
+        self.owners.insert(name.to_string(), uid);
+        self.dirty = true;
+    }
+
+    /// Runtime units `uid` created in `island`.
+    pub fn owned_in(&self, uid: u32, island: &Name) -> usize {
+        self.runtime_units
+            .iter()
+            .filter(|u| &u.island == island && self.owner(u.name.as_str()) == Some(uid))
+            .count()
+    }
+
     /// Removes a runtime unit; returns whether it existed.
     pub fn remove_runtime_unit(&mut self, name: &str) -> bool {
+        self.owners.remove(name);
         let before = self.runtime_units.len();
         self.runtime_units.retain(|u| u.name.as_str() != name);
         let removed = before != self.runtime_units.len();
@@ -340,6 +366,7 @@ mod tests {
             comm: "x".into(),
             uid: 0,
             ppid: 1,
+            placed_by: None,
         };
         r.manage(5, m);
         assert!(r.take_dirty());

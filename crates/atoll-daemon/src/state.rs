@@ -85,6 +85,9 @@ pub struct SavedUnit {
     pub spec: UnitSpec,
     /// Config or runtime.
     pub origin: UnitOrigin,
+    /// The user who created it, when not root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<u32>,
 }
 
 /// A process atoll moved.
@@ -99,6 +102,10 @@ pub struct SavedProcess {
     pub group: GroupPath,
     /// The cgroups it was in before.
     pub origin: CgroupMembership,
+    /// The user who placed it, when not root (root's placements and the
+    /// config's rules stand against every other user).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placed_by: Option<u32>,
 }
 
 /// Why the state could not be saved or loaded.
@@ -402,6 +409,7 @@ mod tests {
                         rt_priority: None,
                     },
                     origin: UnitOrigin::Config,
+                    owner: None,
                 },
                 SavedUnit {
                     spec: UnitSpec {
@@ -412,6 +420,7 @@ mod tests {
                         rt_priority: Some(20),
                     },
                     origin: UnitOrigin::Runtime,
+                    owner: Some(1000),
                 },
             ],
             processes: vec![SavedProcess {
@@ -419,6 +428,7 @@ mod tests {
                 start_ticks: 987_654,
                 group: GroupPath::from_relative("web/batch"),
                 origin: CgroupMembership::parse("4:memory:/user.slice\n2:cpu,cpuacct:/\n").unwrap(),
+                placed_by: Some(1000),
             }],
             parent_controllers_added: vec!["cpuset".into()],
         }

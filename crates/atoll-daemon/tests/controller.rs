@@ -274,7 +274,9 @@ fn api_adopt_creates_units_checks_permissions_and_changes_nothing_on_error() {
     let rig = Rig::new();
     let mine = rig.sim.spawn("job", 1000, None);
     let theirs = rig.sim.spawn("job", 1001, None);
-    let mut c = rig.controller(spec(false));
+    let mut s = spec(false);
+    s.islands[0].access.user_units = true;
+    let mut c = rig.controller(s);
     c.start().unwrap();
     let user = Caller {
         uid: 1000,
@@ -513,6 +515,40 @@ fn without_any_state_file_atolls_own_layout_is_taken_over() {
     );
     c.teardown().unwrap();
     assert!(!rig.sim.exists(&GroupPath::root()));
+}
+
+#[test]
+fn a_change_the_state_file_cannot_hold_is_not_acknowledged() {
+    let rig = Rig::new();
+    let job = rig.sim.spawn("job", 1000, None);
+    let env = Env {
+        backend: Box::new(rig.sim.clone()),
+        procs: Box::new(rig.sim.clone()),
+        tasks: Box::new(rig.sim.clone()),
+        system: Box::new(rig.sim.clone()),
+        clock: Arc::new(rig.sim.clock()),
+    };
+    // A file where the state directory should be: every save fails.
+    let blocked = rig.state.path().join("not-a-dir");
+    std::fs::write(&blocked, "x").unwrap();
+    let opts = Options {
+        state_dir: Some(blocked),
+        self_origin: CgroupMembership::parse("0::/daemon.slice\n").unwrap(),
+        self_pid: 1,
+        topology: topo(),
+    };
+    let mut c = Controller::new(env, spec(false), opts);
+    c.start().unwrap();
+    assert!(c
+        .status()
+        .warnings
+        .iter()
+        .any(|w| w.contains("cannot be saved")));
+    let (r, _) = ask(&mut c, ROOT_CALLER, adopt("batch", job, Some("rt")));
+    let e = r.into_result().unwrap_err();
+    assert_eq!(e.code, ErrorCode::Backend);
+    assert!(e.message.contains("state file"), "{e:?}");
+    c.teardown().unwrap_err();
 }
 
 #[test]

@@ -485,6 +485,22 @@ pub struct UnitStatus {
     /// Its network figures and boosts, when `[comm]` watches it.
     #[serde(default)]
     pub comm: Option<UnitComm>,
+    /// The systemd unit or scope it is enforced through, when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<UnitService>,
+}
+
+/// A unit enforced through a service manager: the properties of a systemd
+/// unit, or a scope atoll started for it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnitService {
+    /// What it is (to be) bound to.
+    pub external: atoll_core::backend::External,
+    /// Whether it is bound now.
+    pub bound: bool,
+    /// Why it is not, when it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
 }
 
 /// Communication-aware scheduling as a whole.

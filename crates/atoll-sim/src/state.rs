@@ -53,6 +53,7 @@ pub const SIM_CAPABILITIES: Capabilities = Capabilities {
     io: true,
     psi: false,
     freezer: true,
+    service_manager: false,
 };
 
 /// Where a process is.

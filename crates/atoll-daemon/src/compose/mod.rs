@@ -430,8 +430,10 @@ impl Composer {
     /// Writes the next `count` planned groups again (in plan order, from
     /// where the last call stopped, around and around), so the backend
     /// repairs what someone changed behind atoll's back: it rewrites only
-    /// knobs that differ from what atoll wrote. A group never written (the
-    /// kernel refused it) is touched instead, for the next flush.
+    /// knobs that differ from what atoll wrote, and each it rewrites is a
+    /// decision with the value found. A group never written (the kernel
+    /// refused it) is touched instead, for the next flush. Returns the
+    /// groups looked at.
     pub fn repair_next(
         &mut self,
         reg: &Registry,
@@ -439,15 +441,19 @@ impl Composer {
         log: &mut DecisionLog,
         now: Duration,
         count: usize,
-    ) {
+    ) -> Vec<GroupPath> {
         let groups = &reg.plan().groups;
+        let mut seen = Vec::new();
         if groups.is_empty() {
-            return;
+            return seen;
         }
+        // Rewrites from earlier writes were expected: not drift.
+        drop(backend.take_rewrites());
         for _ in 0..count.min(groups.len()) {
             self.repair_cursor %= groups.len();
             let g = &groups[self.repair_cursor].path;
             self.repair_cursor += 1;
+            seen.push(g.clone());
             match self.applied.get(g).cloned() {
                 Some(s) => match backend.apply(g, &s) {
                     Ok(fallbacks) => self.note_fallbacks(g, fallbacks, log, now),
@@ -455,7 +461,24 @@ impl Composer {
                 },
                 None => self.touch(g.clone(), Reason::Config),
             }
+            for r in backend.take_rewrites() {
+                log.record(Decision {
+                    at: now,
+                    action: Action::ApplyGroup {
+                        path: r.path.clone(),
+                        knobs: vec![format!("{}={}", r.knob, r.wrote)],
+                        layers: Vec::new(),
+                    },
+                    why: Reason::Housekeeping {
+                        detail: format!(
+                            "{} {} was {:?}, changed behind atoll's back; put back to {:?}",
+                            r.path, r.knob, r.found, r.wrote
+                        ),
+                    },
+                });
+            }
         }
+        seen
     }
 
     /// Thaws `group` if it was written frozen, before its tasks leave it

@@ -39,6 +39,7 @@ use atoll_core::backend::{BackendError, Fallback, Monitor};
 use atoll_core::clock::Clock;
 use atoll_core::comm::NetMonitor;
 use atoll_core::decision::Reason;
+use atoll_core::plan::GroupPath;
 use atoll_core::process::{CgroupMembership, ProcessTable, SystemMonitor, TaskControl};
 use atoll_core::spec::PlatformSpec;
 use atoll_core::{CpuSet, Name};
@@ -56,7 +57,9 @@ use crate::persist::Persist;
 use crate::placement::Placement;
 use crate::registry::Registry;
 use crate::rt_guard::RtGuard;
+use crate::services::Services;
 use crate::state::StateError;
+use crate::units::RuntimeUnits;
 
 /// How often the periodic work of a scanning loop runs (pruning exited
 /// processes when `/proc` is scanned and no rule asks for more).
@@ -143,11 +146,13 @@ pub struct Controller {
     persist: Persist,
     adoption: Adoption,
     rt: RtGuard,
+    runtime_units: RuntimeUnits,
     loads: Loads,
     coord: Coordination,
     iso: Isolation,
     comm: Comm,
     apps: Apps,
+    services: Services,
     epochs: u64,
     started_at: Duration,
     last_periodic: Duration,
@@ -215,11 +220,13 @@ impl Controller {
             opts,
             adoption: Adoption::default(),
             rt: RtGuard::default(),
+            runtime_units: RuntimeUnits::default(),
             loads: Loads::default(),
             coord,
             iso: Isolation::default(),
             comm: Comm::default(),
             apps,
+            services: Services::default(),
             epochs: 0,
             started_at: now,
             last_periodic: now,
@@ -269,9 +276,20 @@ impl Controller {
         self.isolate(now);
         self.communicate(now);
         self.manage_apps(now);
+        if periodic {
+            let mut p = placement(
+                &mut self.env,
+                &mut self.reg,
+                &mut self.log,
+                now,
+                &self.opts.self_origin,
+            );
+            self.runtime_units.sweep(&mut p, &mut self.compose);
+        }
         self.settle();
         self.repair();
-        self.persist
+        let _ = self
+            .persist
             .save_if_changed(&mut self.reg, &*self.env.backend);
     }
 
@@ -431,6 +449,10 @@ impl Controller {
     /// Writes every group whose effective settings changed (see
     /// [`Composer::flush`]); a changed plan recomputes every group.
     fn flush(&mut self) -> Result<(), ComposeError> {
+        let now = self.now();
+        if self.services.due(&self.reg, now) {
+            self.bind_services(now);
+        }
         if self.reg.generation() != self.flushed_generation {
             self.flushed_generation = self.reg.generation();
             self.compose.touch_all(Reason::Config);
@@ -438,10 +460,35 @@ impl Controller {
         if !self.compose.pending() {
             return Ok(());
         }
-        let now = self.now();
         let stack = stack(&self.reg, &self.iso, &self.coord, &self.comm, &self.apps);
         self.compose
             .flush(&stack, &mut *self.env.backend, &mut self.log, now)
+    }
+
+    /// Binds the units that name systemd units (and runtime units, to
+    /// scopes) before their groups are written, and puts back those no
+    /// longer named (see [`Services::sync`]). A binding changed is saved at
+    /// once: the backend recorded the properties to put back, which a
+    /// restart after a crash must know before any is changed.
+    fn bind_services(&mut self, now: Duration) {
+        let changed = self.services.sync(
+            &self.reg,
+            &mut *self.env.backend,
+            &mut self.compose,
+            &mut self.log,
+            now,
+        );
+        if changed.is_empty() {
+            return;
+        }
+        for g in changed {
+            self.compose.forget(&g);
+            self.compose.touch(g, Reason::Config);
+        }
+        self.reg.mark_dirty();
+        let _ = self
+            .persist
+            .save_if_changed(&mut self.reg, &*self.env.backend);
     }
 
     /// Checks this epoch's slice of the groups for drift (see
@@ -460,15 +507,58 @@ impl Controller {
         }
         self.repair_owed -= count;
         let now = self.now();
-        self.compose.repair_next(
+        let groups = self.compose.repair_next(
             &self.reg,
             &mut *self.env.backend,
             &mut self.log,
             now,
             count as usize,
         );
+        for g in &groups {
+            self.let_go_of_moved(g, now);
+        }
+        self.remove_strays_in(&groups);
         if self.compose.pending() {
             self.settle();
+        }
+    }
+
+    /// The processes recorded in unit group `g` that someone moved out of
+    /// it are let go of (a decision): atoll does not fight whoever moved
+    /// them, and does not report them as its own.
+    fn let_go_of_moved(&mut self, g: &GroupPath, now: Duration) {
+        if self.services.bound(g).is_some() {
+            return; // its processes are where systemd keeps them
+        }
+        let root = self.env.backend.root_name().to_string();
+        for pid in self.reg.managed_in(g) {
+            let Ok(info) = self.env.procs.info(pid) else {
+                continue; // gone: the next adoption step forgets it
+            };
+            let now_in = crate::placement::in_atoll(&root, &info.cgroups);
+            if now_in.as_ref() == Some(g) {
+                continue;
+            }
+            let to = info
+                .cgroups
+                .unified()
+                .or_else(|| info.cgroups.controller("cpu"))
+                .unwrap_or("?")
+                .to_string();
+            self.reg.forget(pid);
+            self.log.record(atoll_core::decision::Decision {
+                at: now,
+                action: atoll_core::decision::Action::RestoreProcess {
+                    pid,
+                    to: to.clone(),
+                },
+                why: Reason::Housekeeping {
+                    detail: format!(
+                        "pid {pid} ({}) left {g}: someone moved it to {to}; atoll lets it go",
+                        info.comm
+                    ),
+                },
+            });
         }
     }
 
@@ -509,10 +599,21 @@ impl Controller {
                 request,
                 reply,
             } => {
-                let (resp, flow) = self.request(caller, id, request);
-                // Acknowledged only once it is written and saved.
-                self.persist
-                    .save_if_changed(&mut self.reg, &*self.env.backend);
+                let (mut resp, flow) = self.request(caller, id, request);
+                // Acknowledged only once it is written and saved: a change
+                // the state file does not hold is not acknowledged.
+                if let Err(e) = self
+                    .persist
+                    .save_if_changed(&mut self.reg, &*self.env.backend)
+                {
+                    if resp.ok.is_some() {
+                        resp = atoll_proto::ResponseEnvelope::err(
+                            id,
+                            atoll_proto::ErrorCode::Backend,
+                            format!("done, but the state file could not be saved ({e}): a restart now would not know it"),
+                        );
+                    }
+                }
                 let _ = reply.send(resp);
                 flow
             }

@@ -13,6 +13,10 @@ use crate::apps::{AppsError, Kit};
 use crate::command::Caller;
 use crate::coord::CoordApiError;
 
+/// Most units created at run time that users other than root may add up
+/// to (root may add more).
+pub const MAX_RUNTIME_UNITS: usize = 256;
+
 /// Why a request failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RequestError {
@@ -39,10 +43,17 @@ impl RequestError {
                 AdoptError::KernelThread { .. }
                 | AdoptError::BadName { .. }
                 | AdoptError::Reserved(_)
-                | AdoptError::OtherIsland { .. } => ErrorCode::BadRequest,
-                AdoptError::NotOwner { .. } | AdoptError::UnitNotOwned { .. } => {
-                    ErrorCode::PermissionDenied
-                }
+                | AdoptError::OtherIsland { .. }
+                | AdoptError::SystemdPlaced { .. } => ErrorCode::BadRequest,
+                AdoptError::NotOwner { .. }
+                | AdoptError::UnitNotOwned { .. }
+                | AdoptError::ConfiguredUnit { .. }
+                | AdoptError::NotYourUnit { .. }
+                | AdoptError::NoUserUnits { .. }
+                | AdoptError::TooManyUnits { .. }
+                | AdoptError::Realtime { .. }
+                | AdoptError::PlacedByRoot { .. } => ErrorCode::PermissionDenied,
+                AdoptError::TooManyRuntimeUnits { .. } => ErrorCode::Busy,
                 AdoptError::CreateUnit { .. } => ErrorCode::Backend,
                 AdoptError::Move { source, .. } if source.is_gone() => ErrorCode::NotFound,
                 AdoptError::Move { .. } => ErrorCode::Backend,
@@ -52,9 +63,9 @@ impl RequestError {
                 | CoordApiError::BadName { .. }
                 | CoordApiError::BadValue(_) => ErrorCode::BadRequest,
                 CoordApiError::NoOverlay(_) => ErrorCode::NotFound,
-                CoordApiError::NotOwner { .. } | CoordApiError::RootOnly { .. } => {
-                    ErrorCode::PermissionDenied
-                }
+                CoordApiError::NotOwner { .. }
+                | CoordApiError::RootOnly { .. }
+                | CoordApiError::Realtime { .. } => ErrorCode::PermissionDenied,
             },
             Self::Apps(e) => match e {
                 AppsError::NoPid
@@ -142,6 +153,12 @@ impl Controller {
                         asked: i.to_string(),
                     });
                 }
+                if let Some(systemd_unit) = u.systemd_unit() {
+                    return Err(AdoptError::SystemdPlaced {
+                        unit: unit.to_string(),
+                        systemd_unit: systemd_unit.to_string(),
+                    });
+                }
                 (u.island.clone(), false)
             }
             None => {
@@ -159,8 +176,16 @@ impl Controller {
             }
         };
         let group = GroupPath::unit(&island_name, &unit_name);
-        if !caller.is_root() && !created {
-            self.check_unit_owner(caller, unit, &group)?;
+        if !caller.is_root() {
+            self.authorize_adopt(caller, unit, &island_name, created, pid)?;
+            if !created {
+                self.check_unit_owner(caller, unit, &group)?;
+            }
+        }
+        if created && self.reg.runtime_units().len() >= MAX_RUNTIME_UNITS && !caller.is_root() {
+            return Err(AdoptError::TooManyRuntimeUnits {
+                max: MAX_RUNTIME_UNITS,
+            });
         }
         let why = Reason::Api {
             uid: caller.uid,
@@ -169,6 +194,9 @@ impl Controller {
         if created {
             self.reg
                 .add_runtime_unit(unit_name.clone(), island_name.clone());
+            if !caller.is_root() {
+                self.reg.set_owner(unit, caller.uid);
+            }
             self.log.record(atoll_core::decision::Decision {
                 at: self.now(),
                 action: Action::CreateUnit {
@@ -235,6 +263,78 @@ impl Controller {
         });
         if let Some(e) = self.settle() {
             tracing::warn!("re-applying after a failed request: {e}");
+        }
+    }
+
+    /// What a user other than root may place where (see
+    /// `docs/security.md`): only into units it created, in islands that
+    /// take users' units (at most `user_units_max` each), realtime islands
+    /// only for their `rt_users`, and never a process root placed.
+    fn authorize_adopt(
+        &self,
+        caller: Caller,
+        unit: &str,
+        island: &Name,
+        created: bool,
+        pid: u32,
+    ) -> Result<(), AdoptError> {
+        let Some(spec) = self.reg.island(island) else {
+            return Err(AdoptError::NoIsland(island.to_string()));
+        };
+        if matches!(spec.policy, atoll_core::spec::SchedPolicy::Realtime(_))
+            && !spec.access.rt_users.contains(&caller.uid)
+        {
+            return Err(AdoptError::Realtime {
+                island: island.to_string(),
+                uid: caller.uid,
+            });
+        }
+        if let Some(m) = self.reg.managed(pid) {
+            if m.placed_by != Some(caller.uid) {
+                return Err(AdoptError::PlacedByRoot {
+                    pid,
+                    group: m.group.clone(),
+                });
+            }
+        }
+        if created {
+            if !spec.access.user_units {
+                return Err(AdoptError::NoUserUnits {
+                    island: island.to_string(),
+                });
+            }
+            let max = spec.access.user_units_max;
+            let have = self.reg.owned_in(caller.uid, island);
+            if u32::try_from(have).unwrap_or(u32::MAX) >= max {
+                return Err(AdoptError::TooManyUnits {
+                    uid: caller.uid,
+                    island: island.to_string(),
+                    max,
+                });
+            }
+            return Ok(());
+        }
+        match self.reg.unit(unit) {
+            Some((_, atoll_proto::UnitOrigin::Config)) => Err(AdoptError::ConfiguredUnit {
+                unit: unit.to_string(),
+            }),
+            _ => match self.reg.owner(unit) {
+                Some(uid) if uid == caller.uid => Ok(()),
+                Some(uid) => Err(AdoptError::NotYourUnit {
+                    unit: unit.to_string(),
+                    by: format!("uid {uid}"),
+                    caller: caller.uid,
+                }),
+                None => Err(AdoptError::NotYourUnit {
+                    unit: unit.to_string(),
+                    by: if atoll_core::spec::is_app_unit_name(unit) {
+                        "the application policy".into()
+                    } else {
+                        "root".into()
+                    },
+                    caller: caller.uid,
+                }),
+            },
         }
     }
 

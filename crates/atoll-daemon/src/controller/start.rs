@@ -32,6 +32,7 @@ impl Controller {
                 &*self.env.procs,
                 saved,
             );
+            self.services.adopt_bindings(&*self.env.backend);
             let unknown: Vec<u32> = self
                 .reg
                 .all_managed()
@@ -55,11 +56,20 @@ impl Controller {
             self.flush()?;
             self.remove_strays();
         } else {
-            if saved.is_some() {
+            if let Some(s) = saved {
                 tracing::info!(
                     "a state file exists but cgroup {root_name:?} does not: starting fresh"
                 );
+                // What the last run changed outside its root (controllers
+                // enabled above it, systemd units' properties) is still
+                // changed: this run puts it back when it stops.
+                if !s.parent_controllers_added.is_empty() {
+                    self.env
+                        .backend
+                        .set_outside_changes(s.parent_controllers_added);
+                }
             }
+            self.services.adopt_bindings(&*self.env.backend);
             self.compose.touch_all(Reason::Config);
             self.flushed_generation = self.reg.generation();
             if let Err(e) = self.flush() {
@@ -68,7 +78,11 @@ impl Controller {
                 return Err(e.into());
             }
         }
-        self.persist.save(&self.reg, &*self.env.backend);
+        if let Err(e) = self.persist.save(&self.reg, &*self.env.backend) {
+            self.warnings.push(format!(
+                "the state file cannot be saved ({e}): changes asked for are made but answered with an error, since a restart would not know them"
+            ));
+        }
         self.caps = Some(self.env.backend.capabilities());
         let now = self.now();
         {
@@ -86,7 +100,8 @@ impl Controller {
             .register_config_overlays(self.reg.spec(), now, &mut self.compose);
         self.carry_out_priorities(now);
         self.settle();
-        self.persist
+        let _ = self
+            .persist
             .save_if_changed(&mut self.reg, &*self.env.backend);
         Ok(())
     }
@@ -107,26 +122,42 @@ impl Controller {
     /// Removes groups under atoll's root that the plan no longer has, after
     /// giving their processes back. Used after recovery.
     fn remove_strays(&mut self) {
+        let mut all = vec![GroupPath::root()];
+        all.extend(self.reg.plan().groups.iter().map(|g| g.path.clone()));
+        self.remove_strays_in(&all);
+    }
+
+    /// Removes the sub-groups of `groups` that the plan does not have (and
+    /// everything below them), after giving their processes back: someone
+    /// made them inside atoll's tree, or a previous run left them.
+    pub(super) fn remove_strays_in(&mut self, groups: &[GroupPath]) {
         let mut strays = Vec::new();
-        let root = GroupPath::root();
-        for island in self.env.backend.children(&root).unwrap_or_default() {
-            let ip = GroupPath::from_relative(&island);
-            if self.reg.planned(&ip).is_none() {
-                for unit in self.env.backend.children(&ip).unwrap_or_default() {
-                    strays.push(GroupPath::from_relative(&format!("{island}/{unit}")));
-                }
-                strays.push(ip);
-                continue;
-            }
-            for unit in self.env.backend.children(&ip).unwrap_or_default() {
-                let up = GroupPath::from_relative(&format!("{island}/{unit}"));
-                if self.reg.planned(&up).is_none() {
-                    strays.push(up);
+        for g in groups {
+            let mut stack = vec![g.clone()];
+            while let Some(parent) = stack.pop() {
+                for child in self.env.backend.children(&parent).unwrap_or_default() {
+                    let path = if parent.is_root() {
+                        GroupPath::from_relative(&child)
+                    } else {
+                        GroupPath::from_relative(&format!("{}/{child}", parent.as_str()))
+                    };
+                    if self.reg.planned(&path).is_none() {
+                        strays.push(path.clone());
+                        if path.depth() < 6 {
+                            stack.push(path);
+                        }
+                    }
                 }
             }
         }
+        // Deepest first.
+        strays.sort_by_key(|g| std::cmp::Reverse(g.depth()));
+        strays.dedup();
         let now = self.now();
         for path in strays {
+            let why = Reason::Housekeeping {
+                detail: format!("group {path} is not in the platform description"),
+            };
             let mut p = placement(
                 &mut self.env,
                 &mut self.reg,
@@ -134,20 +165,12 @@ impl Controller {
                 now,
                 &self.opts.self_origin,
             );
-            p.release_group(
-                &path,
-                Reason::Recover {
-                    detail: format!("group {path} is no longer in the platform description"),
-                },
-            );
-            let why = Reason::Recover {
-                detail: "stale group".into(),
-            };
+            p.release_group(&path, why.clone());
             if let Err(e) =
                 self.compose
                     .remove(&path, &mut *self.env.backend, &mut self.log, now, why)
             {
-                tracing::warn!("removing stale group {path}: {e}");
+                tracing::warn!("removing stray group {path}: {e}");
             }
         }
     }

@@ -42,6 +42,7 @@ impl Controller {
                     stats: stats(&g),
                     isolation: self.iso.accounts().get(u.name.as_str()).cloned(),
                     comm: self.comm.unit_status(&u.name),
+                    service: self.unit_service(&g),
                 }
             })
             .collect();
@@ -89,7 +90,28 @@ impl Controller {
             accounts: self.env.system.accounts().ok(),
             comm: self.comm.status(spec.comm.as_ref()),
             discovery: Some(self.adoption.discovery()),
-            warnings: self.warnings.clone(),
+            warnings: self
+                .warnings
+                .iter()
+                .cloned()
+                .chain(self.services.warnings())
+                .collect(),
         }
+    }
+
+    /// How unit group `g` is bound to a service manager, if it should be.
+    fn unit_service(&self, g: &GroupPath) -> Option<atoll_proto::UnitService> {
+        if let Some(external) = self.services.bound(g) {
+            return Some(atoll_proto::UnitService {
+                external: external.clone(),
+                bound: true,
+                problem: None,
+            });
+        }
+        self.services.unbound(g).map(|u| atoll_proto::UnitService {
+            external: u.to.clone(),
+            bound: false,
+            problem: Some(u.why.clone()),
+        })
     }
 }

@@ -18,13 +18,17 @@ const ROUNDS: usize = 10;
 pub const BUSY_WAIT: Duration = Duration::from_secs(5);
 const BUSY_PAUSE: Duration = Duration::from_millis(100);
 
+/// Deepest group teardown looks for under atoll's root (atoll makes three
+/// levels; someone may have made more inside them).
+const MAX_DEPTH: usize = 32;
+
 /// Every group under atoll's root that exists in the kernel, deepest
 /// first, the root last.
 pub fn kernel_groups(backend: &dyn Backend) -> Vec<GroupPath> {
     let mut out = Vec::new();
     let mut stack = vec![(GroupPath::root(), 0usize)];
     while let Some((g, depth)) = stack.pop() {
-        if depth < 4 {
+        if depth < MAX_DEPTH {
             for child in backend.children(&g).unwrap_or_default() {
                 let p = if g.is_root() {
                     GroupPath::from_relative(&child)
@@ -94,7 +98,9 @@ impl Controller {
             self.persist.remove()?;
             Ok(())
         } else {
-            self.persist.save(&self.reg, &*self.env.backend);
+            if let Err(e) = self.persist.save(&self.reg, &*self.env.backend) {
+                left.push(format!("the state file ({e})"));
+            }
             Err(ControllerError::Leftover(left))
         }
     }

@@ -58,6 +58,14 @@ pub enum CoordApiError {
         /// What makes it not the caller's.
         why: String,
     },
+    /// A trigger would raise the RT priority of a realtime island's tasks.
+    #[error("island {island} is realtime: a trigger raises its tasks' RT priority, which only root or its rt_users may do (uid {uid} is not one)")]
+    Realtime {
+        /// The island.
+        island: String,
+        /// The caller.
+        uid: u32,
+    },
     /// Only root may send this message.
     #[error("only root may {message} (caller uid {uid}): it moves CPUs between islands or changes the overlays")]
     RootOnly {
@@ -206,8 +214,19 @@ impl Coordination {
         if !caller.is_root() {
             match &msg {
                 Message::Null => {}
-                Message::Tune { overlay, .. } | Message::Trigger { overlay, .. } => {
+                Message::Tune { overlay, .. } => self.owns(inp, caller, overlay)?,
+                Message::Trigger { overlay, unit, .. } => {
                     self.owns(inp, caller, overlay)?;
+                    let island = self.island_of(unit).and_then(|i| inp.reg.island(i));
+                    if let Some(i) = island.filter(|i| {
+                        matches!(i.policy, atoll_core::spec::SchedPolicy::Realtime(_))
+                            && !i.access.rt_users.contains(&caller.uid)
+                    }) {
+                        return Err(CoordApiError::Realtime {
+                            island: i.name.to_string(),
+                            uid: caller.uid,
+                        });
+                    }
                 }
                 other => {
                     return Err(CoordApiError::RootOnly {

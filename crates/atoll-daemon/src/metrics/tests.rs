@@ -85,6 +85,7 @@ fn report() -> StatusReport {
             },
             isolation: None,
             comm: None,
+            service: None,
         }],
         fallbacks: vec![Fallback {
             path: GroupPath::from_relative("web"),
