@@ -128,6 +128,17 @@ enum Cmd {
     /// Run a scenario on the simulated machine with the daemon's control
     /// loop: a summary per variant and SVG plots (docs/sim.md).
     Sim(cmd_sim::SimArgs),
+    /// Print a shell completion script: `atoll completions bash >
+    /// /usr/share/bash-completion/completions/atoll`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages (atoll.1 and atoll-SUBCOMMAND.1) into DIR.
+    Man {
+        /// The directory (created if missing).
+        dir: PathBuf,
+    },
     /// A workload worker of the benchmarks: `atoll __worker KIND ARGS...`.
     #[command(hide = true, name = "__worker")]
     Worker {
@@ -148,6 +159,16 @@ struct SocketArg {
 #[cfg(test)]
 #[path = "cli_tests.rs"]
 mod cli_tests;
+
+/// `atoll man DIR`: a page for the command and one per subcommand.
+fn man_pages(dir: &std::path::Path) -> anyhow::Result<ExitCode> {
+    use anyhow::Context;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let cmd = <Cli as clap::CommandFactory>::command();
+    clap_mangen::generate_to(cmd, dir)
+        .with_context(|| format!("writing man pages into {}", dir.display()))?;
+    Ok(ExitCode::SUCCESS)
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -181,6 +202,12 @@ fn main() -> ExitCode {
         Cmd::Report(args) => cmd_coord::report(&args),
         Cmd::Bench(args) => cmd_bench::bench(args),
         Cmd::Sim(args) => cmd_sim::sim(args),
+        Cmd::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "atoll", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Man { dir } => man_pages(&dir),
         Cmd::Worker { args } => Ok(cmd_bench::worker(&args)),
     };
     match result {

@@ -348,8 +348,21 @@ pub trait Actuator: Send {
     fn kind(&self) -> BackendKind;
     /// What it can enforce.
     fn capabilities(&self) -> Capabilities;
-    /// The name of atoll's root group (e.g. `atoll`).
+    /// The name of atoll's root group (e.g. `atoll`), or its path below the
+    /// hierarchy's mount (`system.slice/atoll.service/managed`).
     fn root_name(&self) -> &str;
+    /// Where atoll's root is, for people: its directory and, when it is
+    /// there, how it got there (e.g. delegated by systemd). Default: the
+    /// root name.
+    fn root_location(&self) -> String {
+        self.root_name().to_string()
+    }
+    /// Whether the backend may make atoll's root itself exclusive (cgroup
+    /// v1 with `--v1-exclusive`), which takes all of atoll's CPUs from the
+    /// cpusets outside it as soon as an island is exclusive.
+    fn exclusive_root(&self) -> bool {
+        false
+    }
     /// Creates the group if missing (its parent must exist) and makes its
     /// knobs match `settings`. Returns the knobs it could not set as asked.
     fn apply(

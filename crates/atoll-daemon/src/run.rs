@@ -139,6 +139,7 @@ pub fn run(mut ctrl: Controller, endpoints: &Endpoints) -> Result<(), RunError> 
         None => None,
     };
     ctrl.start()?;
+    crate::notify::tell("READY=1");
     let board = Board::new(ctrl.decisions().reader());
     publish(&ctrl, Some(&board));
     let stop = Arc::new(AtomicBool::new(false));
@@ -159,6 +160,7 @@ pub fn run(mut ctrl: Controller, endpoints: &Endpoints) -> Result<(), RunError> 
     }
     // Requests that arrive from now on are answered `shutting_down` at once.
     drop(rx);
+    crate::notify::tell("STOPPING=1");
     let result = ctrl.teardown();
     ctrl.finish_stop(&result);
     // Only now does the socket go away, so `atoll stop` can wait for it.

@@ -379,8 +379,12 @@ pub struct StatusReport {
     pub version: String,
     /// `cgroup2`, `cgroup1` or `sim`.
     pub backend: String,
-    /// Name of atoll's root group.
+    /// atoll's root group: its name under the cgroup mount, or its path
+    /// below it (`system.slice/atoll.service/managed` under systemd).
     pub root: String,
+    /// Where the root is and what atoll takes from the rest of the machine.
+    #[serde(default)]
+    pub root_info: Option<RootInfo>,
     /// Control-loop period, ms.
     pub epoch_ms: u64,
     /// Time since start, ms.
@@ -411,6 +415,19 @@ pub struct StatusReport {
     /// it recovered from, processes whose origin it lost, ...).
     #[serde(default)]
     pub warnings: Vec<String>,
+}
+
+/// Where atoll's root is and what atoll takes from tasks it does not manage.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RootInfo {
+    /// The root's directory (v1: one per hierarchy) and, when systemd
+    /// delegated it, the unit and the daemon's own leaf.
+    pub location: String,
+    /// One line per setting that takes CPUs or processes from tasks atoll
+    /// does not manage (exclusive islands, `adopt_all`, a v1 exclusive
+    /// root); empty when nothing does.
+    #[serde(default)]
+    pub effects: Vec<String>,
 }
 
 /// How the daemon finds new, changed and exited processes.

@@ -375,6 +375,7 @@ fn reads_come_from_the_board_and_never_reach_the_loop() {
         version: "t".into(),
         backend: "sim".into(),
         root: "r".into(),
+        root_info: None,
         epoch_ms: 30,
         uptime_ms: 0,
         epochs: 42,
