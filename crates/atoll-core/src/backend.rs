@@ -426,6 +426,29 @@ pub trait Actuator: Send {
     fn bindings(&self) -> Vec<(GroupPath, External)> {
         Vec::new()
     }
+    /// The group of atoll's a process whose cgroups are `m` is in: a bound
+    /// group when `m` is in its external cgroup (at any depth), else the
+    /// group below atoll's root that `m` names ([`group_in_root`]). `None`:
+    /// the process is in none of atoll's groups.
+    fn group_of(&self, m: &CgroupMembership) -> Option<GroupPath> {
+        group_in_root(self.root_name(), m)
+    }
+}
+
+/// The group below the root named `root` where `m` places a process (the
+/// unified path, else the v1 `cpuset` or `cpu` hierarchy's), if it does.
+pub fn group_in_root(root: &str, m: &CgroupMembership) -> Option<GroupPath> {
+    let root = format!("/{}", root.trim_matches('/'));
+    let path = m
+        .unified()
+        .filter(|p| p.starts_with(&root))
+        .or_else(|| m.controller("cpuset"))
+        .or_else(|| m.controller("cpu"))?;
+    let rest = path.strip_prefix(&root)?;
+    if !(rest.is_empty() || rest.starts_with('/')) {
+        return None;
+    }
+    Some(GroupPath::from_relative(rest))
 }
 
 /// Reads the kernel (or the simulator).

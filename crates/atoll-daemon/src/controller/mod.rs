@@ -542,12 +542,11 @@ impl Controller {
         if self.services.bound(g).is_some() {
             return; // its processes are where systemd keeps them
         }
-        let root = self.env.backend.root_name().to_string();
         for pid in self.reg.managed_in(g) {
             let Ok(info) = self.env.procs.info(pid) else {
                 continue; // gone: the next adoption step forgets it
             };
-            let now_in = crate::placement::in_atoll(&root, &info.cgroups);
+            let now_in = self.env.backend.group_of(&info.cgroups);
             if now_in.as_ref() == Some(g) {
                 continue;
             }
