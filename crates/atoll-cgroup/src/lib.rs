@@ -15,6 +15,8 @@
 //! - [`knobs`] and [`stats`] hold the value formatters and the total parsers.
 //! - [`freezer`] stops and resumes a group's tasks (`GroupSettings::frozen`)
 //!   in both versions, and thaws a group before it is removed.
+//! - [`foreign`] reads, and only reads, v2 groups atoll does not own (a
+//!   systemd unit's cgroup, for `atoll-systemd`).
 //!
 //! `docs/backends.md` lists every knob's mapping for both versions.
 
@@ -22,6 +24,7 @@ mod affinity;
 mod common;
 pub mod delegate;
 pub mod error;
+pub mod foreign;
 pub mod freezer;
 pub mod fs;
 pub mod knobs;

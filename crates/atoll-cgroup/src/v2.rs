@@ -54,11 +54,10 @@ use crate::error::CgroupError;
 use crate::fs::{CgroupFs, RealFs};
 use crate::knobs::{
     format_cpu_max, format_io_max, format_io_weight, format_memory, io_max_updates, memory_matches,
-    parse_cpu_max, parse_i64, parse_io_max, parse_io_weight, parse_memory, parse_u64,
-    DEFAULT_PERIOD_US,
+    parse_cpu_max, parse_i64, parse_io_max, parse_io_weight, parse_memory, DEFAULT_PERIOD_US,
 };
 use crate::rt::sync_rt;
-use crate::stats::{parse_io_stat_full, parse_keyed, parse_psi, read_opt, read_parsed_if};
+use crate::stats::read_opt;
 
 /// Controllers atoll enables for its groups, in the kernel's order.
 pub const CONTROLLERS: [&str; 4] = ["cpuset", "cpu", "io", "memory"];
@@ -780,35 +779,7 @@ impl<F: CgroupFs> Monitor for Cgroup2Backend<F> {
         if !self.fs.exists(&dir) {
             return Err(BackendError::NoGroup(path.clone()));
         }
-        let fs: &dyn CgroupFs = &self.fs;
-        let cpu = read_parsed_if(
-            want.cpu_usage || want.cpu_throttling,
-            fs,
-            &dir.join("cpu.stat"),
-            parse_keyed,
-        )?
-        .unwrap_or_default();
-        let throttling = |k: &str| cpu.get(k).copied().filter(|_| want.cpu_throttling);
-        let io = read_parsed_if(want.io, fs, &dir.join("io.stat"), parse_io_stat_full)?;
-        let psi = |on: bool, file: &str| read_parsed_if(on, fs, &dir.join(file), parse_psi);
-        Ok(GroupStats {
-            cpu_usage_us: cpu.get("usage_usec").copied().filter(|_| want.cpu_usage),
-            nr_periods: throttling("nr_periods"),
-            nr_throttled: throttling("nr_throttled"),
-            throttled_us: throttling("throttled_usec"),
-            memory_current: read_parsed_if(
-                want.memory,
-                fs,
-                &dir.join("memory.current"),
-                parse_u64,
-            )?,
-            io_read_bytes: io.as_ref().map(|t| t.read),
-            io_write_bytes: io.as_ref().map(|t| t.write),
-            io_devices: io.map(|t| t.devices).unwrap_or_default(),
-            cpu_pressure: psi(want.cpu_pressure(), "cpu.pressure")?,
-            memory_pressure: psi(want.memory_pressure(), "memory.pressure")?,
-            io_pressure: psi(want.io_pressure(), "io.pressure")?,
-        })
+        Ok(crate::foreign::read_stats(&self.fs, &dir, want)?)
     }
 
     fn freeze_state(&self, path: &GroupPath) -> Result<Option<FreezeState>, BackendError> {
