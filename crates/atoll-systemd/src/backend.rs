@@ -1,0 +1,297 @@
+//! [`Actuator`] and [`Monitor`] for [`SystemdDriver`]: bound groups to
+//! systemd and the unit's cgroup, every other call to the wrapped backend
+//! unchanged.
+//!
+//! Monitoring a bound group reads its unit's cgroup, found from the unit's
+//! `ControlGroup` property and read only (`atoll_cgroup::foreign`). The
+//! path is remembered and asked again when its directory is gone (a
+//! service restarted or stopped), at most once per `Options::refresh`. A
+//! unit without a cgroup (stopped) has no processes and no figures, which
+//! is not an error. A bound group exists while its unit has a cgroup; a
+//! scope group exists from `bind` on (it is ready for its first process,
+//! which starts the scope).
+
+use std::io;
+use std::path::{Component, Path, PathBuf};
+use std::time::Instant;
+
+use atoll_core::backend::{
+    Actuator, Backend, BackendError, BackendKind, Capabilities, External, Fallback, FreezeState,
+    GroupStats, Monitor, Rewrite, StatSelect,
+};
+use atoll_core::plan::{GroupPath, GroupSettings};
+use atoll_core::process::CgroupMembership;
+
+use atoll_cgroup::foreign::{read_freeze_state, read_pids_below, read_stats};
+use atoll_cgroup::CgroupError;
+
+use crate::driver::SystemdDriver;
+
+/// `mount` joined with a unit's `ControlGroup`, if that is an absolute
+/// path of plain components.
+fn under_mount(mount: &Path, control_group: &str) -> Option<PathBuf> {
+    let rel = Path::new(control_group).strip_prefix("/").ok()?;
+    if rel.as_os_str().is_empty() || !rel.components().all(|c| matches!(c, Component::Normal(_))) {
+        return None;
+    }
+    Some(mount.join(rel))
+}
+
+fn missing(e: &CgroupError) -> bool {
+    matches!(e, CgroupError::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
+}
+
+impl<B: Backend> SystemdDriver<B> {
+    /// The cgroup directory of a bound group's unit, if it has one now.
+    pub(crate) fn cgroup_dir(&self, path: &GroupPath) -> Option<PathBuf> {
+        let b = self.bindings.get(path)?;
+        if b.is_scope() && !b.started {
+            return None;
+        }
+        let mut cache = self.lock_cgroups();
+        let entry = cache.entry(path.clone()).or_default();
+        if let Some(dir) = &entry.dir {
+            if self.fs.exists(dir) {
+                return Some(dir.clone());
+            }
+        }
+        if entry
+            .checked
+            .is_some_and(|t| t.elapsed() < self.options.refresh)
+        {
+            return None;
+        }
+        let found = self
+            .manager
+            .unit(b.unit())
+            .ok()
+            .filter(|i| i.is_loaded())
+            .and_then(|i| under_mount(&self.options.cgroup_mount, &i.control_group))
+            .filter(|d| self.fs.exists(d));
+        // Only a lookup that found nothing waits for the next one; the
+        // path last seen stays known (a service's comes back when it
+        // starts again).
+        entry.checked = found.is_none().then(Instant::now);
+        if found.is_some() {
+            entry.dir.clone_from(&found);
+        }
+        found
+    }
+
+    fn bound(&self, path: &GroupPath) -> bool {
+        self.bindings.contains_key(path)
+    }
+}
+
+impl<B: Backend> Actuator for SystemdDriver<B> {
+    fn kind(&self) -> BackendKind {
+        self.inner.kind()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            service_manager: true,
+            ..self.inner.capabilities()
+        }
+    }
+
+    fn root_name(&self) -> &str {
+        self.inner.root_name()
+    }
+
+    fn apply(
+        &mut self,
+        path: &GroupPath,
+        settings: &GroupSettings,
+    ) -> Result<Vec<Fallback>, BackendError> {
+        self.note_sets(path, settings);
+        if self.bound(path) {
+            self.apply_bound(path, settings)
+        } else {
+            self.inner.apply(path, settings)
+        }
+    }
+
+    fn remove(&mut self, path: &GroupPath) -> Result<(), BackendError> {
+        if !self.bound(path) {
+            self.forget_sets(path);
+            return self.inner.remove(path);
+        }
+        self.end_binding(path)?;
+        self.forget_sets(path);
+        // A directory of the same path in atoll's own tree (from before the
+        // group was bound) goes too.
+        if self.inner.exists(path) {
+            self.inner.remove(path)?;
+        }
+        Ok(())
+    }
+
+    fn move_process(&mut self, pid: u32, to: &GroupPath) -> Result<(), BackendError> {
+        if self.bound(to) {
+            self.move_bound(pid, to)
+        } else {
+            self.inner.move_process(pid, to)
+        }
+    }
+
+    fn restore_process(&mut self, pid: u32, origin: &CgroupMembership) -> Result<(), BackendError> {
+        match self.restore_bound(pid, origin) {
+            Some(r) => r,
+            None => self.inner.restore_process(pid, origin),
+        }
+    }
+
+    /// Ends every binding (existing units get their properties back, scopes
+    /// are left to their processes), then releases the wrapped backend. A
+    /// binding that could not be ended stays recorded and the first such
+    /// error is returned.
+    fn release(&mut self) -> Result<Vec<String>, BackendError> {
+        let mut lines = Vec::new();
+        let mut first = None;
+        let groups: Vec<GroupPath> = self.bindings.keys().cloned().collect();
+        for g in groups {
+            match self.end_binding(&g) {
+                Ok(mut l) => lines.append(&mut l),
+                Err(e) => {
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        match self.inner.release() {
+            Ok(mut l) => lines.append(&mut l),
+            Err(e) => {
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(lines), Err)
+    }
+
+    fn outside_changes(&self) -> Vec<String> {
+        let mut out = self.inner.outside_changes();
+        out.extend(self.record_lines());
+        out.extend(self.unreadable.iter().cloned());
+        out
+    }
+
+    fn set_outside_changes(&mut self, changes: Vec<String>) {
+        let rest = self.take_records(changes);
+        self.inner.set_outside_changes(rest);
+    }
+
+    fn take_rewrites(&mut self) -> Vec<Rewrite> {
+        self.inner.take_rewrites()
+    }
+
+    fn bind(&mut self, path: &GroupPath, to: &External) -> Result<(), BackendError> {
+        self.bind_group(path, to)
+    }
+
+    fn unbind(&mut self, path: &GroupPath) -> Result<Vec<String>, BackendError> {
+        self.end_binding(path)
+    }
+
+    fn bindings(&self) -> Vec<(GroupPath, External)> {
+        self.bindings
+            .values()
+            .map(|b| (b.group.clone(), b.external.clone()))
+            .collect()
+    }
+}
+
+impl<B: Backend> Monitor for SystemdDriver<B> {
+    fn exists(&self, path: &GroupPath) -> bool {
+        match self.bindings.get(path) {
+            None => self.inner.exists(path),
+            Some(b) if b.is_scope() => true,
+            Some(_) => self.cgroup_dir(path).is_some(),
+        }
+    }
+
+    /// A bound group has no child groups of atoll's; the parent of a bound
+    /// group lists it while it [`exists`](Monitor::exists).
+    fn children(&self, path: &GroupPath) -> Result<Vec<String>, BackendError> {
+        if self.bound(path) {
+            return Ok(Vec::new());
+        }
+        let mut out = self.inner.children(path)?;
+        for g in self.bindings.keys() {
+            if g.parent().as_ref() != Some(path) || !self.exists(g) {
+                continue;
+            }
+            let name = g
+                .as_str()
+                .rsplit('/')
+                .next()
+                .unwrap_or_default()
+                .to_string();
+            if !out.contains(&name) {
+                out.push(name);
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// For a bound group: every process in its unit's cgroup, at any depth.
+    fn processes(&self, path: &GroupPath) -> Result<Vec<u32>, BackendError> {
+        if !self.bound(path) {
+            return self.inner.processes(path);
+        }
+        let Some(dir) = self.cgroup_dir(path) else {
+            return Ok(Vec::new());
+        };
+        match read_pids_below(&*self.fs, &dir) {
+            Ok(p) => Ok(p),
+            Err(e) if missing(&e) => Ok(Vec::new()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn processes_anywhere(&self, path: &GroupPath) -> Result<Vec<u32>, BackendError> {
+        if self.bound(path) {
+            self.processes(path)
+        } else {
+            self.inner.processes_anywhere(path)
+        }
+    }
+
+    /// For a bound group: its unit's cgroup's figures; none (not an error)
+    /// while the unit has no cgroup.
+    fn stats_of(&self, path: &GroupPath, select: StatSelect) -> Result<GroupStats, BackendError> {
+        if !self.bound(path) {
+            return self.inner.stats_of(path, select);
+        }
+        let Some(dir) = self.cgroup_dir(path) else {
+            return Ok(GroupStats::default());
+        };
+        Ok(read_stats(&*self.fs, &dir, select)?)
+    }
+
+    fn freeze_state(&self, path: &GroupPath) -> Result<Option<FreezeState>, BackendError> {
+        if !self.bound(path) {
+            return self.inner.freeze_state(path);
+        }
+        match self.cgroup_dir(path) {
+            None => Ok(None),
+            Some(dir) => Ok(read_freeze_state(&*self.fs, &dir)?),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_groups_stay_below_the_mount() {
+        let m = Path::new("/sys/fs/cgroup");
+        assert_eq!(
+            under_mount(m, "/system.slice/nginx.service"),
+            Some(m.join("system.slice/nginx.service"))
+        );
+        for bad in ["", "/", "system.slice/x.service", "/a/../b", "/.."] {
+            assert_eq!(under_mount(m, bad), None, "{bad:?}");
+        }
+    }
+}
