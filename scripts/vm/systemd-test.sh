@@ -8,9 +8,11 @@
 # Builds the guest image if it is not cached ($ATOLL_VM_CACHE or
 # ~/.cache/atoll-vm/systemd/), builds atoll unless ATOLL_BIN=PATH names a
 # binary, builds atoll's .deb from this checkout's release binary unless
-# ATOLL_DEB=PATH names one (packaging/build-deb.sh), boots a copy-on-write
-# overlay of the image, runs the guest tests of tests/vm-systemd/ and exits
-# 0 only if all passed. The last line is
+# ATOLL_DEB=PATH names one (packaging/build-deb.sh), builds the systemd
+# driver's probe (cargo build --release -p atoll-systemd --example
+# systemd-probe, for the `driver` test) unless ATOLL_SDPROBE=PATH names
+# one, boots a copy-on-write overlay of the image, runs the guest tests of
+# tests/vm-systemd/ and exits 0 only if all passed. The last line is
 # "vm: N passed, M failed". --kernel also reads VM_KERNEL (default
 # backports: bookworm-backports' 6.12; stable: bookworm's 6.1).
 set -euo pipefail
@@ -22,7 +24,7 @@ args=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --kernel) VM_KERNEL="$2"; shift 2 ;;
-        -h | --help) sed -n '2,13p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
         *) args+=("$1"); shift ;;
     esac
 done
@@ -55,4 +57,11 @@ if [ -z "${ATOLL_DEB:-}" ]; then
     vm_log "package ${ATOLL_DEB} built in $(($(date +%s) - deb_start))s"
 fi
 
-exec bash "${here}/systemd/run.sh" --atoll "${ATOLL_BIN}" --deb "${ATOLL_DEB}" "${args[@]+"${args[@]}"}"
+# The driver test's program: the systemd driver against systemd itself.
+if [ -z "${ATOLL_SDPROBE:-}" ]; then
+    vm_log "cargo build --release -p atoll-systemd --example systemd-probe"
+    (cd "${VM_REPO_ROOT}" && cargo build --release -p atoll-systemd --example systemd-probe)
+    ATOLL_SDPROBE="${CARGO_TARGET_DIR:-${VM_REPO_ROOT}/target}/release/examples/systemd-probe"
+fi
+
+exec bash "${here}/systemd/run.sh" --atoll "${ATOLL_BIN}" --deb "${ATOLL_DEB}" --bin "${ATOLL_SDPROBE}" "${args[@]+"${args[@]}"}"

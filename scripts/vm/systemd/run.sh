@@ -2,13 +2,14 @@
 # Boots the systemd guest (Debian 12, systemd as PID 1) and reports its tests.
 #
 #   run.sh [--kernel backports|stable] [--test NAME|a,b|all] [--atoll PATH]
-#          [--deb FILE]... [--smp 8] [--nodes 2] [--mem 2048] [--timeout 600]
-#          [--shell]
+#          [--deb FILE]... [--bin PATH]... [--smp 8] [--nodes 2] [--mem 2048]
+#          [--timeout 600] [--shell]
 #
 # Builds the image if it is not cached (build-image.sh), fills the 9p share
 # vm/build/systemd-<kernel>/share/ (bin/atoll stripped, tests/ = tests/vm's
 # runner.sh, lib.sh, jflat.awk + tests/vm-systemd/*, etc/ = examples/*.toml,
 # debs/ = the --deb files, out/ = what the guest leaves for the host),
+# bin/ also gets the --bin programs (test helpers such as systemd-probe),
 # creates a fresh qcow2 overlay of the cached base image and boots it under
 # TCG with -kernel/-initrd from the image, root=/dev/vda, the share as
 # virtio-9p (mount tag atoll). systemd.unit=atoll-vmtest.target runs the
@@ -36,6 +37,7 @@ timeout_s=600
 test_spec=all
 atoll=""
 debs=()
+bins=()
 shell=0
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -43,12 +45,13 @@ while [ $# -gt 0 ]; do
         --test) test_spec="$2"; shift 2 ;;
         --atoll) atoll="$2"; shift 2 ;;
         --deb) debs+=("$2"); shift 2 ;;
+        --bin) bins+=("$2"); shift 2 ;;
         --smp) smp="$2"; shift 2 ;;
         --nodes) nodes="$2"; shift 2 ;;
         --mem) mem="$2"; shift 2 ;;
         --timeout) timeout_s="$2"; shift 2 ;;
         --shell) shell=1; shift ;;
-        -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,26p' "$0"; exit 0 ;;
         *) printf 'vm: error: unknown argument %s\n' "$1" >&2; exit 1 ;;
     esac
 done
@@ -68,6 +71,9 @@ fi
 for d in "${debs[@]+"${debs[@]}"}"; do
     [ -f "${d}" ] || vm_die "--deb ${d}: no such file"
 done
+for b in "${bins[@]+"${bins[@]}"}"; do
+    [ -x "${b}" ] || vm_die "--bin ${b}: no such program"
+done
 
 image="$(bash "${here}/build-image.sh")"
 # shellcheck source=/dev/null
@@ -80,7 +86,10 @@ share="${run}/share"
 rm -rf --one-file-system "${share}"
 mkdir -p "${share}"/{bin,tests,etc,debs,out}
 cp "${atoll}" "${share}/bin/atoll"
-if command -v strip >/dev/null; then strip "${share}/bin/atoll"; fi
+for b in "${bins[@]+"${bins[@]}"}"; do
+    cp "${b}" "${share}/bin/"
+done
+if command -v strip >/dev/null; then strip "${share}/bin/"*; fi
 cp "${VM_REPO_ROOT}"/tests/vm/{runner.sh,lib.sh,jflat.awk} "${VM_REPO_ROOT}"/tests/vm-systemd/* "${share}/tests/"
 cp "${VM_REPO_ROOT}"/examples/*.toml "${share}/etc/" 2>/dev/null || true
 for d in "${debs[@]+"${debs[@]}"}"; do
