@@ -1,24 +1,22 @@
 //! [`DbusManager`]: the [`Manager`] over systemd's real D-Bus API, with
 //! zbus's blocking API (zbus runs its own small executor thread; no tokio).
 //!
-//! Which bus ([`BusAddress::Auto`], the default): the system bus first
-//! (`$DBUS_SYSTEM_BUS_ADDRESS`, else `/run/dbus/system_bus_socket`), which
-//! is systemd's documented interface and what kubelet's and runc's systemd
-//! drivers use; if it cannot be reached and systemd's private socket
-//! `/run/systemd/private` exists, a peer-to-peer connection to it. That
-//! socket is systemd's own (root only, no dbus-daemon needed), the way
-//! `systemctl` reaches PID 1 in early boot or while dbus restarts, and the
-//! fallback go-systemd offers root for the same reason: atoll must be able to
-//! set resources on hosts without a dbus-daemon, or while it is down.
-//! Tests and unusual hosts name the bus ([`BusAddress::Bus`]) or a socket
-//! ([`BusAddress::Private`]).
+//! Which bus: the system bus (`$DBUS_SYSTEM_BUS_ADDRESS`, else
+//! `/run/dbus/system_bus_socket`), systemd's documented interface and what
+//! kubelet's and runc's systemd drivers use by default; tests and unusual
+//! hosts name another address ([`BusAddress::Address`]). Not systemd's
+//! private socket `/run/systemd/private` (peer to peer, no dbus-daemon,
+//! which go-systemd offers root as a fallback): systemd answers there with
+//! its well-known name `org.freedesktop.systemd1` as the sender, which zbus
+//! 5 only accepts as a unique name (`:1.42`); its reader thread panics and
+//! the call times out (seen with systemd 252 in the systemd VM guest). atoll
+//! needs dbus-daemon (or dbus-broker) running, as kubelet does.
 //!
 //! A call that fails on the bus (not with systemd's answer) drops the
 //! connection; the next call connects again, so a restarted dbus-daemon or a
 //! re-executed systemd costs one failed call.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -32,8 +30,6 @@ use crate::value::PropValue;
 
 /// The system bus's usual address.
 pub const SYSTEM_BUS: &str = "unix:path=/run/dbus/system_bus_socket";
-/// systemd's private socket (peer-to-peer D-Bus, root only).
-pub const PRIVATE_SOCKET: &str = "/run/systemd/private";
 
 const DEST: &str = "org.freedesktop.systemd1";
 const PATH: &str = "/org/freedesktop/systemd1";
@@ -44,23 +40,19 @@ const PROPERTIES: &str = "org.freedesktop.DBus.Properties";
 /// Where to reach systemd.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum BusAddress {
-    /// The system bus, else systemd's private socket (see the module docs).
+    /// The system bus: `$DBUS_SYSTEM_BUS_ADDRESS`, else [`SYSTEM_BUS`].
     #[default]
-    Auto,
+    System,
     /// A message bus at this D-Bus address
     /// (`unix:path=/run/dbus/system_bus_socket`).
-    Bus(String),
-    /// A peer-to-peer connection to a manager listening on this socket
-    /// (`/run/systemd/private`).
-    Private(PathBuf),
+    Address(String),
 }
 
 impl std::fmt::Display for BusAddress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Auto => write!(f, "the system bus or {PRIVATE_SOCKET}"),
-            Self::Bus(a) => f.write_str(a),
-            Self::Private(p) => write!(f, "{} (peer to peer)", p.display()),
+            Self::System => f.write_str("the system bus"),
+            Self::Address(a) => f.write_str(a),
         }
     }
 }
@@ -92,57 +84,16 @@ fn bus_err(e: zbus::Error) -> ManagerError {
     }
 }
 
-fn connect_bus(address: Option<&str>, timeout: Duration) -> Result<Connection, String> {
+fn open(address: &BusAddress, timeout: Duration) -> Result<Connection, String> {
     let builder = match address {
-        Some(a) => Builder::address(a),
-        None => Builder::system(),
+        BusAddress::System => Builder::system(),
+        BusAddress::Address(a) => Builder::address(a.as_str()),
     }
     .map_err(|e| e.to_string())?;
     builder
         .method_timeout(timeout)
         .build()
         .map_err(|e| e.to_string())
-}
-
-/// A D-Bus address for a socket path (`unix:path=...`, bytes outside the
-/// unescaped set as `%XX`).
-pub fn unix_address(path: &Path) -> String {
-    use std::os::unix::ffi::OsStrExt;
-    let mut a = String::from("unix:path=");
-    for &b in path.as_os_str().as_bytes() {
-        if b.is_ascii_alphanumeric() || b"-_/.\\*".contains(&b) {
-            a.push(char::from(b));
-        } else {
-            a.push_str(&format!("%{b:02x}"));
-        }
-    }
-    a
-}
-
-fn connect_private(path: &Path, timeout: Duration) -> Result<Connection, String> {
-    Builder::address(unix_address(path).as_str())
-        .map_err(|e| e.to_string())?
-        .p2p()
-        .method_timeout(timeout)
-        .build()
-        .map_err(|e| e.to_string())
-}
-
-fn open(address: &BusAddress, timeout: Duration) -> Result<Connection, String> {
-    match address {
-        BusAddress::Bus(a) => connect_bus(Some(a), timeout),
-        BusAddress::Private(p) => connect_private(p, timeout),
-        BusAddress::Auto => connect_bus(None, timeout).or_else(|bus| {
-            let private = Path::new(PRIVATE_SOCKET);
-            if !private.exists() {
-                return Err(format!(
-                    "system bus: {bus}; {PRIVATE_SOCKET} does not exist"
-                ));
-            }
-            connect_private(private, timeout)
-                .map_err(|p| format!("system bus: {bus}; {PRIVATE_SOCKET}: {p}"))
-        }),
-    }
 }
 
 fn to_value(v: &PropValue) -> Value<'static> {
@@ -385,16 +336,13 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_socket_is_a_connect_error_naming_it() {
+    fn a_missing_bus_is_a_connect_error() {
         let d = std::env::temp_dir().join("atoll-systemd-no-such-socket");
-        let e = DbusManager::connect(BusAddress::Private(d.clone()), Duration::from_secs(1))
+        let a = format!("unix:path={}", d.display());
+        let e = DbusManager::connect(BusAddress::Address(a.clone()), Duration::from_secs(1))
             .unwrap_err();
         assert!(!e.is_empty());
-        assert_eq!(
-            unix_address(Path::new("/run/systemd/private")),
-            "unix:path=/run/systemd/private"
-        );
-        assert_eq!(unix_address(Path::new("/tmp/a b")), "unix:path=/tmp/a%20b");
-        assert!(BusAddress::Private(d).to_string().contains("peer to peer"));
+        assert_eq!(BusAddress::Address(a.clone()).to_string(), a);
+        assert_eq!(BusAddress::default(), BusAddress::System);
     }
 }

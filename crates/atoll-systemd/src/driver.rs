@@ -59,7 +59,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Self {
-            bus: BusAddress::Auto,
+            bus: BusAddress::System,
             slice: DEFAULT_SLICE.to_string(),
             cgroup_mount: PathBuf::from("/sys/fs/cgroup"),
             timeout: Duration::from_secs(10),
