@@ -14,11 +14,14 @@
 //! records (a second driver ends the binding the first made) and that every
 //! original is back (a cgroup file the unit did not have shows the
 //! kernel's default afterwards: systemd keeps the controller enabled);
-//! then it starts SCOPE with two processes of its own and leaves it to end
-//! with them. One line per check (`ok:` or
+//! then it starts SCOPE with two processes of its own, gives one back to a
+//! delegated service (`atoll-probe-origin.service`, which systemd moves
+//! it into) and fails to give the other back to the probe's own service
+//! (not delegated: it stays), and leaves the scope to end with it. One
+//! line per check (`ok:` or
 //! `FAIL:`), the last one `probe: N checks, M failed`; the exit status is 0
-//! only if none failed. Nothing but UNIT, SCOPE, `atoll.slice` and
-//! `/sys/fs/cgroup/atoll-probe` is touched.
+//! only if none failed. Nothing but UNIT, SCOPE, `atoll-probe-origin.service`,
+//! `atoll.slice` and `/sys/fs/cgroup/atoll-probe` is touched.
 
 use std::path::Path;
 use std::process::{Child, Command};
@@ -310,7 +313,7 @@ fn unit_checks(p: &mut Probe, d: &mut Driver, unit: &str, dev: DeviceId) -> Resu
         ..frozen.clone()
     };
     match d.apply(&group, &bad) {
-        Err(e @ BackendError::Refused { .. }) => {
+        Err(e @ BackendError::Refused(_)) => {
             println!("  refusal: {e}");
             p.check(
                 e.to_string().contains("out of range"),
@@ -409,6 +412,14 @@ fn cgroup_of(pid: u32) -> String {
         .unwrap_or_default()
 }
 
+fn origin_of_path(path: &str) -> CgroupMembership {
+    CgroupMembership::parse(&format!("0::{path}\n")).unwrap_or_default()
+}
+
+fn origin_of(pid: u32) -> CgroupMembership {
+    origin_of_path(&cgroup_of(pid))
+}
+
 fn scope_checks(p: &mut Probe, scope: &str) -> Result<(), String> {
     let mut d = connect()?;
     let group = g("probe/job");
@@ -428,8 +439,7 @@ fn scope_checks(p: &mut Probe, scope: &str) -> Result<(), String> {
     };
     let mut kids: Vec<Child> = vec![spawn()?, spawn()?];
     let pids: Vec<u32> = kids.iter().map(Child::id).collect();
-    let origin =
-        CgroupMembership::parse(&format!("0::{}\n", cgroup_of(pids[0]))).unwrap_or_default();
+    let origin = origin_of(pids[0]);
     let started = Instant::now();
     d.move_process(pids[0], &group).map_err(|e| e.to_string())?;
     println!("  scope started in {:?}", started.elapsed());
@@ -472,13 +482,61 @@ fn scope_checks(p: &mut Probe, scope: &str) -> Result<(), String> {
         &show(scope, "CPUWeight"),
         "60",
     );
-    d.restore_process(pids[0], &origin)
-        .map_err(|e| e.to_string())?;
+    p.check(
+        d.group_of(&origin_of(pids[0])) == Some(group.clone()),
+        "group_of a process in the scope",
+        format!("{:?}", d.group_of(&origin_of(pids[0]))),
+    );
+    // Back to where it came from: the test's own service is not delegated,
+    // systemd would not move it there, so it stays in the scope.
+    match d.restore_process(pids[0], &origin) {
+        Err(e) => {
+            println!("  {e}");
+            p.check(
+                e.to_string().contains("stays in scope"),
+                "a process from a non-delegated unit stays, and says so",
+                &e,
+            );
+        }
+        Ok(()) => p.check(
+            false,
+            "restore into a non-delegated unit refused",
+            "it said Ok",
+        ),
+    }
     p.eq(
-        "a process from systemd's cgroup stays in the scope",
+        "a process from a non-delegated unit stays in the scope",
         &cgroup_of(pids[0]),
         &cg,
     );
+    // A delegated unit: systemd moves it back.
+    let helper = "atoll-probe-origin.service";
+    run(
+        "systemd-run",
+        &[
+            "--quiet",
+            &format!("--unit={helper}"),
+            "-p",
+            "Delegate=yes",
+            "sleep",
+            "1000",
+        ],
+    )?;
+    let helper_cg = show(helper, "ControlGroup");
+    let back = d.restore_process(pids[1], &origin_of_path(&helper_cg));
+    p.check(
+        back.is_ok(),
+        "restore into a delegated unit",
+        format!("{back:?}"),
+    );
+    p.eq("systemd moved it back", &cgroup_of(pids[1]), &helper_cg);
+    let procs = d.processes(&group).map_err(|e| e.to_string())?;
+    p.check(
+        procs == [pids[0]],
+        "the scope keeps the other",
+        format!("{procs:?}"),
+    );
+    let _ = run("systemctl", &["stop", helper]);
     d.release().map_err(|e| e.to_string())?;
     p.eq(
         "release leaves the scope running",

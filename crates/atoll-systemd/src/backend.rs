@@ -78,6 +78,12 @@ impl<B: Backend> SystemdDriver<B> {
         found
     }
 
+    /// The directory last found for a bound group, without checking it is
+    /// still there.
+    fn known_dir(&self, path: &GroupPath) -> Option<PathBuf> {
+        self.lock_cgroups().get(path).and_then(|c| c.dir.clone())
+    }
+
     fn bound(&self, path: &GroupPath) -> bool {
         self.bindings.contains_key(path)
     }
@@ -97,6 +103,14 @@ impl<B: Backend> Actuator for SystemdDriver<B> {
 
     fn root_name(&self) -> &str {
         self.inner.root_name()
+    }
+
+    fn root_location(&self) -> String {
+        self.inner.root_location()
+    }
+
+    fn exclusive_root(&self) -> bool {
+        self.inner.exclusive_root()
     }
 
     fn apply(
@@ -196,6 +210,26 @@ impl<B: Backend> Actuator for SystemdDriver<B> {
             .values()
             .map(|b| (b.group.clone(), b.external.clone()))
             .collect()
+    }
+
+    /// A bound group when the process's unified cgroup is its unit's (at
+    /// any depth), else the wrapped backend's answer.
+    fn group_of(&self, m: &CgroupMembership) -> Option<GroupPath> {
+        if let Some(p) = m.unified() {
+            for g in self.bindings.keys() {
+                let Some(dir) = self.known_dir(g).or_else(|| self.cgroup_dir(g)) else {
+                    continue;
+                };
+                let Ok(rel) = dir.strip_prefix(&self.options.cgroup_mount) else {
+                    continue;
+                };
+                let rel = format!("/{}", rel.display());
+                if p == rel || p.strip_prefix(&rel).is_some_and(|r| r.starts_with('/')) {
+                    return Some(g.clone());
+                }
+            }
+        }
+        self.inner.group_of(m)
     }
 }
 

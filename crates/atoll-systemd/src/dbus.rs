@@ -297,8 +297,8 @@ impl Manager for DbusManager {
         )
     }
 
-    fn attach(&self, name: &str, pids: &[u32]) -> Result<(), ManagerError> {
-        self.manager_call("AttachProcessesToUnit", &(name, "", pids.to_vec()))
+    fn attach(&self, name: &str, subcgroup: &str, pids: &[u32]) -> Result<(), ManagerError> {
+        self.manager_call("AttachProcessesToUnit", &(name, subcgroup, pids.to_vec()))
     }
 
     fn freeze(&self, name: &str) -> Result<(), ManagerError> {

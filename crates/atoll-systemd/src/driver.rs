@@ -29,7 +29,7 @@ use atoll_core::spec::check_unit_name;
 use atoll_core::{CpuSet, NodeSet};
 
 use crate::dbus::{BusAddress, DbusManager};
-use crate::error::{unavailable, SystemdError};
+use crate::error::{refused, unavailable, SystemdError};
 use crate::manager::{Manager, ManagerError};
 use crate::record::{default_of, Binding};
 use crate::translate::{translate, Context, Wanted};
@@ -264,13 +264,13 @@ impl<B: Backend> SystemdDriver<B> {
         e: ManagerError,
     ) -> BackendError {
         match e {
-            ManagerError::Method { .. } => BackendError::Refused {
-                manager: self.manager_name(),
-                group: b.group.clone(),
-                unit: b.unit().to_string(),
-                properties: describe(call),
-                reason: e.to_string(),
-            },
+            ManagerError::Method { .. } => refused(
+                self.manager_name(),
+                &b.group,
+                b.unit(),
+                describe(call),
+                e.to_string(),
+            ),
             ManagerError::Bus(why) => unavailable(
                 format!(
                     "setting {} on {} (group {})",

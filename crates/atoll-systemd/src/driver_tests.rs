@@ -247,16 +247,16 @@ fn a_refusal_leaves_the_unit_and_the_record_as_they_were() {
     let before = d.binding(&g("web/nginx")).unwrap().clone();
     sd.refuse(MEMORY_MAX, "Value specified in MemoryMax is out of range");
     let e = d.apply(&g("web/nginx"), &full()).unwrap_err();
-    let BackendError::Refused {
+    let BackendError::Refused(r) = &e else {
+        panic!("{e:?}");
+    };
+    let atoll_core::backend::Refusal {
         manager,
         group,
         unit,
         properties,
         reason,
-    } = &e
-    else {
-        panic!("{e:?}");
-    };
+    } = &**r;
     assert_eq!(manager, "systemd 252");
     assert_eq!(group, &g("web/nginx"));
     assert_eq!(unit, NGINX);
@@ -511,7 +511,7 @@ fn a_refused_restore_keeps_the_binding_for_later() {
     d.apply(&g("web/nginx"), &full()).unwrap();
     sd.refuse(CPU_WEIGHT, "busy");
     let e = d.release().unwrap_err();
-    assert!(matches!(e, BackendError::Refused { .. }), "{e:?}");
+    assert!(matches!(e, BackendError::Refused(_)), "{e:?}");
     assert_eq!(d.bindings().len(), 1);
     assert!(d
         .outside_changes()

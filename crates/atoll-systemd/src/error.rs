@@ -4,7 +4,8 @@
 //! fails is [`BackendError::Unavailable`], each naming the group, the unit
 //! and what systemd said.
 
-use atoll_core::backend::BackendError;
+use atoll_core::backend::{BackendError, Refusal};
+use atoll_core::plan::GroupPath;
 
 use crate::manager::ManagerError;
 
@@ -56,6 +57,23 @@ pub(crate) fn unavailable(what: impl Into<String>, why: impl Into<String>) -> Ba
         what: what.into(),
         why: why.into(),
     }
+}
+
+/// Properties systemd refused: [`BackendError::Refused`].
+pub(crate) fn refused(
+    manager: String,
+    group: &GroupPath,
+    unit: &str,
+    properties: String,
+    reason: String,
+) -> BackendError {
+    BackendError::Refused(Box::new(Refusal {
+        manager,
+        group: group.clone(),
+        unit: unit.to_string(),
+        properties,
+        reason,
+    }))
 }
 
 #[cfg(test)]

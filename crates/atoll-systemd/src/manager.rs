@@ -10,7 +10,7 @@
 //! | [`Manager::properties`] | `org.freedesktop.DBus.Properties.Get` on the unit's type interface |
 //! | [`Manager::set_properties`] | `SetUnitProperties(name, runtime = true, props)` |
 //! | [`Manager::start_scope`] | `StartTransientUnit(name, "fail", props, [])` |
-//! | [`Manager::attach`] | `AttachProcessesToUnit(name, "", pids)` (238+) |
+//! | [`Manager::attach`] | `AttachProcessesToUnit(name, subcgroup, pids)` (238+) |
 //! | [`Manager::freeze`], [`Manager::thaw`] | `FreezeUnit`, `ThawUnit` (246+) |
 
 use std::collections::BTreeMap;
@@ -125,8 +125,10 @@ pub trait Manager: Send {
     /// carry `PIDs` and `Slice`) and no auxiliary units. Returns once the
     /// job is queued; the caller waits for the unit.
     fn start_scope(&self, name: &str, props: &[(String, PropValue)]) -> Result<(), ManagerError>;
-    /// `AttachProcessesToUnit` (the unit must be delegated and active).
-    fn attach(&self, name: &str, pids: &[u32]) -> Result<(), ManagerError>;
+    /// `AttachProcessesToUnit`: moves `pids` into the unit's cgroup, or
+    /// into `subcgroup` below it (`""`, or an absolute path such as
+    /// `/app.slice/x.scope`). The unit must be delegated and active.
+    fn attach(&self, name: &str, subcgroup: &str, pids: &[u32]) -> Result<(), ManagerError>;
     /// `FreezeUnit`.
     fn freeze(&self, name: &str) -> Result<(), ManagerError>;
     /// `ThawUnit`.
@@ -157,8 +159,8 @@ impl<M: Manager + ?Sized> Manager for Box<M> {
     fn start_scope(&self, name: &str, props: &[(String, PropValue)]) -> Result<(), ManagerError> {
         (**self).start_scope(name, props)
     }
-    fn attach(&self, name: &str, pids: &[u32]) -> Result<(), ManagerError> {
-        (**self).attach(name, pids)
+    fn attach(&self, name: &str, subcgroup: &str, pids: &[u32]) -> Result<(), ManagerError> {
+        (**self).attach(name, subcgroup, pids)
     }
     fn freeze(&self, name: &str) -> Result<(), ManagerError> {
         (**self).freeze(name)
@@ -183,9 +185,46 @@ pub fn type_interface(unit: &str) -> Option<&'static str> {
     })
 }
 
+/// The unit of systemd's whose cgroup `cgroup` is, and the path below it:
+/// the first component that is not a slice names the unit
+/// (`/user.slice/user-1000.slice/user@1000.service/app.slice/x.scope` is
+/// `user@1000.service` and `/app.slice/x.scope`). `None` for the root or a
+/// slice's own cgroup, which hold no processes of a unit.
+pub fn unit_of_cgroup(cgroup: &str) -> Option<(&str, String)> {
+    let mut parts = cgroup.split('/').filter(|p| !p.is_empty());
+    let unit = parts.find(|p| !p.ends_with(".slice"))?;
+    type_interface(unit)?;
+    let rest: Vec<&str> = parts.collect();
+    let sub = if rest.is_empty() {
+        String::new()
+    } else {
+        format!("/{}", rest.join("/"))
+    };
+    Some((unit, sub))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn units_of_cgroups() {
+        assert_eq!(
+            unit_of_cgroup("/user.slice/user-1000.slice/session-3.scope"),
+            Some(("session-3.scope", String::new()))
+        );
+        assert_eq!(
+            unit_of_cgroup("/user.slice/user-1000.slice/user@1000.service/app.slice/x.scope"),
+            Some(("user@1000.service", "/app.slice/x.scope".to_string()))
+        );
+        assert_eq!(
+            unit_of_cgroup("/system.slice/nginx.service"),
+            Some(("nginx.service", String::new()))
+        );
+        assert_eq!(unit_of_cgroup("/"), None);
+        assert_eq!(unit_of_cgroup("/user.slice"), None);
+        assert_eq!(unit_of_cgroup("/atoll/web/api"), None, "not a unit");
+    }
 
     #[test]
     fn interfaces_and_errors() {

@@ -12,12 +12,19 @@
 //!
 //! Scopes are never stopped by atoll: stopping one kills its processes.
 //! When the binding ends (and when the daemon stops), a scope is left to
-//! end with its processes, keeping the properties it has. A process atoll
-//! moved into a scope is given back (`restore_process`) only when it came
-//! from atoll's own hierarchy, where atoll may write; any other origin is a
-//! cgroup systemd owns, which only systemd may move processes into (and
-//! only into delegated units), so the process stays in its scope.
-//! Processes of a bound existing unit are systemd's: they are never moved.
+//! end with its processes, keeping the properties it has.
+//!
+//! Giving a process of a scope back (`restore_process`): into atoll's own
+//! hierarchy, where atoll may write, the wrapped backend moves it. Any other
+//! origin is a cgroup systemd owns, which only systemd may move processes
+//! into, and only into delegated units: the driver asks systemd to
+//! (`AttachProcessesToUnit` to the unit the origin's cgroup belongs to, with
+//! the path below it, e.g. `user@1000.service` and `/app.slice/x.scope`),
+//! and if systemd refuses (a session scope or an ordinary service is not
+//! delegated) the process stays in its scope and the call fails naming why:
+//! writing it into the origin's `cgroup.procs` would break systemd's rule
+//! that it alone moves processes into its cgroups. Processes of a bound
+//! existing unit are systemd's: they are never moved.
 
 use std::collections::BTreeMap;
 use std::thread::sleep;
@@ -28,8 +35,8 @@ use atoll_core::plan::GroupPath;
 use atoll_core::process::CgroupMembership;
 
 use crate::driver::SystemdDriver;
-use crate::error::unavailable;
-use crate::manager::ManagerError;
+use crate::error::{refused, unavailable};
+use crate::manager::{unit_of_cgroup, ManagerError};
 use crate::value::{assemble, describe, PropValue};
 
 impl<B: Backend> SystemdDriver<B> {
@@ -55,7 +62,7 @@ impl<B: Backend> SystemdDriver<B> {
                 .is_ok_and(|i| i.is_loaded() && i.is_active())
         };
         if b.started || running() {
-            match self.manager.attach(name, &[pid]) {
+            match self.manager.attach(name, "", &[pid]) {
                 Ok(()) => {
                     if !b.started {
                         self.adopt_running_scope(path)?;
@@ -103,13 +110,13 @@ impl<B: Backend> SystemdDriver<B> {
         e: ManagerError,
     ) -> BackendError {
         match e {
-            ManagerError::Method { .. } => BackendError::Refused {
-                manager: self.manager_name(),
-                group: path.clone(),
-                unit: name.to_string(),
-                properties: describe(props),
-                reason: e.to_string(),
-            },
+            ManagerError::Method { .. } => refused(
+                self.manager_name(),
+                path,
+                name,
+                describe(props),
+                e.to_string(),
+            ),
             ManagerError::Bus(why) => {
                 unavailable(format!("starting scope {name} (group {path})"), why)
             }
@@ -189,32 +196,55 @@ impl<B: Backend> SystemdDriver<B> {
         }
     }
 
-    /// `restore_process` for a process in a bound group: `Some(Ok)` when it
-    /// is left where it is, `None` when the wrapped backend gives it back
-    /// (not in a bound group, or in a scope and from atoll's hierarchy).
+    /// `restore_process` for a process in a bound group; `None` when it is
+    /// in none (the wrapped backend gives it back), or in a scope and from
+    /// atoll's own hierarchy (likewise). See the module docs.
     pub(crate) fn restore_bound(
         &self,
         pid: u32,
         origin: &CgroupMembership,
     ) -> Option<Result<(), BackendError>> {
-        let root = format!("/{}", self.inner.root_name().trim_matches('/'));
-        let from_atoll = origin
-            .unified()
-            .is_some_and(|p| p == root || p.starts_with(&format!("{root}/")));
-        for b in self.bindings.values() {
-            let Some(dir) = self.cgroup_dir(&b.group) else {
-                continue;
-            };
-            let pids = atoll_cgroup::foreign::read_pids_below(&*self.fs, &dir).unwrap_or_default();
-            if pids.contains(&pid) {
-                return if b.is_scope() && from_atoll {
-                    None
-                } else {
-                    Some(Ok(()))
-                };
-            }
+        let b = self.bindings.values().find(|b| {
+            self.cgroup_dir(&b.group).is_some_and(|dir| {
+                atoll_cgroup::foreign::read_pids_below(&*self.fs, &dir)
+                    .unwrap_or_default()
+                    .contains(&pid)
+            })
+        })?;
+        let to = origin.unified().unwrap_or("/");
+        let what = || format!("giving process {pid} back to {to}");
+        if !b.is_scope() {
+            return Some(Err(unavailable(
+                what(),
+                format!(
+                    "it is a process of systemd unit {} (group {}), which systemd places: atoll never moves it",
+                    b.unit(),
+                    b.group
+                ),
+            )));
         }
-        None
+        let root = format!("/{}", self.inner.root_name().trim_matches('/'));
+        if to == root || to.starts_with(&format!("{root}/")) {
+            return None;
+        }
+        let stays = |why: String| {
+            Some(Err(unavailable(
+                what(),
+                format!("it stays in scope {}: {why}", b.unit()),
+            )))
+        };
+        let Some((unit, sub)) = unit_of_cgroup(to) else {
+            return stays(format!(
+                "{to} is not the cgroup of a unit systemd could move it into"
+            ));
+        };
+        match self.manager.attach(unit, &sub, &[pid]) {
+            Ok(()) => Some(Ok(())),
+            Err(e) if e.is_no_process() => Some(Err(BackendError::NoProcess(pid))),
+            Err(e) => stays(format!(
+                "only systemd may move processes into {unit}'s cgroup, and it did not: {e}"
+            )),
+        }
     }
 }
 

@@ -146,27 +146,82 @@ fn processes_of_a_unit_are_systemds() {
     let (sd, mut d) = setup();
     let e = d.move_process(100, &g("web/nginx")).unwrap_err();
     assert!(e.to_string().contains("systemd places"), "{e}");
-    // Giving back a process of nginx leaves it there.
+    // Giving back a process of nginx leaves it there, and says so.
     sd.take_calls();
-    d.restore_process(100, &origin("/user.slice")).unwrap();
+    let e = d.restore_process(100, &origin("/user.slice")).unwrap_err();
+    assert!(e.to_string().contains("atoll never moves it"), "{e}");
+    assert!(sd.calls_of("AttachProcessesToUnit").is_empty());
     let dir = sd.cgroup_dir(NGINX).unwrap();
     assert!(sd.fs().get(&dir.join("cgroup.procs")).contains("100"));
 }
 
 #[test]
-fn restoring_a_process_in_a_scope_moves_it_only_into_atolls_own_tree() {
-    let (_sd, mut d) = scope_setup();
+fn restoring_a_process_of_a_scope_asks_systemd_or_leaves_it() {
+    let (sd, mut d) = scope_setup();
+    sd.add_service(
+        "session-1.scope",
+        "/user.slice/user-1000.slice/session-1.scope",
+        &[900],
+    );
+    sd.add_service(
+        "user@1000.service",
+        "/user.slice/user-1000.slice/user@1000.service",
+        &[901],
+    );
+    let sd = sd.with_delegate("user@1000.service");
     d.apply(&g("web/api"), &GroupSettings::default()).unwrap();
-    d.move_process(500, &job()).unwrap();
-    d.move_process(501, &job()).unwrap();
-    // From a user's session: systemd's cgroup, the process stays.
-    d.restore_process(500, &origin("/user.slice/user-1000.slice/session-1.scope"))
-        .unwrap();
-    assert_eq!(d.processes(&job()).unwrap(), [500, 501]);
-    // From atoll's own tree: atoll may write there.
-    d.restore_process(501, &origin("/atoll/web/api")).unwrap();
-    assert_eq!(d.processes(&job()).unwrap(), [500]);
-    assert_eq!(d.processes(&g("web/api")).unwrap(), [501]);
+    for pid in [500, 501, 502, 503] {
+        d.move_process(pid, &job()).unwrap();
+    }
+    // A session scope is not delegated: systemd refuses, the process stays.
+    let e = d
+        .restore_process(500, &origin("/user.slice/user-1000.slice/session-1.scope"))
+        .unwrap_err();
+    let s = e.to_string();
+    assert!(
+        s.contains("stays in scope atoll-web-job.scope") && s.contains("non-delegated"),
+        "{s}"
+    );
+    // The root or a slice is no unit's cgroup at all.
+    assert!(d.restore_process(503, &origin("/")).is_err());
+    // A delegated unit: systemd moves it, below the unit where it was.
+    d.restore_process(
+        501,
+        &origin("/user.slice/user-1000.slice/user@1000.service/app.slice/term.scope"),
+    )
+    .unwrap();
+    assert_eq!(
+        sd.calls_of("AttachProcessesToUnit")
+            .last()
+            .map(String::as_str),
+        Some("AttachProcessesToUnit user@1000.service/app.slice/term.scope 501")
+    );
+    let user = sd.cgroup_dir("user@1000.service").unwrap();
+    assert_eq!(
+        sd.fs().get(&user.join("app.slice/term.scope/cgroup.procs")),
+        "501\n"
+    );
+    // From atoll's own tree: atoll moves it itself.
+    d.restore_process(502, &origin("/atoll/web/api")).unwrap();
+    assert_eq!(d.processes(&g("web/api")).unwrap(), [502]);
+    assert_eq!(d.processes(&job()).unwrap(), [500, 503]);
+    // Which group a process is in: the scope's, at any depth, or the inner
+    // backend's answer.
+    assert_eq!(
+        d.group_of(&origin(&format!("/atoll.slice/{SCOPE}"))),
+        Some(job())
+    );
+    assert_eq!(
+        d.group_of(&origin(&format!("/atoll.slice/{SCOPE}/sub"))),
+        Some(job())
+    );
+    assert_eq!(d.group_of(&origin(&format!("/atoll.slice/{SCOPE}x"))), None);
+    assert_eq!(d.group_of(&origin("/atoll/web/api")), Some(g("web/api")));
+    assert_eq!(
+        d.group_of(&origin("/system.slice/nginx.service/worker")),
+        Some(g("web/nginx"))
+    );
+    assert_eq!(d.group_of(&origin("/user.slice")), None);
 }
 
 #[test]

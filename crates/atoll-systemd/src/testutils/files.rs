@@ -151,10 +151,11 @@ pub(super) fn slice_cgroup(slice: &str) -> String {
     path
 }
 
-/// Makes `cgroup` below `mount` and its parents, each parent enabling the
-/// controllers it offers for its children.
-pub(super) fn ensure_cgroup(fs: &FakeCgroupFs, mount: &Path, cgroup: &str) -> PathBuf {
-    let mut dir = mount.to_path_buf();
+/// Makes `cgroup` below `top` and its parents, each parent enabling the
+/// controllers it offers for its children when `enable` (as slices do; not
+/// inside a delegated unit, which is its owner's).
+pub(super) fn ensure_cgroup(fs: &FakeCgroupFs, top: &Path, cgroup: &str, enable: bool) -> PathBuf {
+    let mut dir = top.to_path_buf();
     for part in cgroup
         .trim_matches('/')
         .split('/')
@@ -162,7 +163,7 @@ pub(super) fn ensure_cgroup(fs: &FakeCgroupFs, mount: &Path, cgroup: &str) -> Pa
     {
         let next = dir.join(part);
         if !fs.exists(&next) {
-            for c in CONTROLLERS {
+            for c in CONTROLLERS.iter().filter(|_| enable) {
                 let _ = fs.write(&dir.join("cgroup.subtree_control"), &format!("+{c}"));
             }
             let _ = fs.mkdir(&next);

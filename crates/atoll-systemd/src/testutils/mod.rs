@@ -111,6 +111,15 @@ impl FakeSystemd {
         self
     }
 
+    /// Makes a unit delegated (`Delegate=yes`): systemd then moves
+    /// processes into it on request (`AttachProcessesToUnit`).
+    pub fn with_delegate(self, unit: &str) -> Self {
+        if let Some(u) = self.lock().units.get_mut(unit) {
+            u.delegate = true;
+        }
+        self
+    }
+
     /// [`Self::with_service`] on a shared fake.
     pub fn add_service(&self, name: &str, cgroup: &str, pids: &[u32]) {
         let version = self.lock().version;
@@ -309,7 +318,7 @@ impl FakeSystemd {
     /// Makes the cgroup `cgroup` and its parents; every parent enables the
     /// controllers for its children (as slices do).
     fn ensure_cgroup(&self, cgroup: &str) -> PathBuf {
-        files::ensure_cgroup(&self.fs, &self.mount, cgroup)
+        files::ensure_cgroup(&self.fs, &self.mount, cgroup, true)
     }
 
     /// Ends scopes left without processes (systemd stops and forgets them).
@@ -527,9 +536,12 @@ impl Manager for FakeSystemd {
         Ok(())
     }
 
-    fn attach(&self, name: &str, pids: &[u32]) -> Result<(), ManagerError> {
+    fn attach(&self, name: &str, subcgroup: &str, pids: &[u32]) -> Result<(), ManagerError> {
         let list: Vec<String> = pids.iter().map(u32::to_string).collect();
-        let version = self.begin(format!("AttachProcessesToUnit {name} {}", list.join(" ")))?;
+        let version = self.begin(format!(
+            "AttachProcessesToUnit {name}{subcgroup} {}",
+            list.join(" ")
+        ))?;
         if version < crate::value::MIN_VERSION {
             return Err(ManagerError::method(
                 UNKNOWN_METHOD,
@@ -547,6 +559,7 @@ impl Manager for FakeSystemd {
             .dir_of(&u.cgroup)
             .filter(|_| u.active)
             .ok_or_else(|| ManagerError::method(INVALID_ARGS, "Unit is not active, refusing."))?;
+        let dir = files::ensure_cgroup(&self.fs, &dir, subcgroup, false);
         for pid in pids {
             atoll_cgroup::CgroupFs::write(&self.fs, &dir.join("cgroup.procs"), &pid.to_string())
                 .map_err(|e| {

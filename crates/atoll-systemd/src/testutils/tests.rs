@@ -115,7 +115,7 @@ fn scopes_start_attach_only_when_delegated_and_end_with_their_processes() {
     let dir = sd.cgroup_dir("a.scope").unwrap();
     assert_eq!(dir, sd.mount().join("atoll.slice/a.scope"));
     assert_eq!(sd.fs().get(&dir.join("cpu.weight")).trim(), "50");
-    let e = sd.attach("a.scope", &[21]).unwrap_err();
+    let e = sd.attach("a.scope", "", &[21]).unwrap_err();
     assert!(e.to_string().contains("non-delegated"), "{e}");
     assert_eq!(
         sd.start_scope("a.scope", &props(true, 21))
@@ -133,9 +133,9 @@ fn scopes_start_attach_only_when_delegated_and_end_with_their_processes() {
         .unwrap_err()
         .is_no_process());
     sd.start_scope("a.scope", &props(true, 22)).unwrap();
-    sd.attach("a.scope", &[21]).unwrap();
+    sd.attach("a.scope", "", &[21]).unwrap();
     sd.fs().kill(99);
-    assert!(sd.attach("a.scope", &[99]).unwrap_err().is_no_process());
+    assert!(sd.attach("a.scope", "", &[99]).unwrap_err().is_no_process());
     let procs = sd
         .fs()
         .get(&sd.cgroup_dir("a.scope").unwrap().join("cgroup.procs"));
