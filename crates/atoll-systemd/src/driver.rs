@@ -31,10 +31,11 @@ use atoll_core::{CpuSet, NodeSet};
 use crate::dbus::{BusAddress, DbusManager};
 use crate::error::{refused, unavailable, SystemdError};
 use crate::manager::{Manager, ManagerError};
-use crate::record::{default_of, Binding};
+use crate::record::{default_of, default_property, Binding};
 use crate::translate::{translate, Context, Wanted};
 use crate::value::{
-    assemble, describe, parse_version, property_of, show, value_of_key, PropValue, MIN_VERSION,
+    assemble, describe, parse_version, property_of, show, since, value_of_key, PropValue, ALL,
+    MIN_VERSION,
 };
 
 /// The slice atoll's scopes are started in by default.
@@ -333,18 +334,63 @@ impl<B: Backend> SystemdDriver<B> {
                 }
             }
         }
-        self.bindings
-            .insert(path.clone(), Binding::new(path.clone(), to.clone()));
+        let mut binding = Binding::new(path.clone(), to.clone());
+        if !binding.is_scope() {
+            binding.found = self.read_found(&binding)?;
+        }
+        self.bindings.insert(path.clone(), binding);
         self.lock_cgroups().remove(path);
         Ok(())
     }
 
-    /// The originals of `keys` (properties read from the unit now).
+    /// Every property this systemd has that the driver may set, as the
+    /// unit of `b` has it now (see [`Binding::found`]).
+    fn read_found(&self, b: &Binding) -> Result<BTreeMap<String, PropValue>, BackendError> {
+        let names: Vec<&str> = ALL
+            .iter()
+            .copied()
+            .filter(|p| since(p) <= self.version)
+            .collect();
+        let read = self.manager.properties(b.unit(), &names).map_err(|e| {
+            unavailable(
+                format!(
+                    "binding group {} to {}: reading its properties",
+                    b.group, b.external
+                ),
+                e.to_string(),
+            )
+        })?;
+        Ok(names
+            .into_iter()
+            .map(|p| {
+                let v = read.get(p).cloned().unwrap_or_else(|| default_property(p));
+                (p.to_string(), v)
+            })
+            .collect())
+    }
+
+    /// The originals of `keys`: as the unit had them when it was bound
+    /// ([`Binding::found`]), else (a binding recorded before that existed)
+    /// read from the unit now.
     fn read_originals(
         &self,
         b: &Binding,
         keys: &[&String],
     ) -> Result<BTreeMap<String, PropValue>, BackendError> {
+        let mut out = BTreeMap::new();
+        let mut rest = Vec::new();
+        for k in keys {
+            match b.found.get(property_of(k)) {
+                Some(v) => {
+                    out.insert((*k).clone(), value_of_key(k, v));
+                }
+                None => rest.push(*k),
+            }
+        }
+        if rest.is_empty() {
+            return Ok(out);
+        }
+        let keys = rest;
         let mut names: Vec<&str> = keys.iter().map(|k| property_of(k)).collect();
         names.dedup();
         let read = self.manager.properties(b.unit(), &names).map_err(|e| {
@@ -358,15 +404,13 @@ impl<B: Backend> SystemdDriver<B> {
                 e.to_string(),
             )
         })?;
-        Ok(keys
-            .iter()
-            .map(|k| {
-                let v = read
-                    .get(property_of(k))
-                    .map_or_else(|| default_of(k), |v| value_of_key(k, v));
-                ((*k).clone(), v)
-            })
-            .collect())
+        out.extend(keys.iter().map(|k| {
+            let v = read
+                .get(property_of(k))
+                .map_or_else(|| default_of(k), |v| value_of_key(k, v));
+            ((*k).clone(), v)
+        }));
+        Ok(out)
     }
 
     /// Applies `settings` to the bound group `path`.

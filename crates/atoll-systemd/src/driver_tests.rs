@@ -485,6 +485,52 @@ fn crash_records_bring_back_the_bindings_and_their_true_originals() {
 }
 
 #[test]
+fn originals_are_known_from_the_binding_on_before_any_change() {
+    let sd = FakeSystemd::v2_machine()
+        .with_service(NGINX, "/system.slice/nginx.service", &[100])
+        .with_property(NGINX, CPU_WEIGHT, u(50))
+        .with_property(
+            NGINX,
+            IO_READ_BPS,
+            PropValue::DeviceLimits(vec![("/dev/block/8:0".into(), 7_000_000)]),
+        );
+    let mut d = driver(&sd);
+    d.apply(&GroupPath::root(), &GroupSettings::default())
+        .unwrap();
+    d.bind(&g("web/nginx"), &External::SystemdUnit(NGINX.into()))
+        .unwrap();
+    // What the daemon saves right after binding, before any change.
+    let at_bind = d.outside_changes();
+    let found = &d.binding(&g("web/nginx")).unwrap().found;
+    assert_eq!(found[CPU_WEIGHT], u(50));
+    assert_eq!(found[MEMORY_MAX], u(u64::MAX));
+    d.apply(&g("web/nginx"), &full()).unwrap();
+    assert_eq!(sd.property(NGINX, CPU_WEIGHT), Some(u(200)));
+    // The daemon dies before it saves again; the next run has only the
+    // lines saved at binding, and reads atoll's values from the unit.
+    drop(d);
+    let mut d = driver(&sd);
+    d.set_outside_changes(at_bind);
+    d.bind(&g("web/nginx"), &External::SystemdUnit(NGINX.into()))
+        .unwrap();
+    d.apply(&g("web/nginx"), &full()).unwrap();
+    d.release().unwrap();
+    assert_eq!(
+        sd.property(NGINX, CPU_WEIGHT),
+        Some(u(50)),
+        "not atoll's 200"
+    );
+    assert_eq!(
+        sd.property(NGINX, IO_READ_BPS),
+        Some(PropValue::DeviceLimits(vec![(
+            "/dev/block/8:0".into(),
+            7_000_000
+        )]))
+    );
+    assert_eq!(sd.property(NGINX, MEMORY_MAX), Some(u(u64::MAX)));
+}
+
+#[test]
 fn release_and_remove_end_bindings() {
     let (sd, mut d) = setup();
     d.apply(&g("web/nginx"), &full()).unwrap();

@@ -18,7 +18,7 @@ use atoll_core::plan::GroupPath;
 use serde::{Deserialize, Serialize};
 
 use crate::value::{
-    split_io_key, PropValue, ALLOWED_CPUS, ALLOWED_MEMORY_NODES, MEMORY_LOW, MEMORY_MIN,
+    split_io_key, PropValue, ALLOWED_CPUS, ALLOWED_MEMORY_NODES, IO_LIMITS, MEMORY_LOW, MEMORY_MIN,
 };
 
 /// The start of the driver's lines in `outside_changes`.
@@ -35,6 +35,15 @@ pub struct Binding {
     /// it. Existing units only: a scope atoll started has no originals.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub originals: BTreeMap<String, PropValue>,
+    /// Every property the driver may set, as the unit had it when it was
+    /// bound (existing units only; a property systemd did not show is
+    /// recorded with its default). The originals of the properties atoll
+    /// changes later come from here, so the state file, saved right after
+    /// the binding, knows them before any is changed: a crash between a
+    /// change and the next save cannot make atoll's value pass for the
+    /// original.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub found: BTreeMap<String, PropValue>,
     /// Property (or IO key) to the value atoll set, in force now.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub set: BTreeMap<String, PropValue>,
@@ -66,6 +75,7 @@ impl Binding {
             group,
             external,
             originals: BTreeMap::new(),
+            found: BTreeMap::new(),
             set: BTreeMap::new(),
             frozen: false,
             started: false,
@@ -97,6 +107,16 @@ impl Binding {
     pub fn from_line(line: &str) -> Option<Result<Self, String>> {
         let json = line.strip_prefix(PREFIX)?;
         Some(serde_json::from_str(json).map_err(|e| format!("{e}")))
+    }
+}
+
+/// The value a whole property has when systemd shows none: an IO limit
+/// property has no device, any other is [`default_of`] it.
+pub fn default_property(property: &str) -> PropValue {
+    if IO_LIMITS.contains(&property) {
+        PropValue::DeviceLimits(Vec::new())
+    } else {
+        default_of(property)
     }
 }
 

@@ -45,6 +45,23 @@ pub const IO_READ_IOPS: &str = "IOReadIOPSMax";
 pub const IO_WRITE_IOPS: &str = "IOWriteIOPSMax";
 /// The four per-device IO limit properties.
 pub const IO_LIMITS: [&str; 4] = [IO_READ_BPS, IO_WRITE_BPS, IO_READ_IOPS, IO_WRITE_IOPS];
+/// Every property the driver may set on a unit.
+pub const ALL: [&str; 14] = [
+    ALLOWED_CPUS,
+    ALLOWED_MEMORY_NODES,
+    CPU_WEIGHT,
+    CPU_QUOTA,
+    CPU_QUOTA_PERIOD,
+    MEMORY_MIN,
+    MEMORY_LOW,
+    MEMORY_HIGH,
+    MEMORY_MAX,
+    IO_WEIGHT,
+    IO_READ_BPS,
+    IO_WRITE_BPS,
+    IO_READ_IOPS,
+    IO_WRITE_IOPS,
+];
 
 /// The oldest systemd the driver works with: `AttachProcessesToUnit`
 /// (which moves later processes into atoll's scopes) came in 238.
