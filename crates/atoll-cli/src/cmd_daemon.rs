@@ -4,13 +4,17 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use atoll_daemon::setup::{self, BackendRequest, SetupOptions};
+use atoll_daemon::setup::{self, BackendRequest, SetupOptions, SystemdRequest};
 
 /// The config file `atoll daemon` reads when `--config` is not given, if it
 /// exists (the .deb installs it).
 pub const DEFAULT_CONFIG: &str = "/etc/atoll/atoll.toml";
 
 fn parse_backend(s: &str) -> Result<BackendRequest, setup::UnknownBackend> {
+    s.parse()
+}
+
+fn parse_systemd(s: &str) -> Result<SystemdRequest, setup::UnknownSystemd> {
     s.parse()
 }
 
@@ -34,6 +38,13 @@ pub struct DaemonArgs {
     /// Which backend enforces decisions: auto, cgroup2, cgroup1 or sim.
     #[arg(long, default_value = "auto", value_parser = parse_backend)]
     backend: BackendRequest,
+    /// The systemd driver (cgroup2 only): units that name systemd units
+    /// are set through systemd's D-Bus API, the others outside exclusive
+    /// islands run in scopes of their own. auto: when systemd runs the
+    /// machine and answers on the system bus; on: the daemon does not
+    /// start without it; off: never.
+    #[arg(long, default_value = "auto", value_parser = parse_systemd)]
+    systemd: SystemdRequest,
     /// The cgroup atoll creates and owns: a name under the cgroup mount or a
     /// path below it (system.slice/atoll.service/managed). Default: under
     /// systemd with Delegate= on cgroup v2, `managed` in the unit's own
@@ -65,6 +76,9 @@ pub struct DaemonArgs {
     /// Read /proc from here (tests).
     #[arg(long, default_value = "/proc", hide = true)]
     proc_root: PathBuf,
+    /// Look for systemd (/run/systemd/system) here (tests).
+    #[arg(long, default_value = "/run", hide = true)]
+    run_root: PathBuf,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -104,6 +118,8 @@ pub fn daemon(a: DaemonArgs) -> anyhow::Result<ExitCode> {
         proc_root: a.proc_root,
         v1_exclusive: a.v1_exclusive,
         repair_every: a.repair_interval.map(std::time::Duration::from_secs_f64),
+        systemd: a.systemd,
+        run_root: a.run_root,
     };
     // Before any thread starts: a thread that does not block them would
     // take a shutdown signal and die of it, with the daemon.

@@ -38,9 +38,13 @@ pub fn status(r: &StatusReport) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "atoll {} on {} (root {:?}), epoch {} ms, up {:.1}s, {} epochs",
+        "atoll {} on {}{} (root {:?}), epoch {} ms, up {:.1}s, {} epochs",
         r.version,
         r.backend,
+        r.service_manager
+            .as_ref()
+            .map(|m| format!(" via {m}"))
+            .unwrap_or_default(),
         r.root,
         r.epoch_ms,
         r.uptime_ms as f64 / 1000.0,
@@ -110,9 +114,14 @@ pub fn status(r: &StatusReport) -> String {
                 usage(&u.stats)
             );
             if let Some(s) = &u.service {
-                let _ = match &s.problem {
-                    None => writeln!(o, "       through {}", s.external),
-                    Some(p) => writeln!(o, "       NOT through {}: {p}", s.external),
+                let _ = match (&s.problem, s.bound) {
+                    (None, _) => writeln!(o, "       through {}", s.external),
+                    (Some(p), true) => writeln!(
+                        o,
+                        "       through {}, which REFUSED the last change (none of it made): {p}",
+                        s.external
+                    ),
+                    (Some(p), false) => writeln!(o, "       NOT through {}: {p}", s.external),
                 };
             }
             if let Some(c) = &u.comm {

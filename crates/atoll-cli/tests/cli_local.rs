@@ -132,3 +132,42 @@ fn the_packaged_config_is_the_embedded_default() {
     assert_eq!(body(&packaged), body(&embedded));
     assert!(packaged.contains("nothing is taken"), "{packaged}");
 }
+
+#[test]
+fn systemd_on_fails_clearly_where_there_is_no_systemd_driver() {
+    let sys = sysfs();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("atoll.toml");
+    std::fs::write(
+        &config,
+        "[host]\ncpus = \"0\"\n\n[island.main]\ncpus = \"1-3\"\npolicy = \"fair\"\n",
+    )
+    .unwrap();
+    let run = |systemd: &str| {
+        atoll(&[
+            "daemon",
+            "--backend",
+            "sim",
+            "--systemd",
+            systemd,
+            "--config",
+            config.to_str().unwrap(),
+            "--sysfs-root",
+            sys.path().to_str().unwrap(),
+            "--state-dir",
+            dir.path().to_str().unwrap(),
+            "--socket",
+            dir.path().join("atoll.sock").to_str().unwrap(),
+        ])
+    };
+    let (ok, _, err) = run("on");
+    assert!(!ok);
+    assert!(
+        err.contains("--systemd on: the backend is not cgroup2")
+            && err.contains("--systemd auto or off"),
+        "{err}"
+    );
+    let (ok, _, err) = run("yes");
+    assert!(!ok);
+    assert!(err.contains("expected auto, on or off"), "{err}");
+}

@@ -137,7 +137,8 @@ fn overlay_status() -> OverlayStatus {
 fn status_report() -> StatusReport {
     StatusReport {
         version: "0.1.0".into(),
-        backend: "sim".into(),
+        backend: "cgroup2".into(),
+        service_manager: Some("systemd 252".into()),
         root: "atoll".into(),
         root_info: Some(atoll_proto::RootInfo {
             location: "/sys/fs/cgroup/atoll".into(),

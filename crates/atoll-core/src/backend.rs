@@ -357,6 +357,11 @@ pub trait Actuator: Send {
     fn root_location(&self) -> String {
         self.root_name().to_string()
     }
+    /// The service manager groups can be bound to, for people (`systemd
+    /// 252`), when [`Capabilities::service_manager`] is true.
+    fn service_manager(&self) -> Option<String> {
+        None
+    }
     /// Whether the backend may make atoll's root itself exclusive (cgroup
     /// v1 with `--v1-exclusive`), which takes all of atoll's CPUs from the
     /// cpusets outside it as soon as an island is exclusive.

@@ -212,6 +212,7 @@ mod tests {
         StatusReport {
             version: "t".into(),
             backend: "sim".into(),
+            service_manager: None,
             root: "r".into(),
             root_info: None,
             epoch_ms: 30,

@@ -8,7 +8,7 @@
 //! but in neither the config nor the state file is kept as a runtime unit
 //! if it holds processes, so no managed process is lost or left behind.
 
-use atoll_core::backend::Backend;
+use atoll_core::backend::{Backend, External};
 use atoll_core::plan::GroupPath;
 use atoll_core::process::ProcessTable;
 use atoll_core::Name;
@@ -88,13 +88,21 @@ pub fn recover(
             }
         }
     }
-    // Processes in atoll's groups with no record.
+    // Processes in atoll's groups with no record. Those of a systemd unit
+    // atoll only sets properties of are systemd's, never atoll's to give
+    // back.
     let mut found = 0usize;
+    let units_of_systemd: Vec<GroupPath> = backend
+        .bindings()
+        .into_iter()
+        .filter(|(_, to)| matches!(to, External::SystemdUnit(_)))
+        .map(|(g, _)| g)
+        .collect();
     let leaves: Vec<GroupPath> = reg
         .plan()
         .groups
         .iter()
-        .filter(|g| g.task_policy.is_some())
+        .filter(|g| g.task_policy.is_some() && !units_of_systemd.contains(&g.path))
         .map(|g| g.path.clone())
         .collect();
     for g in leaves {

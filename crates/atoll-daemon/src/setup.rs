@@ -14,6 +14,14 @@
 //! [`atoll_cgroup::delegate`]) manages `<its unit's cgroup>/managed`, after
 //! moving itself into `<its unit's cgroup>/supervisor`; anything else gets
 //! `atoll` under the mount, as before.
+//!
+//! The systemd driver. `--systemd auto` (the default) wraps the cgroup2
+//! backend in [`atoll_systemd::SystemdDriver`] when systemd runs the
+//! machine (`/run/systemd/system` exists) and answers on the system bus:
+//! units that name systemd units are then set through systemd's D-Bus API,
+//! and the other units outside exclusive islands run in scopes of their
+//! own (see `docs/systemd.md`). `on` fails when that cannot be done; `off`
+//! never does it. On cgroup v1 and the simulator there is no driver.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -77,6 +85,66 @@ impl fmt::Display for BackendRequest {
     }
 }
 
+/// `--systemd`: whether the cgroup2 backend is wrapped in the systemd
+/// driver.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SystemdRequest {
+    /// When systemd runs the machine with cgroup v2 and its bus answers.
+    #[default]
+    Auto,
+    /// Always: the daemon does not start without it.
+    On,
+    /// Never.
+    Off,
+}
+
+/// A `--systemd` value that is not `auto`, `on` or `off`.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown --systemd value {0:?} (expected auto, on or off)")]
+pub struct UnknownSystemd(pub String);
+
+impl FromStr for SystemdRequest {
+    type Err = UnknownSystemd;
+    fn from_str(s: &str) -> Result<Self, UnknownSystemd> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "on" => Ok(Self::On),
+            "off" => Ok(Self::Off),
+            _ => Err(UnknownSystemd(s.to_string())),
+        }
+    }
+}
+
+impl fmt::Display for SystemdRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Auto => "auto",
+            Self::On => "on",
+            Self::Off => "off",
+        })
+    }
+}
+
+/// Whether to try the systemd driver, from `--systemd`, whether the
+/// backend chosen is cgroup2 (`v2`) and whether systemd runs the machine
+/// (`booted`). An error when `on` cannot be honoured.
+pub fn systemd_wanted(request: SystemdRequest, v2: bool, booted: bool) -> Result<bool, SetupError> {
+    let missing = if !v2 {
+        Some("the backend is not cgroup2 (systemd's D-Bus API sets cgroup v2 properties)")
+    } else if !booted {
+        Some("systemd does not run this machine (no /run/systemd/system)")
+    } else {
+        None
+    };
+    match (request, missing) {
+        (SystemdRequest::Off, _) | (SystemdRequest::Auto, Some(_)) => Ok(false),
+        (_, None) => Ok(true),
+        (SystemdRequest::On, Some(why)) => Err(SetupError::Systemd {
+            reason: why.to_string(),
+        }),
+    }
+}
+
 /// What `atoll daemon` was told.
 #[derive(Clone, Debug)]
 pub struct SetupOptions {
@@ -104,6 +172,10 @@ pub struct SetupOptions {
     /// Every group is checked for drift once in this long (`None`: the
     /// default, [`crate::controller::REPAIR_EVERY`]).
     pub repair_every: Option<Duration>,
+    /// `--systemd`: the systemd driver (cgroup2 only).
+    pub systemd: SystemdRequest,
+    /// Where `/run` is (systemd is detected by `/run/systemd/system`).
+    pub run_root: PathBuf,
 }
 
 /// atoll's root without `--cgroup-root` outside a delegated subtree.
@@ -136,6 +208,14 @@ pub enum SetupError {
     /// The daemon's own process could not be read.
     #[error("reading the daemon's own cgroups")]
     SelfProcess(#[from] atoll_core::process::ProcessError),
+    /// `--systemd on`, and the driver cannot be used.
+    #[error(
+        "--systemd on: {reason} (use --systemd auto or off to run without the systemd driver)"
+    )]
+    Systemd {
+        /// Why not.
+        reason: String,
+    },
 }
 
 /// Checks a `--cgroup-root` value: a name (the rules of island and unit
@@ -228,6 +308,7 @@ pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
     let real = !matches!(o.backend, BackendRequest::Sim);
     let (env, what, root) = match o.backend {
         BackendRequest::Sim => {
+            systemd_wanted(o.systemd, false, false)?;
             let root = explicit.unwrap_or_else(|| DEFAULT_ROOT.into());
             let (env, what) = sim_env(topo, &root);
             (env, what, root)
@@ -241,8 +322,9 @@ pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
             let mut backend = atoll_cgroup::open(&choice, &root, RealFs)?;
             backend.set_delegation(delegation)?;
             backend.set_exclusive_root(o.v1_exclusive);
+            let (backend, what) = with_systemd(backend, &choice, o, what)?;
             let env = Env {
-                backend: Box::new(backend),
+                backend,
                 procs: Box::new(procfs.clone()),
                 tasks: Box::new(LinuxTaskControl::new()),
                 system: Box::new(procfs.clone()),
@@ -304,6 +386,53 @@ pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
     Ok((controller, description))
 }
 
+/// The cgroup backend, wrapped in the systemd driver when `--systemd`
+/// asks for it and it can be had (see the module docs); `what` says so.
+fn with_systemd(
+    backend: atoll_cgroup::CgroupBackend,
+    choice: &atoll_cgroup::Choice,
+    o: &SetupOptions,
+    what: String,
+) -> Result<(Box<dyn Backend>, String), SetupError> {
+    let mount = match choice {
+        atoll_cgroup::Choice::Cgroup2 { mount, .. } => Some(mount.clone()),
+        atoll_cgroup::Choice::Cgroup1(_) => None,
+    };
+    let booted = atoll_systemd::detect_in(&o.run_root);
+    let wanted = systemd_wanted(o.systemd, mount.is_some(), booted)?;
+    let Some(mount) = mount.filter(|_| wanted) else {
+        return Ok((Box::new(backend), what));
+    };
+    let options = atoll_systemd::Options::for_mount(mount);
+    let bus = options.bus.to_string();
+    // Connected before the driver takes the backend: without a bus the
+    // backend runs on alone (`auto`).
+    match atoll_systemd::DbusManager::connect(options.bus.clone(), options.timeout) {
+        Err(reason) if o.systemd == SystemdRequest::On => Err(SetupError::Systemd {
+            reason: format!("cannot reach systemd at {bus}: {reason}"),
+        }),
+        Err(reason) => {
+            tracing::warn!(
+                "systemd runs this machine but cannot be reached at {bus} ({reason}): no systemd driver; units that name systemd units stay unbound"
+            );
+            Ok((Box::new(backend), what))
+        }
+        Ok(manager) => {
+            let driver = atoll_systemd::SystemdDriver::with_manager(
+                backend,
+                Box::new(manager),
+                Arc::new(RealFs),
+                options,
+            )
+            .map_err(|e| SetupError::Systemd {
+                reason: e.to_string(),
+            })?;
+            let what = format!("{what}, via {} on {bus}", driver.manager_name());
+            Ok((Box::new(driver), what))
+        }
+    }
+}
+
 /// A simulated machine of the same shape, whose clock follows the wall
 /// clock (a thread advances it every 10 ms).
 fn sim_env(topo: Topology, root: &str) -> (Env, String) {
@@ -335,6 +464,42 @@ fn sim_env(topo: Topology, root: &str) -> (Env, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_systemd_driver_is_used_where_asked_and_possible() {
+        use SystemdRequest::{Auto, Off, On};
+        assert_eq!("auto".parse::<SystemdRequest>().unwrap(), Auto);
+        assert_eq!("on".parse::<SystemdRequest>().unwrap(), On);
+        assert_eq!("off".parse::<SystemdRequest>().unwrap(), Off);
+        assert!("yes".parse::<SystemdRequest>().is_err());
+        assert_eq!(SystemdRequest::default(), Auto);
+        for (request, v2, booted, want) in [
+            (Auto, true, true, Some(true)),
+            (Auto, true, false, Some(false)),
+            (Auto, false, true, Some(false)),
+            (On, true, true, Some(true)),
+            (On, true, false, None),
+            (On, false, true, None),
+            (Off, true, true, Some(false)),
+            (Off, false, false, Some(false)),
+        ] {
+            let got = systemd_wanted(request, v2, booted);
+            match want {
+                Some(w) => assert_eq!(got.unwrap(), w, "{request} v2={v2} booted={booted}"),
+                None => {
+                    let e = got.unwrap_err().to_string();
+                    assert!(
+                        e.starts_with("--systemd on: ") && e.contains("--systemd auto or off"),
+                        "{e}"
+                    );
+                }
+            }
+        }
+        let e = systemd_wanted(On, false, true).unwrap_err().to_string();
+        assert!(e.contains("not cgroup2"), "{e}");
+        let e = systemd_wanted(On, true, false).unwrap_err().to_string();
+        assert!(e.contains("/run/systemd/system"), "{e}");
+    }
 
     #[test]
     fn roots_are_names_or_paths_below_the_mount() {

@@ -379,6 +379,10 @@ pub struct StatusReport {
     pub version: String,
     /// `cgroup2`, `cgroup1` or `sim`.
     pub backend: String,
+    /// The service manager the backend sets bound units' resources
+    /// through (`systemd 252`: "cgroup2 via systemd 252"), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_manager: Option<String>,
     /// atoll's root group: its name under the cgroup mount, or its path
     /// below it (`system.slice/atoll.service/managed` under systemd).
     pub root: String,
@@ -516,7 +520,9 @@ pub struct UnitService {
     pub external: atoll_core::backend::External,
     /// Whether it is bound now.
     pub bound: bool,
-    /// Why it is not, when it is not.
+    /// What is wrong: why it is not bound (`bound` false), or what the
+    /// service manager refused of the last change of its settings, none
+    /// of which was made (`bound` true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
 }

@@ -9,7 +9,8 @@
 //! unit without a cgroup (stopped) has no processes and no figures, which
 //! is not an error. A bound group exists while its unit has a cgroup; a
 //! scope group exists from `bind` on (it is ready for its first process,
-//! which starts the scope).
+//! which starts the scope). Bound groups are not listed as children: they
+//! are not in atoll's tree.
 
 use std::io;
 use std::path::{Component, Path, PathBuf};
@@ -103,6 +104,10 @@ impl<B: Backend> Actuator for SystemdDriver<B> {
 
     fn root_name(&self) -> &str {
         self.inner.root_name()
+    }
+
+    fn service_manager(&self) -> Option<String> {
+        Some(self.manager_name())
     }
 
     fn root_location(&self) -> String {
@@ -242,29 +247,16 @@ impl<B: Backend> Monitor for SystemdDriver<B> {
         }
     }
 
-    /// A bound group has no child groups of atoll's; the parent of a bound
-    /// group lists it while it [`exists`](Monitor::exists).
+    /// The wrapped backend's child groups: those of atoll's own tree. A
+    /// bound group is not one (its cgroup is systemd's, elsewhere), so its
+    /// parent does not list it and it has none: walks of atoll's tree
+    /// (strays, recovery, teardown) never take a systemd unit for a group
+    /// of atoll's; [`Actuator::bindings`] names the bound groups.
     fn children(&self, path: &GroupPath) -> Result<Vec<String>, BackendError> {
         if self.bound(path) {
             return Ok(Vec::new());
         }
-        let mut out = self.inner.children(path)?;
-        for g in self.bindings.keys() {
-            if g.parent().as_ref() != Some(path) || !self.exists(g) {
-                continue;
-            }
-            let name = g
-                .as_str()
-                .rsplit('/')
-                .next()
-                .unwrap_or_default()
-                .to_string();
-            if !out.contains(&name) {
-                out.push(name);
-            }
-        }
-        out.sort();
-        Ok(out)
+        self.inner.children(path)
     }
 
     /// For a bound group: every process in its unit's cgroup, at any depth.

@@ -374,6 +374,7 @@ fn reads_come_from_the_board_and_never_reach_the_loop() {
     let status = atoll_proto::StatusReport {
         version: "t".into(),
         backend: "sim".into(),
+        service_manager: None,
         root: "r".into(),
         root_info: None,
         epoch_ms: 30,

@@ -185,6 +185,17 @@ pub struct Composer {
     all: Option<Reason>,
     /// Where [`repair_next`](Self::repair_next) goes on.
     repair_cursor: usize,
+    /// Groups whose last write a service manager refused (a bound group:
+    /// none of the settings was made), with its words.
+    refused: BTreeMap<GroupPath, String>,
+}
+
+impl ComposeError {
+    /// Whether a service manager refused the settings of a bound group
+    /// (nothing of them was made; the group keeps what it had).
+    pub fn is_refusal(&self) -> bool {
+        matches!(self.source, BackendError::Refused(_))
+    }
 }
 
 impl Composer {
@@ -214,8 +225,15 @@ impl Composer {
         self.fallbacks.values()
     }
 
+    /// Why a service manager refused the last write of `group`, if it did
+    /// (until a write of it succeeds).
+    pub fn refused(&self, group: &GroupPath) -> Option<&str> {
+        self.refused.get(group).map(String::as_str)
+    }
+
     /// `group` was removed: forget what was written to it.
     pub fn forget(&mut self, group: &GroupPath) {
+        self.refused.remove(group);
         self.applied.remove(group);
         self.touched.remove(group);
         self.fallbacks.retain(|(p, _), _| p != group);
@@ -225,7 +243,8 @@ impl Composer {
     /// what was written (each once, in the safe order of the module docs),
     /// and records one decision per group written. A group the kernel
     /// refuses is a decision too; its descendants are not written. Returns
-    /// the first refusal.
+    /// the first refusal, one of the kernel's before one of a service
+    /// manager's (see [`ComposeError::is_refusal`]).
     pub fn flush(
         &mut self,
         stack: &Stack<'_>,
@@ -276,7 +295,7 @@ impl Composer {
             .filter_map(|g| Some((g.clone(), self.applied.get(g)?.clone())))
             .collect();
         self.shrink_first(&order, &memo, backend, log, now);
-        let mut first_err = None;
+        let mut first_err: Option<ComposeError> = None;
         let mut failed: Vec<GroupPath> = Vec::new();
         for g in order.parents_first() {
             if failed.iter().any(|f| is_within(g, f)) {
@@ -291,6 +310,7 @@ impl Composer {
                 .unwrap_or(Reason::Config);
             match backend.apply(g, &eff.settings) {
                 Ok(fallbacks) => {
+                    self.refused.remove(g);
                     if before != Some(&eff.settings) {
                         self.applied.insert(g.clone(), eff.settings.clone());
                         log.record(Decision {
@@ -318,11 +338,19 @@ impl Composer {
                         },
                     });
                     failed.push(g.clone());
-                    if first_err.is_none() {
-                        first_err = Some(ComposeError {
-                            path: g.clone(),
-                            source,
-                        });
+                    if let BackendError::Refused(r) = &source {
+                        self.refused.insert(g.clone(), r.to_string());
+                    }
+                    let e = ComposeError {
+                        path: g.clone(),
+                        source,
+                    };
+                    let replace = match &first_err {
+                        None => true,
+                        Some(first) => first.is_refusal() && !e.is_refusal(),
+                    };
+                    if replace {
+                        first_err = Some(e);
                     }
                 }
             }

@@ -53,7 +53,7 @@ impl Controller {
                 detail: "re-applying the platform description".into(),
             });
             self.flushed_generation = self.reg.generation();
-            self.flush()?;
+            self.first_flush()?;
             self.remove_strays();
         } else {
             if let Some(s) = saved {
@@ -82,7 +82,7 @@ impl Controller {
             self.services.adopt_bindings(&*self.env.backend);
             self.compose.touch_all(Reason::Config);
             self.flushed_generation = self.reg.generation();
-            if let Err(e) = self.flush() {
+            if let Err(e) = self.first_flush() {
                 // Bad input changes nothing: undo what was made.
                 let _ = self.teardown();
                 return Err(e.into());
@@ -114,6 +114,20 @@ impl Controller {
             .persist
             .save_if_changed(&mut self.reg, &*self.env.backend);
         Ok(())
+    }
+
+    /// The first write of the plan. What a service manager refused for a
+    /// bound unit (nothing of it was made) does not stop the start: the
+    /// unit's status says why, and the write is tried again (see
+    /// [`Composer::repair_next`](crate::compose::Composer::repair_next)).
+    fn first_flush(&mut self) -> Result<(), crate::compose::ComposeError> {
+        match self.flush() {
+            Err(e) if e.is_refusal() => {
+                tracing::warn!("{e}");
+                Ok(())
+            }
+            r => r,
+        }
     }
 
     /// Whether atoll's root, found without a state file, holds atoll's own

@@ -49,6 +49,7 @@ impl Controller {
         StatusReport {
             version: env!("CARGO_PKG_VERSION").to_string(),
             backend: b.kind().as_str().to_string(),
+            service_manager: b.service_manager(),
             root: b.root_name().to_string(),
             root_info: Some(RootInfo {
                 location: b.root_location(),
@@ -99,13 +100,15 @@ impl Controller {
         }
     }
 
-    /// How unit group `g` is bound to a service manager, if it should be.
+    /// How unit group `g` is bound to a service manager, if it should be,
+    /// and what is wrong: why it is not bound, or what the manager refused
+    /// of its settings (none of them was made).
     fn unit_service(&self, g: &GroupPath) -> Option<atoll_proto::UnitService> {
         if let Some(external) = self.services.bound(g) {
             return Some(atoll_proto::UnitService {
                 external: external.clone(),
                 bound: true,
-                problem: None,
+                problem: self.compose.refused(g).map(str::to_string),
             });
         }
         self.services.unbound(g).map(|u| atoll_proto::UnitService {

@@ -31,6 +31,7 @@ fn report() -> StatusReport {
     StatusReport {
         version: "0.1.0".into(),
         backend: "cgroup1".into(),
+        service_manager: None,
         root: "atoll".into(),
         root_info: None,
         epoch_ms: 30,
