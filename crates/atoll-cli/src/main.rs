@@ -110,6 +110,12 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Read the configuration file again and apply what changed, without
+    /// a restart (root only; what SIGHUP and `systemctl reload` do).
+    Reload {
+        #[command(flatten)]
+        socket: SocketArg,
+    },
     /// Tear down and stop the daemon (root only).
     Stop {
         #[command(flatten)]
@@ -196,6 +202,7 @@ fn main() -> ExitCode {
             json,
         } => cmd_client::why(&socket.socket, subject.as_deref(), limit, json),
         Cmd::Apps { socket, json } => cmd_apps::apps(&socket.socket, json),
+        Cmd::Reload { socket } => cmd_client::reload(&socket.socket),
         Cmd::Stop { socket } => cmd_client::stop(&socket.socket),
         Cmd::Overlay(cmd) => cmd_coord::overlay(&cmd),
         Cmd::Coord(cmd) => cmd_coord::coordinate(&cmd),

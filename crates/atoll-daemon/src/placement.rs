@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use atoll_core::backend::{Backend, BackendError};
+use atoll_core::backend::{Backend, BackendError, External};
 use atoll_core::decision::{Action, Decision, Reason};
 use atoll_core::plan::{GroupPath, TaskPolicy};
 use atoll_core::process::{CgroupMembership, ProcessInfo, ProcessTable, TaskControl};
@@ -158,8 +158,17 @@ impl Placement<'_> {
     }
 
     /// Moves every process of `group` back to its origin; returns how many
-    /// moved.
+    /// moved. A group bound to a systemd unit has none of atoll's: systemd
+    /// placed them, and they stay.
     pub fn release_group(&mut self, group: &GroupPath, why: Reason) -> usize {
+        let systemds = self
+            .backend
+            .bindings()
+            .into_iter()
+            .any(|(g, to)| &g == group && matches!(to, External::SystemdUnit(_)));
+        if systemds {
+            return 0;
+        }
         let pids = self.backend.processes_anywhere(group).unwrap_or_default();
         let group_policy = self.group_policy(group);
         let mut moved = 0;

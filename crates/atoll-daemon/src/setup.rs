@@ -343,6 +343,7 @@ pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
         spec.islands.len(),
         spec.units.len()
     );
+    let topo_for_reload = topo_for_opts.clone();
     let opts = Options {
         state_dir: Some(o.state_dir.clone()),
         self_origin,
@@ -351,6 +352,15 @@ pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
     };
     let comm = spec.comm.is_some();
     let mut controller = Controller::new(env, spec, opts);
+    controller.set_config_source(match &o.config {
+        Some(path) => {
+            let (path, topo) = (path.clone(), topo_for_reload);
+            Ok(Box::new(move || {
+                atoll_config::load(&path, &topo).map_err(|e| e.to_string())
+            }))
+        }
+        None => Err("the embedded default: start atoll with --config FILE, or put the configuration in /etc/atoll/atoll.toml, to reload it".into()),
+    });
     if let Some(every) = o.repair_every {
         controller.set_repair_interval(every);
     }

@@ -307,3 +307,47 @@ fn a_restart_after_a_crash_takes_the_binding_over_and_still_puts_back() {
     assert_own_values(&sd);
     assert_eq!(nginx_pids(&sd), "100\n101\n");
 }
+
+#[test]
+fn a_reload_that_drops_the_unit_puts_back_and_one_that_brings_it_binds_again() {
+    let (sd, proc) = machine();
+    let state = tempfile::tempdir().unwrap();
+    let (mut c, clock) = daemon(&sd, &proc, CONFIG, state.path());
+    assert_atolls_values(&sd);
+    let topo = topo();
+    c.reload(atoll_config::parse(WITHOUT_NGINX, "test.toml", &topo).unwrap())
+        .unwrap();
+    assert_own_values(&sd);
+    assert!(c.status().units.is_empty());
+    assert_eq!(nginx_pids(&sd), "100\n101\n", "nginx keeps its processes");
+    epochs(&mut c, &clock, 5);
+    assert_own_values(&sd);
+
+    // Back, with a refusal: the reload stands, the refusal is shown, and
+    // none of it is made.
+    sd.refuse(CPU_QUOTA, "Invalid quota");
+    let changes = c
+        .reload(atoll_config::parse(CONFIG, "test.toml", &topo).unwrap())
+        .unwrap();
+    assert!(!changes.is_empty());
+    let service = nginx_service(&c.status());
+    assert!(
+        service.bound
+            && service
+                .problem
+                .as_deref()
+                .is_some_and(|p| p.contains("Invalid quota")),
+        "{service:?}"
+    );
+    assert_own_values(&sd);
+    sd.clear_refusals();
+    let mut k = 0;
+    while nginx_service(&c.status()).problem.is_some() {
+        assert!(k < 2_000, "never tried again");
+        epochs(&mut c, &clock, 1);
+        k += 1;
+    }
+    assert_atolls_values(&sd);
+    c.teardown().unwrap();
+    assert_own_values(&sd);
+}

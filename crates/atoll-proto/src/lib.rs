@@ -86,6 +86,10 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         wait: bool,
     },
+    /// Read the configuration file again and apply it as a diff (root
+    /// only). A configuration that does not parse or validate changes
+    /// nothing: the error names the line and column.
+    Reload {},
     /// The overlays: units, property, last value, loans, nacks.
     Overlays {},
     /// One coordination message (see [`coord`]), sent by the coordinator of
@@ -157,6 +161,7 @@ impl Request {
             },
             Self::Why { subject, .. } => format!("why {}", subject.as_deref().unwrap_or("")),
             Self::Stop { .. } => "stop".into(),
+            Self::Reload {} => "reload".into(),
             Self::Overlays {} => "overlays".into(),
             Self::Coordinate { from, message } => {
                 let m = serde_json::to_value(message)
@@ -198,6 +203,7 @@ impl Request {
             Self::Status {} | Self::Why { .. } | Self::Overlays {} | Self::Apps {} => false,
             Self::Adopt { .. }
             | Self::Stop { .. }
+            | Self::Reload {}
             | Self::Coordinate { .. }
             | Self::Report { .. }
             | Self::AppRegister { .. }
@@ -288,6 +294,12 @@ pub enum Reply {
         /// What teardown could not remove or give back (empty: nothing
         /// left).
         left: Vec<String>,
+    },
+    /// Answer to [`Request::Reload`]: what changed, a line each (empty:
+    /// the configuration was the same).
+    Reloaded {
+        /// The changes.
+        changes: Vec<String>,
     },
     /// Answer to [`Request::Overlays`].
     Overlays {

@@ -46,7 +46,8 @@ fn fake_loop(rx: Receiver<Command>, callers: Sender<Caller>) -> JoinHandle<()> {
                 | Request::AppPoll { .. }
                 | Request::AppReport { .. }
                 | Request::AppDone { .. }
-                | Request::Apps {} => Reply::Stopping,
+                | Request::Apps {}
+                | Request::Reload {} => Reply::Stopping,
                 Request::Status {} => {
                     // Answer with a wrong id: the server must fix it.
                     let _ = reply.send(ResponseEnvelope::ok(id + 1000, Reply::Stopping));

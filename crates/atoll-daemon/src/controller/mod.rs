@@ -25,10 +25,13 @@
 //! anything but the backend, and nothing reads the system clock, so tests
 //! and the simulator drive it step by step.
 
+mod reload;
 mod requests;
 mod start;
 mod status;
 mod teardown;
+
+pub use reload::{describe, ConfigSource, ReloadError};
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -179,6 +182,8 @@ pub struct Controller {
     /// Replies to requests that changed something, waiting for the state
     /// file to be saved (see [`Controller::commit`]).
     unsaved: Vec<Unsaved>,
+    /// Where a reload reads the configuration, or why it cannot.
+    config_source: Option<Result<ConfigSource, String>>,
 }
 
 /// The layers over the plan, in the order they are laid: isolation,
@@ -248,6 +253,7 @@ impl Controller {
             warnings: Vec::new(),
             stop_reply: None,
             unsaved: Vec::new(),
+            config_source: None,
         }
     }
 
@@ -433,7 +439,13 @@ impl Controller {
         for _ in 0..3 {
             if let Err(e) = self.flush() {
                 tracing::warn!("{e}");
-                first.get_or_insert(e);
+                // The kernel's refusal before a service manager's.
+                if first
+                    .as_ref()
+                    .is_none_or(|f: &ComposeError| f.is_refusal() && !e.is_refusal())
+                {
+                    first = Some(e);
+                }
             }
             let now = self.now();
             let island_cpus = self.coord.all_island_cpus().clone();
@@ -601,6 +613,22 @@ impl Controller {
     pub fn take(&mut self, cmd: Command) -> (Flow, bool) {
         match cmd {
             Command::Shutdown => (Flow::Stop, false),
+            Command::Reload => {
+                crate::notify::tell("RELOADING=1");
+                match self.reload_from_source() {
+                    Ok(changes) if changes.is_empty() => {
+                        tracing::info!("reload: the configuration is unchanged")
+                    }
+                    Ok(changes) => tracing::info!(
+                        "reload: applied {} change(s): {}",
+                        changes.len(),
+                        changes.join("; ")
+                    ),
+                    Err(e) => tracing::error!("reload: {e}"),
+                }
+                crate::notify::tell("READY=1");
+                (Flow::Continue, true)
+            }
             // The driver publishes after every command (see `crate::run`).
             Command::Refresh => (Flow::Continue, false),
             Command::Snapshot { reply } => {
