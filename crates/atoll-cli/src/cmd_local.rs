@@ -33,6 +33,26 @@ pub fn check_config(file: &Path, sysfs_root: &Path) -> anyhow::Result<ExitCode> 
                 &atoll_core::effects::outside_effects(&spec, false),
             );
             print!("{effects}");
+            let bound: Vec<String> = spec
+                .units
+                .iter()
+                .filter_map(|u| {
+                    Some(format!(
+                        "systemd    unit {}: through systemd unit {}",
+                        u.name,
+                        u.systemd_unit()?
+                    ))
+                })
+                .collect();
+            if !bound.is_empty() {
+                for l in bound {
+                    println!("{l}");
+                }
+                println!(
+                    "systemd    here: {}",
+                    atoll_daemon::setup::systemd_here(Path::new("/proc"), Path::new("/run"))
+                );
+            }
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {

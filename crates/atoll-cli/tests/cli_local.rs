@@ -171,3 +171,45 @@ fn systemd_on_fails_clearly_where_there_is_no_systemd_driver() {
     assert!(!ok);
     assert!(err.contains("expected auto, on or off"), "{err}");
 }
+
+#[test]
+fn units_naming_systemd_units_are_said_to_go_through_systemd() {
+    let sys = sysfs();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("atoll.toml");
+    std::fs::write(
+        &config,
+        "[host]\ncpus = \"0\"\n\n[island.web]\ncpus = \"1-3\"\npolicy = \"fair\"\n\n\
+         [unit.nginx]\nisland = \"web\"\ncpus = 1\nadopt = [{ systemd_unit = \"nginx.service\" }]\n\n\
+         [unit.batch]\nisland = \"web\"\n",
+    )
+    .unwrap();
+    let (ok, out, err) = atoll(&[
+        "check-config",
+        config.to_str().unwrap(),
+        "--sysfs-root",
+        sys.path().to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let lines: Vec<&str> = out.lines().filter(|l| l.starts_with("systemd ")).collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert_eq!(
+        lines[0],
+        "systemd    unit nginx: through systemd unit nginx.service"
+    );
+    // What this machine has decides the rest of the line.
+    assert!(
+        lines[1].starts_with("systemd    here: cgroup2 via systemd")
+            || lines[1].starts_with("systemd    here: no systemd driver")
+            || lines[1].starts_with("systemd    here: unknown"),
+        "{out}"
+    );
+    // Without such units, no such line.
+    let (ok, out, _) = atoll(&[
+        "check-config",
+        "-",
+        "--sysfs-root",
+        sys.path().to_str().unwrap(),
+    ]);
+    assert!(ok && !out.contains("systemd "), "{out}");
+}

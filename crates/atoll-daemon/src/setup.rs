@@ -24,7 +24,7 @@
 //! never does it. On cgroup v1 and the simulator there is no driver.
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -142,6 +142,22 @@ pub fn systemd_wanted(request: SystemdRequest, v2: bool, booted: bool) -> Result
         (SystemdRequest::On, Some(why)) => Err(SetupError::Systemd {
             reason: why.to_string(),
         }),
+    }
+}
+
+/// What the backend would be here for units that name systemd units,
+/// in words, for `atoll check-config`: `cgroup2 via systemd` where the
+/// unified hierarchy is mounted alone and systemd runs the machine (the
+/// daemon still needs systemd's answer on the system bus, which this does
+/// not ask), else why the daemon would leave such units unbound.
+pub fn systemd_here(proc_root: &Path, run_root: &Path) -> String {
+    let v2 = atoll_cgroup::detect(&proc_root.join("self/mountinfo"))
+        .map(|m| m.unified().is_some() && m.v1.is_empty());
+    match (v2, atoll_systemd::detect_in(run_root)) {
+        (Ok(true), true) => "cgroup2 via systemd: the daemon (--systemd auto, the default) sets them through systemd's D-Bus API once systemd answers on the system bus".into(),
+        (Ok(true), false) => "no systemd driver: systemd does not run this machine (no /run/systemd/system); the daemon would leave them unbound".into(),
+        (Ok(false), _) => "no systemd driver: this machine has no unified cgroup v2 hierarchy alone; the daemon would leave them unbound".into(),
+        (Err(e), _) => format!("unknown: the cgroup mounts cannot be read ({e})"),
     }
 }
 

@@ -255,8 +255,7 @@ fn unit_checks(p: &mut Probe, d: &mut Driver, unit: &str, dev: DeviceId) -> Resu
     );
     let children = d.children(&g("probe")).map_err(|e| e.to_string())?;
     p.check(
-        !children.iter().any(|c| c == "unit")
-            && d.bindings().iter().any(|(b, _)| b == &group),
+        !children.iter().any(|c| c == "unit") && d.bindings().iter().any(|(b, _)| b == &group),
         "the bound group is a binding, not a child of its island",
         format!("{children:?}"),
     );

@@ -34,8 +34,8 @@ use crate::manager::{Manager, ManagerError};
 use crate::record::{default_of, default_property, Binding};
 use crate::translate::{translate, Context, Wanted};
 use crate::value::{
-    assemble, describe, parse_version, property_of, show, since, value_of_key, PropValue, ALL,
-    MIN_VERSION,
+    assemble, describe, io_key, parse_version, property_of, show, since, value_of_key, PropValue,
+    ALL, IO_LIMITS, MIN_VERSION,
 };
 
 /// The slice atoll's scopes are started in by default.
@@ -520,7 +520,7 @@ impl<B: Backend> SystemdDriver<B> {
         };
         let mut lines = Vec::new();
         if !b.is_scope() {
-            let back: BTreeMap<String, PropValue> = b
+            let mut back: BTreeMap<String, PropValue> = b
                 .set
                 .keys()
                 .map(|k| {
@@ -530,6 +530,9 @@ impl<B: Backend> SystemdDriver<B> {
                     )
                 })
                 .collect();
+            if b.restored {
+                back.extend(self.unrecorded_changes(&b));
+            }
             let gone = |e: &ManagerError| e.is_no_such_unit();
             if !back.is_empty() {
                 match self.manager.set_properties(b.unit(), &assemble(&back)) {
@@ -572,6 +575,42 @@ impl<B: Backend> SystemdDriver<B> {
         Ok(lines)
     }
 
+    /// After a restart, the properties of `b`'s unit that differ from its
+    /// values at binding (`found`) without a record of atoll's setting them
+    /// (`set`): a run that crashed after a change and before its state
+    /// file was saved again. Returns each with its value at binding. None
+    /// when the unit cannot be read (a unit that is gone has nothing to put
+    /// back).
+    fn unrecorded_changes(&self, b: &Binding) -> BTreeMap<String, PropValue> {
+        let mut out = BTreeMap::new();
+        let names: Vec<&str> = b.found.keys().map(String::as_str).collect();
+        let Ok(now) = self.manager.properties(b.unit(), &names) else {
+            return out;
+        };
+        for (p, was) in &b.found {
+            let is = now.get(p).cloned().unwrap_or_else(|| default_property(p));
+            if &is == was {
+                continue;
+            }
+            match &is {
+                PropValue::DeviceLimits(limits) if IO_LIMITS.contains(&p.as_str()) => {
+                    for (dev, _) in limits {
+                        let key = io_key(p, dev);
+                        let back = value_of_key(&key, was);
+                        if !b.set.contains_key(&key) && value_of_key(&key, &is) != back {
+                            out.insert(key, back);
+                        }
+                    }
+                }
+                _ if !b.set.contains_key(p) => {
+                    out.insert(p.clone(), was.clone());
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
     /// Every binding's record line.
     pub(crate) fn record_lines(&self) -> Vec<String> {
         self.bindings.values().map(Binding::to_line).collect()
@@ -584,7 +623,8 @@ impl<B: Backend> SystemdDriver<B> {
         for line in changes {
             match Binding::from_line(&line) {
                 None => rest.push(line),
-                Some(Ok(b)) => {
+                Some(Ok(mut b)) => {
+                    b.restored = true;
                     self.lock_cgroups().remove(&b.group);
                     self.bindings.insert(b.group.clone(), b);
                 }

@@ -531,6 +531,52 @@ fn originals_are_known_from_the_binding_on_before_any_change() {
 }
 
 #[test]
+fn a_change_the_record_missed_is_put_back_after_a_restart() {
+    let sd = FakeSystemd::v2_machine()
+        .with_service(NGINX, "/system.slice/nginx.service", &[100])
+        .with_property(NGINX, CPU_WEIGHT, u(50))
+        .with_property(NGINX, MEMORY_HIGH, u(3 << 30));
+    let mut d = driver(&sd);
+    d.apply(&GroupPath::root(), &GroupSettings::default())
+        .unwrap();
+    d.bind(&g("web/nginx"), &External::SystemdUnit(NGINX.into()))
+        .unwrap();
+    let at_bind = d.outside_changes();
+    d.apply(&g("web/nginx"), &full()).unwrap();
+    assert_eq!(sd.property(NGINX, CPU_WEIGHT), Some(u(200)));
+    // The daemon dies before it saves again; the next run no longer names
+    // the unit: it ends the binding it only knows from the lines saved at
+    // binding, whose record of what is set is empty.
+    drop(d);
+    let mut d = driver(&sd);
+    d.set_outside_changes(at_bind.clone());
+    let lines = d.unbind(&g("web/nginx")).unwrap();
+    assert!(
+        lines.contains(&"nginx.service: CPUWeight put back to 50".to_string()),
+        "{lines:?}"
+    );
+    assert_eq!(sd.property(NGINX, CPU_WEIGHT), Some(u(50)));
+    assert_eq!(sd.property(NGINX, MEMORY_HIGH), Some(u(3 << 30)));
+    assert_eq!(sd.property(NGINX, MEMORY_MAX), Some(u(u64::MAX)));
+    assert_eq!(sd.property(NGINX, CPU_QUOTA), Some(u(u64::MAX)));
+    assert_eq!(
+        sd.property(NGINX, IO_READ_BPS),
+        Some(PropValue::DeviceLimits(vec![(
+            "/dev/block/8:0".into(),
+            u64::MAX
+        )]))
+    );
+    assert_eq!(file(&sd, "io.max"), "");
+    // A binding made in this run puts back only what it set.
+    let mut d = driver(&sd);
+    d.bind(&g("web/nginx"), &External::SystemdUnit(NGINX.into()))
+        .unwrap();
+    sd.set_property(NGINX, MEMORY_MAX, u(5 << 30));
+    assert!(d.unbind(&g("web/nginx")).unwrap().is_empty());
+    assert_eq!(sd.property(NGINX, MEMORY_MAX), Some(u(5 << 30)));
+}
+
+#[test]
 fn release_and_remove_end_bindings() {
     let (sd, mut d) = setup();
     d.apply(&g("web/nginx"), &full()).unwrap();

@@ -62,6 +62,10 @@ pub struct Binding {
     /// A scope not started yet: it is to be frozen once started.
     #[serde(default, skip_serializing_if = "is_false")]
     pub pending_frozen: bool,
+    /// Read back from a record after a restart: the run that wrote it may
+    /// have changed properties it did not live to record in `set`.
+    #[serde(skip)]
+    pub restored: bool,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -81,6 +85,7 @@ impl Binding {
             started: false,
             pending: BTreeMap::new(),
             pending_frozen: false,
+            restored: false,
         }
     }
 
