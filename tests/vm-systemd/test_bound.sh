@@ -56,7 +56,7 @@ policy = "fair"
 
 [unit.nginx]
 island = "web"
-cpus = 1.5
+cpus = 0.5
 cpu_cap = 1
 memory_max = "300M"
 adopt = [{ systemd_unit = "nginx.service" }]
