@@ -3,8 +3,9 @@
 #   1. gates: cargo fmt --check, cargo clippy -D warnings
 #   2. cargo test: unit tests on fake sysfs/cgroupfs/proc trees, plus the
 #      real cgroup v1 tests on this machine (they skip themselves, saying why,
-#      when not root or when the v1 hierarchies are not writable); then the
-#      C and Python client libraries against a fake daemon (clients/test.sh)
+#      when not root or when the v1 hierarchies are not writable) and `atoll
+#      top` under tmux (installs tmux); then the C and Python client
+#      libraries against a fake daemon (clients/test.sh)
 #   3. the qemu VM tests: real cgroup v2 kernels (Debian's 6.12 from
 #      backports and its stable 6.1), 8 vCPUs, 2 NUMA nodes (installs
 #      qemu-system-x86, busybox-static and the kernel images); then the
@@ -35,6 +36,12 @@ if [ "$run_unit" = 1 ]; then
   cargo fmt --all -- --check
   echo "== cargo clippy --all-targets -- -D warnings"
   cargo clippy --workspace --all-targets --locked -- -D warnings
+  # tmux runs `atoll top` in a real terminal (crates/atoll-cli/tests/top_tmux.rs).
+  if ! command -v tmux >/dev/null 2>&1; then
+    echo "== installing tmux"
+    { apt-get update -q && apt-get install -y -q tmux; } >/dev/null ||
+      echo "tmux could not be installed: the tmux test of atoll top will say it skipped"
+  fi
   echo "== cargo test"
   test_log="${CARGO_TARGET_DIR:-target}/cargo-test.log"
   mkdir -p "$(dirname "$test_log")"
