@@ -42,3 +42,18 @@ pub struct TopArgs {
     #[arg(long, default_value_t = 100)]
     pub decisions: usize,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_interval_is_seconds_within_bounds() {
+        assert_eq!(parse_interval("1"), Ok(Duration::from_secs(1)));
+        assert_eq!(parse_interval("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_interval("0.25"), Ok(Duration::from_millis(250)));
+        for bad in ["0", "0.01", "3601", "-1", "NaN", "inf", "1m", ""] {
+            assert!(parse_interval(bad).is_err(), "{bad:?}");
+        }
+    }
+}

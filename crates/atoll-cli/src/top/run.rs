@@ -152,3 +152,41 @@ fn refresh_history(model: &mut Model, source: &mut Source<'_>, unit: &str) {
         Err(e) => model.set_error(e.to_string()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn press(code: KeyCode, modifiers: KeyModifiers) -> KeyEvent {
+        KeyEvent::new(code, modifiers)
+    }
+
+    #[test]
+    fn terminal_keys_become_model_keys() {
+        let none = KeyModifiers::NONE;
+        assert_eq!(
+            key_of(&press(KeyCode::Char('s'), none)),
+            Some(Key::Char('s'))
+        );
+        assert_eq!(
+            key_of(&press(KeyCode::Char('S'), KeyModifiers::SHIFT)),
+            Some(Key::Char('S'))
+        );
+        assert_eq!(key_of(&press(KeyCode::Enter, none)), Some(Key::Enter));
+        assert_eq!(key_of(&press(KeyCode::Esc, none)), Some(Key::Esc));
+        assert_eq!(key_of(&press(KeyCode::PageDown, none)), Some(Key::PageDown));
+        assert_eq!(
+            key_of(&press(KeyCode::Char('c'), KeyModifiers::CONTROL)),
+            Some(Key::Char('q')),
+            "Ctrl-C quits in raw mode"
+        );
+        assert_eq!(
+            key_of(&press(KeyCode::Char('s'), KeyModifiers::CONTROL)),
+            None
+        );
+        assert_eq!(key_of(&press(KeyCode::F(1), none)), None);
+        let mut release = press(KeyCode::Char('q'), none);
+        release.kind = KeyEventKind::Release;
+        assert_eq!(key_of(&release), None, "one key, one action");
+    }
+}
