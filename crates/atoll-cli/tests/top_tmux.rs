@@ -4,8 +4,8 @@
 //! --json` and `atoll why`, then keys sort, filter, open a unit's history
 //! and quit.
 //!
-//! tmux runs on a socket of its own (`tmux -L`), so no other session is
-//! touched. Without tmux (and when it cannot be installed) the test says so
+//! tmux runs on a socket of its own in the test's temporary directory
+//! (`tmux -S`, removed with it), so no other session is touched. Without tmux (and when it cannot be installed) the test says so
 //! and passes; `scripts/test.sh` installs it.
 //!
 //! `ATOLL_TOP_CAPTURE=FILE cargo test -p atoll-cli --test top_tmux` also
@@ -115,7 +115,7 @@ fn tmux_available() -> Result<(), String> {
 /// The daemon and the tmux server, ended however the test ends.
 struct Rig {
     daemon: Child,
-    tmux_socket: String,
+    tmux_socket: PathBuf,
     socket: PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -123,7 +123,9 @@ struct Rig {
 impl Drop for Rig {
     fn drop(&mut self) {
         let _ = Command::new("tmux")
-            .args(["-L", &self.tmux_socket, "kill-server"])
+            .arg("-S")
+            .arg(&self.tmux_socket)
+            .arg("kill-server")
             .output();
         let _ = self.daemon.kill();
         let _ = self.daemon.wait();
@@ -133,7 +135,8 @@ impl Drop for Rig {
 impl Rig {
     fn tmux(&self, args: &[&str]) -> Output {
         Command::new("tmux")
-            .args(["-L", &self.tmux_socket])
+            .arg("-S")
+            .arg(&self.tmux_socket)
             .args(args)
             .output()
             .unwrap()
@@ -211,7 +214,7 @@ fn start() -> Rig {
         .unwrap();
     let rig = Rig {
         daemon,
-        tmux_socket: unique,
+        tmux_socket: dir.path().join("tmux.sock"),
         socket,
         _dir: dir,
     };
