@@ -13,7 +13,9 @@
 #      C and Python client libraries against a fake daemon (clients/test.sh)
 #   3. the qemu VM tests: real cgroup v2 kernels (Debian's 6.12 from
 #      backports and its stable 6.1), 8 vCPUs, 2 NUMA nodes (installs
-#      qemu-system-x86, busybox-static and the kernel images)
+#      qemu-system-x86, busybox-static and the kernel images); then the
+#      systemd guest (Debian 12, systemd as PID 1) with atoll's .deb
+#      (installs mmdebstrap and cargo-deb, builds the image once)
 # Options: --no-vm skips step 3; --vm-only runs only step 3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -83,5 +85,9 @@ if [ "$run_vm" = 1 ]; then
   VM_KERNEL=backports bash scripts/vm/test.sh || status=1
   echo "== VM tests on Linux 6.1"
   VM_KERNEL=stable bash scripts/vm/test.sh || status=1
+  # Debian 12 with systemd 252 as PID 1 (Linux 6.12): atoll's .deb and
+  # atoll.service (delegation, start, kill and restart, stop).
+  echo "== VM tests under systemd (atoll.service from the .deb)"
+  bash scripts/vm/systemd-test.sh || status=1
 fi
 exit "$status"

@@ -18,6 +18,7 @@ pub mod clock;
 pub mod comm;
 pub mod coord;
 pub mod decision;
+pub mod effects;
 pub mod events;
 pub mod idset;
 pub mod isolation;

@@ -240,6 +240,12 @@ impl Coordination {
         self.recv = Some(reader);
     }
 
+    /// Takes back the reader of socket receive queues (to give it to the
+    /// coordination of a reloaded configuration).
+    pub fn take_recv_queues(&mut self) -> Option<Box<dyn RecvQueues>> {
+        self.recv.take()
+    }
+
     /// The CPUs every island holds now.
     pub fn all_island_cpus(&self) -> &BTreeMap<Name, CpuSet> {
         &self.island_cpus
