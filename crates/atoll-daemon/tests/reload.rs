@@ -138,7 +138,7 @@ fn check(sim: &SimPlatform, c: &Controller, procs: &[Proc], spec: &PlatformSpec,
                     let want = u
                         .entitlement
                         .cpu_cap
-                        .map(|c| (c * 100_000.0).round() as u64);
+                        .map(|c| atoll_core::num::saturating_u64((c * 100_000.0).round()));
                     assert_eq!(quota, want, "step {step}: {group}'s cap");
                 }
             }

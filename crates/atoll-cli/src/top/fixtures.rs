@@ -1,11 +1,10 @@
 //! Status structs for the model and view tests, written as the daemon's
 //! JSON (docs/api.md) so they stay in the documented shape.
 
-use serde_json::{json, Value};
-
 use atoll_core::decision::Decision;
 use atoll_proto::apps::AppStatus;
 use atoll_proto::coord::OverlayStatus;
+use serde_json::{json, Value};
 
 use super::model::Snapshot;
 

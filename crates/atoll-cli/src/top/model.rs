@@ -420,10 +420,8 @@ impl Model {
                 SortKey::Throttled => cmp_opt(a.usage.throttled_pct, b.usage.throttled_pct),
                 SortKey::CpuPressure => cmp_opt(a.usage.cpu_pressure, b.usage.cpu_pressure),
                 SortKey::MemPressure => cmp_opt(a.usage.mem_pressure, b.usage.mem_pressure),
-                SortKey::Memory => cmp_opt(
-                    a.usage.memory.map(|m| m as f64),
-                    b.usage.memory.map(|m| m as f64),
-                ),
+                // `None` below every figure, as in `cmp_opt`.
+                SortKey::Memory => a.usage.memory.cmp(&b.usage.memory),
             };
             let by = if self.descending { by.reverse() } else { by };
             by.then_with(|| a.name.cmp(&b.name))

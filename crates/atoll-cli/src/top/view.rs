@@ -2,15 +2,14 @@
 //! overlays beside applications, the latest decisions and a line of keys;
 //! the help and a unit's history open over them.
 
+use atoll_core::decision::Decision;
+use atoll_proto::apps::AppRunState;
+use atoll_proto::coord::OverlayStatus;
 use ratatui::layout::{Constraint, Flex, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Clear, Paragraph, Row, Table, TableState};
 use ratatui::Frame;
-
-use atoll_core::decision::Decision;
-use atoll_proto::apps::AppRunState;
-use atoll_proto::coord::OverlayStatus;
 
 use super::model::{working_mode, History, Model, SortKey, Usage};
 
@@ -39,17 +38,18 @@ const BOLD: Style = Style::new().add_modifier(Modifier::BOLD);
 /// Draws the whole screen.
 pub fn draw(frame: &mut Frame, model: &Model) {
     let area = frame.area();
-    let islands = model.visible_islands().len() as u16;
+    let islands = lines(model.visible_islands().len());
     let (overlays, apps) = model
         .snapshot()
         .map_or((0, 0), |s| (s.overlays.len(), s.apps.len()));
-    let side = (overlays.max(apps) as u16 + 3).clamp(4, 9);
-    let units = (model.visible_units().len() as u16 + 3).max(5);
+    // Each table: its rows, a header and two borders.
+    let side = lines(overlays.max(apps)).saturating_add(3).clamp(4, 9);
+    let units = lines(model.visible_units().len()).saturating_add(3).max(5);
     // The units take what they need (the rest scrolls); the decisions
     // take what is left.
     let [header, islands_area, units_area, side_area, decisions_area, footer] = Layout::vertical([
         Constraint::Length(2),
-        Constraint::Length((islands + 3).min(10)),
+        Constraint::Length(islands.saturating_add(3).min(10)),
         Constraint::Max(units),
         Constraint::Length(side),
         Constraint::Min(6),
@@ -70,8 +70,13 @@ pub fn draw(frame: &mut Frame, model: &Model) {
         draw_history(frame, popup(area, 90, area.height * 7 / 10), h);
     }
     if model.help() {
-        draw_help(frame, popup(area, 70, KEYS.len() as u16 + 2));
+        draw_help(frame, popup(area, 70, lines(KEYS.len()) + 2));
     }
+}
+
+/// A count of rows as screen lines (a screen has fewer than `u16::MAX`).
+fn lines(n: usize) -> u16 {
+    u16::try_from(n).unwrap_or(u16::MAX)
 }
 
 fn popup(area: Rect, width_pct: u16, height: u16) -> Rect {

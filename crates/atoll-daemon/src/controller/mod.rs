@@ -42,6 +42,7 @@ use atoll_core::backend::{BackendError, Fallback, Monitor};
 use atoll_core::clock::Clock;
 use atoll_core::comm::NetMonitor;
 use atoll_core::decision::Reason;
+use atoll_core::num::saturating_usize;
 use atoll_core::plan::GroupPath;
 use atoll_core::process::{CgroupMembership, ProcessTable, SystemMonitor, TaskControl};
 use atoll_core::spec::PlatformSpec;
@@ -532,7 +533,7 @@ impl Controller {
             &mut *self.env.backend,
             &mut self.log,
             now,
-            count as usize,
+            saturating_usize(count),
         );
         for g in &groups {
             self.let_go_of_moved(g, now);
