@@ -16,15 +16,14 @@ use std::io;
 use std::path::{Component, Path, PathBuf};
 use std::time::Instant;
 
+use atoll_cgroup::foreign::{read_freeze_state, read_pids_below, read_stats};
+use atoll_cgroup::CgroupError;
 use atoll_core::backend::{
     Actuator, Backend, BackendError, BackendKind, Capabilities, External, Fallback, FreezeState,
     GroupStats, Monitor, Rewrite, StatSelect,
 };
 use atoll_core::plan::{GroupPath, GroupSettings};
 use atoll_core::process::CgroupMembership;
-
-use atoll_cgroup::foreign::{read_freeze_state, read_pids_below, read_stats};
-use atoll_cgroup::CgroupError;
 
 use crate::driver::SystemdDriver;
 

@@ -256,9 +256,10 @@ pub fn translate(path: &GroupPath, s: &GroupSettings, cx: &Context<'_>) -> Wante
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use atoll_core::plan::{CpuMax, RtBudget};
     use atoll_core::spec::{DeviceId, IoLimit, MemoryEntitlement};
+
+    use super::*;
 
     fn cx(version: u32) -> Context<'static> {
         Context {

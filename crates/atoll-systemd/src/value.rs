@@ -170,9 +170,13 @@ pub fn to_mask(set: &CpuSet) -> Vec<u8> {
 pub fn from_mask(mask: &[u8]) -> CpuSet {
     let mut set = CpuSet::new();
     for (i, byte) in mask.iter().enumerate() {
+        // Ids above u32::MAX cannot be CPUs or nodes.
+        let Some(base) = u32::try_from(i).ok().and_then(|i| i.checked_mul(8)) else {
+            break;
+        };
         for bit in 0..8u32 {
             if byte & (1 << bit) != 0 {
-                set.insert(i as u32 * 8 + bit);
+                set.insert(base + bit);
             }
         }
     }

@@ -202,6 +202,9 @@ impl Controller {
             .register_config_overlays(self.reg.spec(), now, &mut self.compose);
         self.apps.reconfigure(self.reg.spec());
         self.adoption.rescan();
+        // Every group is written again for the reload (not as a plain
+        // change of plan), so each decision names it.
+        self.flushed_generation = self.reg.generation();
         self.compose.touch_all(why);
         // What systemd refuses of a bound unit's settings changes nothing
         // and shows in the unit's status; only the kernel's refusals undo

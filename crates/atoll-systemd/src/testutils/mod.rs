@@ -32,12 +32,11 @@ use std::time::Duration;
 
 use atoll_cgroup::testutils::FakeCgroupFs;
 use atoll_core::backend::Backend;
+use files::{check, defaults, merge, slice_cgroup, CONTROLLERS};
 
 use crate::driver::{Options, SystemdDriver};
 use crate::manager::{Manager, ManagerError, UnitInfo, NO_SUCH_UNIT, UNIT_EXISTS};
 use crate::value::{describe, PropValue, FREEZE_SINCE};
-
-use files::{check, defaults, merge, slice_cgroup, CONTROLLERS};
 
 const INVALID_ARGS: &str = "org.freedesktop.DBus.Error.InvalidArgs";
 const UNKNOWN_METHOD: &str = "org.freedesktop.DBus.Error.UnknownMethod";

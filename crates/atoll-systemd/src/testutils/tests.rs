@@ -1,6 +1,7 @@
+use atoll_cgroup::CgroupFs as _;
+
 use super::*;
 use crate::value::{CPU_WEIGHT, IO_READ_BPS, MEMORY_MAX};
-use atoll_cgroup::CgroupFs as _;
 
 fn u(n: u64) -> PropValue {
     PropValue::U64(n)
