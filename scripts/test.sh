@@ -41,11 +41,14 @@ if [ "$run_unit" = 1 ]; then
   cargo test --workspace --locked 2>&1 | tee "$test_log" || { status=1; echo "cargo test FAILED (see the errors above)"; }
   # One closing line for the whole cargo run, from cargo's own per-binary lines.
   awk '/^test result:/ { p += $4; f += $6; i += $8 } END { printf "cargo: %d passed, %d failed, %d skipped\n", p, f, i }' "$test_log"
-  # The C and Python client libraries need a C compiler, nm and python3.
+  # The C and Python client libraries need a C compiler, nm, pkg-config,
+  # python3 and its venv module (pip in a fresh virtual environment).
   missing=""
   command -v cc >/dev/null 2>&1 || missing="$missing gcc"
   command -v nm >/dev/null 2>&1 || missing="$missing binutils"
+  command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
   command -v python3 >/dev/null 2>&1 || missing="$missing python3"
+  python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing="$missing python3-venv"
   if [ -n "$missing" ]; then
     echo "== installing${missing}"
     # shellcheck disable=SC2086 # a list of package names
