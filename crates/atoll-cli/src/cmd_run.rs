@@ -76,7 +76,7 @@ pub fn run(
         Ok(a) if json => {
             eprintln!(
                 "{}",
-                serde_json::to_string(&crate::cmd_client::adopted_json(pid as u32, &a))?
+                serde_json::to_string(&crate::cmd_client::adopted_json(child_pid, &a))?
             );
         }
         Ok(a) => {
