@@ -9,8 +9,9 @@
 #      which installs them into ~/.cache/atoll-tools when missing
 #   2. cargo test: unit tests on fake sysfs/cgroupfs/proc trees, plus the
 #      real cgroup v1 tests on this machine (they skip themselves, saying why,
-#      when not root or when the v1 hierarchies are not writable); then the
-#      C and Python client libraries against a fake daemon (clients/test.sh)
+#      when not root or when the v1 hierarchies are not writable) and `atoll
+#      top` under tmux (installs tmux); then the C and Python client
+#      libraries against a fake daemon (clients/test.sh)
 #   3. the qemu VM tests: real cgroup v2 kernels (Debian's 6.12 from
 #      backports and its stable 6.1), 8 vCPUs, 2 NUMA nodes (installs
 #      qemu-system-x86, busybox-static and the kernel images); then the
@@ -59,6 +60,12 @@ if [ "$run_unit" = 1 ]; then
   echo "== typos"
   typos="$(bash scripts/lint-tools.sh typos)"
   "$typos"
+  # tmux runs `atoll top` in a real terminal (crates/atoll-cli/tests/top_tmux.rs).
+  if ! command -v tmux >/dev/null 2>&1; then
+    echo "== installing tmux"
+    { apt-get update -q && apt-get install -y -q tmux; } >/dev/null ||
+      echo "tmux could not be installed: the tmux test of atoll top will say it skipped"
+  fi
   echo "== cargo test"
   test_log="${CARGO_TARGET_DIR:-target}/cargo-test.log"
   mkdir -p "$(dirname "$test_log")"

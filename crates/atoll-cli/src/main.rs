@@ -22,6 +22,7 @@ mod cmd_run;
 mod cmd_sim;
 mod render;
 mod render_coord;
+mod top;
 
 /// atoll: a runtime resource manager for multicore Linux.
 #[derive(Debug, Parser)]
@@ -59,6 +60,9 @@ enum Cmd {
               value_parser = cmd_client::parse_interval)]
         watch: Option<std::time::Duration>,
     },
+    /// A live view: islands, units, overlays, applications and the latest
+    /// decisions, refreshed every --interval (`?` lists the keys; `q` quits).
+    Top(top::TopArgs),
     /// Run a command inside a unit (created in ISLAND, or the default island,
     /// if it does not exist).
     Run {
@@ -198,6 +202,9 @@ fn main() -> ExitCode {
             json,
             watch,
         } => cmd_client::status(&socket.socket, json, watch),
+        Cmd::Top(args) => top::run::top(&args)
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(anyhow::Error::from),
         Cmd::Run {
             socket,
             unit,

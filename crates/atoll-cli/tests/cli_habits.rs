@@ -122,9 +122,12 @@ fn atoll_socket_stands_for_socket_and_the_flag_wins() {
     assert_eq!(apps, serde_json::json!([]));
     let overlays = json(&atoll(&["overlay", "ls", "--json"], Some(&socket)));
     assert_eq!(overlays, serde_json::json!([]));
-    // And the daemon itself: the help names the variable.
-    let o = atoll(&["daemon", "--help"], None);
-    assert!(String::from_utf8_lossy(&o.stdout).contains("ATOLL_SOCKET"));
+    // And the daemon itself and `top`: their help names the variable.
+    for cmd in ["daemon", "top"] {
+        let o = atoll(&[cmd, "--help"], None);
+        let help = String::from_utf8_lossy(&o.stdout);
+        assert!(help.contains("[env: ATOLL_SOCKET"), "{cmd}: {help}");
+    }
 }
 
 #[test]
