@@ -3,7 +3,8 @@
 #   1. gates: cargo fmt --check, cargo clippy -D warnings
 #   2. cargo test: unit tests on fake sysfs/cgroupfs/proc trees, plus the
 #      real cgroup v1 tests on this machine (they skip themselves, saying why,
-#      when not root or when the v1 hierarchies are not writable); then the
+#      when not root or when the v1 hierarchies are not writable) and a real
+#      Prometheus scraping a daemon (installs Debian's prometheus); then the
 #      C and Python client libraries against a fake daemon (clients/test.sh)
 #   3. the qemu VM tests: real cgroup v2 kernels (Debian's 6.12 from
 #      backports and its stable 6.1), 8 vCPUs, 2 NUMA nodes (installs
@@ -35,6 +36,20 @@ if [ "$run_unit" = 1 ]; then
   cargo fmt --all -- --check
   echo "== cargo clippy --all-targets -- -D warnings"
   cargo clippy --workspace --all-targets --locked -- -D warnings
+  # The Prometheus test (crates/atoll-cli/tests/metrics_scrape.rs) runs
+  # Debian's prometheus itself; the package's service is not started (a
+  # policy-rc.d refuses it while installing, unless one is already there).
+  if ! command -v prometheus >/dev/null 2>&1; then
+    echo "== installing prometheus"
+    policy=/usr/sbin/policy-rc.d
+    own_policy=0
+    if [ ! -e "$policy" ]; then
+      printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod 755 "$policy" && own_policy=1
+    fi
+    { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus; } >/dev/null \
+      || echo "could not install prometheus: the Prometheus test will skip"
+    if [ "$own_policy" = 1 ]; then rm -f "$policy"; fi
+  fi
   echo "== cargo test"
   test_log="${CARGO_TARGET_DIR:-target}/cargo-test.log"
   mkdir -p "$(dirname "$test_log")"
