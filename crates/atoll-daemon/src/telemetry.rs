@@ -18,8 +18,8 @@ use std::sync::Arc;
 
 use atoll_core::clock::Clock;
 
-use epoch::{EpochStats, Stopwatch};
-use process::{ProcessStats, SelfReader};
+use self::epoch::{EpochStats, Stopwatch};
+use self::process::{ProcessStats, SelfReader};
 
 /// Why a figure could not be read.
 #[derive(Debug, thiserror::Error)]

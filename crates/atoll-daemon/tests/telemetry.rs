@@ -11,7 +11,7 @@ use std::time::Duration;
 use atoll_core::clock::{Clock, ManualClock};
 use atoll_sim::SimPlatform;
 
-use common::sim::{controller, epochs, topo8};
+use crate::common::sim::{controller, epochs, topo8};
 
 /// Moves 100 µs every time it is read.
 #[derive(Default)]
@@ -76,7 +76,7 @@ fn every_epoch_times_each_step_once_and_decisions_are_counted() {
         t.decisions
     );
     let recorded: u64 = t.decisions.iter().map(|(_, _, n)| n).sum();
-    assert_eq!(recorded as usize, c.decisions().len());
+    assert_eq!(Ok(recorded), u64::try_from(c.decisions().len()));
     assert!(t.process.is_some_and(|p| p.open_fds > 0));
     let _ = job;
 }

@@ -515,9 +515,11 @@ impl Controller {
         if changed.is_empty() {
             return;
         }
+        // Bound for what is writing every group (a reload), else the plan.
+        let why = self.compose.all_reason().cloned().unwrap_or(Reason::Config);
         for g in changed {
             self.compose.forget(&g);
-            self.compose.touch(g, Reason::Config);
+            self.compose.touch(g, why.clone());
         }
         self.reg.mark_dirty();
         let _ = self

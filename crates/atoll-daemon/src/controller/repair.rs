@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use atoll_core::decision::Reason;
+use atoll_core::num::saturating_usize;
 use atoll_core::plan::GroupPath;
 
 use super::{Controller, REPAIR_RATE};
@@ -30,7 +31,7 @@ impl Controller {
             &mut *self.env.backend,
             &mut self.log,
             now,
-            count as usize,
+            saturating_usize(count),
         );
         for g in &groups {
             self.let_go_of_moved(g, now);

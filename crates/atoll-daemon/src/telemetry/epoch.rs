@@ -120,20 +120,20 @@ impl EpochStats {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
     use super::*;
 
     /// A clock that moves by the next of `steps` (µs) each time it is read.
     struct Scripted {
         steps: Vec<u64>,
-        reads: AtomicU64,
+        reads: AtomicUsize,
         now_us: AtomicU64,
     }
 
     impl Clock for Scripted {
         fn now(&self) -> Duration {
-            let i = self.reads.fetch_add(1, Ordering::SeqCst) as usize;
+            let i = self.reads.fetch_add(1, Ordering::SeqCst);
             let by = self.steps.get(i).copied().unwrap_or(0);
             Duration::from_micros(self.now_us.fetch_add(by, Ordering::SeqCst) + by)
         }
@@ -145,7 +145,7 @@ mod tests {
         // state 300 µs.
         let clock = Arc::new(Scripted {
             steps: vec![0, 20, 3000, 5, 300],
-            reads: AtomicU64::new(0),
+            reads: AtomicUsize::new(0),
             now_us: AtomicU64::new(1_000_000),
         });
         let mut w = Stopwatch::start(clock);
@@ -159,7 +159,7 @@ mod tests {
         assert_eq!(stats.epoch.sum(), Duration::from_micros(3325));
         let sums: Vec<(&str, u64)> = stats
             .steps()
-            .map(|(s, h)| (s.name(), h.sum().as_micros() as u64))
+            .map(|(s, h)| (s.name(), u64::try_from(h.sum().as_micros()).unwrap()))
             .collect();
         assert_eq!(
             sums,
