@@ -553,8 +553,11 @@ fn any_raw_event() -> impl Strategy<Value = RawEvent> {
                 }
             },
         }),
-        (any::<(u32, u32)>(), any::<[u8; 16]>())
-            .prop_map(|((pid, tgid), comm)| RawEvent::Comm { pid, tgid, comm }),
+        (any::<(u32, u32)>(), any::<[u8; 16]>()).prop_map(|((pid, tgid), comm)| RawEvent::Comm {
+            pid,
+            tgid,
+            comm
+        }),
         any::<[u32; 3]>().prop_map(|w| RawEvent::Exit {
             pid: w[0],
             tgid: w[1],
