@@ -204,7 +204,7 @@ mod tests {
         assert!(h.is_armed(&g));
         h.fire(&g);
         h.fire(&g);
-        assert_eq!(w.poll().unwrap().fired, [g.clone()]);
+        assert_eq!(w.poll().unwrap().fired, std::slice::from_ref(&g));
         assert!(w.poll().unwrap().is_empty());
         h.remove(&g);
         let wake = w.poll().unwrap();

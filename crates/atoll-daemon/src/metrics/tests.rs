@@ -70,6 +70,7 @@ fn report() -> StatusReport {
         accounts: None,
         comm: None,
         discovery: None,
+        pressure: None,
         warnings: Vec::new(),
         units: vec![UnitStatus {
             name: "api".into(),
