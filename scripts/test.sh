@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
 # The whole test suite, as the README and CI run it:
-#   1. gates: cargo fmt --check, cargo clippy -D warnings
+#   1. gates: cargo fmt --check; with a nightly rustfmt (installed through
+#      rustup when missing and possible) the nightly-only options of
+#      .rustfmt-nightly.toml (imports grouped std, other crates, this crate);
+#      cargo clippy -D warnings (with the workspace lints of Cargo.toml);
+#      cargo deny (licenses, bans, sources: deny.toml) and typos
+#      (_typos.toml), both at versions pinned in scripts/lint-tools.sh,
+#      which installs them into ~/.cache/atoll-tools when missing
 #   2. cargo test: unit tests on fake sysfs/cgroupfs/proc trees, plus the
 #      real cgroup v1 tests on this machine (they skip themselves, saying why,
 #      when not root or when the v1 hierarchies are not writable); then the
 #      C and Python client libraries against a fake daemon (clients/test.sh)
 #   3. the qemu VM tests: real cgroup v2 kernels (Debian's 6.12 from
 #      backports and its stable 6.1), 8 vCPUs, 2 NUMA nodes (installs
-#      qemu-system-x86, busybox-static and the kernel images)
+#      qemu-system-x86, busybox-static and the kernel images); then the
+#      systemd guest (Debian 12, systemd as PID 1) with atoll's .deb
+#      (installs mmdebstrap and cargo-deb, builds the image once)
 # Options: --no-vm skips step 3; --vm-only runs only step 3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,8 +39,26 @@ status=0
 if [ "$run_unit" = 1 ]; then
   echo "== cargo fmt --check"
   cargo fmt --all -- --check
+  # Options only nightly rustfmt has (stable rustfmt warns about them on
+  # every file, so they are not in rustfmt.toml).
+  if ! cargo +nightly fmt --version >/dev/null 2>&1 && command -v rustup >/dev/null 2>&1; then
+    echo "== installing nightly rustfmt"
+    rustup toolchain install nightly --profile minimal --component rustfmt >/dev/null 2>&1 || true
+  fi
+  if cargo +nightly fmt --version >/dev/null 2>&1; then
+    echo "== cargo +nightly fmt --check --config-path .rustfmt-nightly.toml"
+    cargo +nightly fmt --all -- --check --config-path .rustfmt-nightly.toml
+  else
+    echo "== skipped: cargo +nightly fmt --check (no nightly rustfmt could be installed)"
+  fi
   echo "== cargo clippy --all-targets -- -D warnings"
   cargo clippy --workspace --all-targets --locked -- -D warnings
+  echo "== cargo deny check licenses bans sources"
+  cargo_deny="$(bash scripts/lint-tools.sh cargo-deny)"
+  "$cargo_deny" --locked check -D warnings licenses bans sources
+  echo "== typos"
+  typos="$(bash scripts/lint-tools.sh typos)"
+  "$typos"
   echo "== cargo test"
   test_log="${CARGO_TARGET_DIR:-target}/cargo-test.log"
   mkdir -p "$(dirname "$test_log")"
@@ -59,5 +85,9 @@ if [ "$run_vm" = 1 ]; then
   VM_KERNEL=backports bash scripts/vm/test.sh || status=1
   echo "== VM tests on Linux 6.1"
   VM_KERNEL=stable bash scripts/vm/test.sh || status=1
+  # Debian 12 with systemd 252 as PID 1 (Linux 6.12): atoll's .deb and
+  # atoll.service (delegation, start, kill and restart, stop).
+  echo "== VM tests under systemd (atoll.service from the .deb)"
+  bash scripts/vm/systemd-test.sh || status=1
 fi
 exit "$status"

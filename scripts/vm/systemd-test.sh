@@ -7,8 +7,10 @@
 #
 # Builds the guest image if it is not cached ($ATOLL_VM_CACHE or
 # ~/.cache/atoll-vm/systemd/), builds atoll unless ATOLL_BIN=PATH names a
-# binary, boots a copy-on-write overlay of the image, runs the guest tests
-# of tests/vm-systemd/ and exits 0 only if all passed. The last line is
+# binary, builds atoll's .deb from this checkout's release binary unless
+# ATOLL_DEB=PATH names one (packaging/build-deb.sh), boots a copy-on-write
+# overlay of the image, runs the guest tests of tests/vm-systemd/ and exits
+# 0 only if all passed. The last line is
 # "vm: N passed, M failed". --kernel also reads VM_KERNEL (default
 # backports: bookworm-backports' 6.12; stable: bookworm's 6.1).
 set -euo pipefail
@@ -40,5 +42,17 @@ if [ -z "${ATOLL_BIN:-}" ]; then
     (cd "${VM_REPO_ROOT}" && cargo build --release -p atoll-cli)
     ATOLL_BIN="${CARGO_TARGET_DIR:-${VM_REPO_ROOT}/target}/release/atoll"
 fi
+# atoll's .deb for the tests that install it (deb, service, svckill,
+# svcstop): ATOLL_DEB=path, else built from the release binary of this
+# checkout (packaging/build-deb.sh; cargo-deb is installed if missing).
+if [ -z "${ATOLL_DEB:-}" ]; then
+    deb_start=$(date +%s)
+    if [ ! -x "${CARGO_TARGET_DIR:-${VM_REPO_ROOT}/target}/release/atoll" ]; then
+        ATOLL_DEB="$(cd "${VM_REPO_ROOT}" && bash packaging/build-deb.sh | tail -n 1)"
+    else
+        ATOLL_DEB="$(cd "${VM_REPO_ROOT}" && bash packaging/build-deb.sh --no-build | tail -n 1)"
+    fi
+    vm_log "package ${ATOLL_DEB} built in $(($(date +%s) - deb_start))s"
+fi
 
-exec bash "${here}/systemd/run.sh" --atoll "${ATOLL_BIN}" "${args[@]+"${args[@]}"}"
+exec bash "${here}/systemd/run.sh" --atoll "${ATOLL_BIN}" --deb "${ATOLL_DEB}" "${args[@]+"${args[@]}"}"

@@ -36,3 +36,48 @@ install_debs() {
 
 # cg_path UNIT: the unit's cgroup directory under /sys/fs/cgroup.
 cg_path() { echo "$CG$(unit_prop "$1" ControlGroup)"; }
+
+# --- atoll as a service ---------------------------------------------------------
+
+# The packaged binary (the share's bin/atoll comes first in PATH).
+# shellcheck disable=SC2034 # used by the tests that load this file
+PKG_ATOLL=/usr/bin/atoll
+
+# sd_snapshot FILE: machine_snapshot (tests/vm/lib.sh: every process's
+# cgroup and CPUs, the top cgroup's CPUs and controllers) plus, for nginx
+# and the postgresql cluster, the main pid's cgroup and systemd's
+# AllowedCPUs and EffectiveCPUs.
+sd_snapshot() {
+    machine_snapshot "$1"
+    for _u in nginx.service "$(pg_cluster)"; do
+        _p=$(unit_prop "$_u" MainPID)
+        # Without the cpuset controller EffectiveCPUs is empty: every
+        # online CPU, which is what it reads once systemd enables cpuset.
+        _eff=$(unit_prop "$_u" EffectiveCPUs)
+        echo "unit-$_u pid=$_p cg=$(cg_of "$_p") AllowedCPUs=$(unit_prop "$_u" AllowedCPUs) EffectiveCPUs=${_eff:-$(cat /sys/devices/system/cpu/online)}" >>"$1"
+    done
+}
+
+# pg_cluster: the postgresql@VERSION-main unit.
+pg_cluster() { systemctl list-units --plain --no-legend 'postgresql@*' | awk '{ print $1; exit }'; }
+
+# atoll_cgroups: every cgroup directory of atoll.service (one a line).
+atoll_cgroups() {
+    [ -d "$CG/system.slice/atoll.service" ] || return 0
+    find "$CG/system.slice/atoll.service" -mindepth 1 -type d | sort
+}
+
+# kernel_hint: why CPU masks may have changed on this kernel, or nothing.
+# Before Linux 6.2 a task's own affinity (sched_setaffinity, CPUAffinity=)
+# is reset to its cpuset's CPUs when the task moves to a new cpuset, which
+# is what enabling the cpuset controller above it does; systemd enables it
+# on the path to a unit with Delegate=cpuset (systemd issue #23748).
+kernel_hint() {
+    _v=$(uname -r)
+    _maj=${_v%%.*}
+    _min=${_v#*.}
+    _min=${_min%%[!0-9]*}
+    if [ "$_maj" -lt 6 ] || { [ "$_maj" -eq 6 ] && [ "$_min" -lt 2 ]; }; then
+        echo " (Linux $_v < 6.2 resets a process's own CPU mask when the cpuset controller is enabled above it, as systemd does for Delegate=cpuset)"
+    fi
+}

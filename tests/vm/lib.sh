@@ -151,9 +151,11 @@ adopt_all = true
 
 [island.web]
 cpus = "1-3"
+exclusive = true
 
 [island.batch]
 cpus = "4-7"
+exclusive = true
 
 [unit.api]
 island = "web"
@@ -239,4 +241,35 @@ ensure_api_sleep() {
         [ "$_now" -le "$_deadline" ] || fail "no 'sleep 7777' 60s after atoll run --unit api"
         sleep 1
     done
+}
+
+# --- what atoll must leave alone ----------------------------------------------
+
+# machine_snapshot FILE: "pid cgroup cpus" for every process with a command
+# line, then the top cgroup's effective CPUs ("top-effective ...") and
+# enabled controllers ("top-subtree ..."). Only shell builtins per process
+# (a fork costs tens of milliseconds under TCG).
+machine_snapshot() {
+    : >"$1"
+    for _d in /proc/[0-9]*; do
+        _pid=${_d#/proc/}
+        has_cmdline "$_pid" || continue
+        read_cg "$_pid"
+        _cpus=""
+        while read -r _k _v; do
+            [ "$_k" = Cpus_allowed_list: ] && _cpus=$_v
+        done <"/proc/$_pid/status" 2>/dev/null
+        [ -n "$_cg" ] && echo "$_pid $_cg $_cpus" >>"$1"
+    done
+    echo "top-effective $(cat "$CG/cpuset.cpus.effective")" >>"$1"
+    echo "top-subtree $(cat "$CG/cgroup.subtree_control")" >>"$1"
+}
+
+# snapshot_changes BEFORE NOW [PID]: one line per process alive in both
+# snapshots whose cgroup or CPUs differ, and per other line that differs;
+# PID (the daemon, say) is skipped.
+snapshot_changes() {
+    awk -v skip="${3:-}" 'NR == FNR { was[$1] = $0; next }
+        $1 == skip { next }
+        ($1 in was) && was[$1] != $0 { print "was \"" was[$1] "\", now \"" $0 "\"" }' "$1" "$2"
 }

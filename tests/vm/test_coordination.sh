@@ -33,9 +33,11 @@ adopt_all = false
 
 [island.web]
 cpus = "1-3"
+exclusive = true
 
 [island.batch]
 cpus = "4-7"
+exclusive = true
 
 [unit.api]
 island = "web"

@@ -12,6 +12,8 @@ use std::io::{self, Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use atoll_core::CpuSet;
+
 /// The file operations a cgroup backend needs.
 pub trait CgroupFs: Send + Sync {
     /// Creates one directory (its parent must exist).
@@ -27,6 +29,24 @@ pub trait CgroupFs: Send + Sync {
     fn exists(&self, path: &Path) -> bool;
     /// Names of the sub-directories of `path` (child cgroups), sorted.
     fn child_dirs(&self, path: &Path) -> io::Result<Vec<String>>;
+    /// Whether systemd marked the cgroup directory as delegated (the
+    /// `trusted.delegate` or `user.delegate` extended attribute is `1`,
+    /// which systemd sets on the cgroup of a unit with `Delegate=`).
+    fn is_delegated(&self, path: &Path) -> bool {
+        let _ = path;
+        false
+    }
+    /// A thread's CPU mask (`sched_getaffinity`); `None` if it is gone or
+    /// cannot be read.
+    fn affinity(&self, tid: u32) -> Option<CpuSet> {
+        let _ = tid;
+        None
+    }
+    /// Sets a thread's CPU mask (`sched_setaffinity`).
+    fn set_affinity(&self, tid: u32, cpus: &CpuSet) -> io::Result<()> {
+        let _ = (tid, cpus);
+        Ok(())
+    }
 }
 
 impl<T: CgroupFs + ?Sized> CgroupFs for &T {
@@ -48,6 +68,15 @@ impl<T: CgroupFs + ?Sized> CgroupFs for &T {
     fn child_dirs(&self, path: &Path) -> io::Result<Vec<String>> {
         (**self).child_dirs(path)
     }
+    fn is_delegated(&self, path: &Path) -> bool {
+        (**self).is_delegated(path)
+    }
+    fn affinity(&self, tid: u32) -> Option<CpuSet> {
+        (**self).affinity(tid)
+    }
+    fn set_affinity(&self, tid: u32, cpus: &CpuSet) -> io::Result<()> {
+        (**self).set_affinity(tid, cpus)
+    }
 }
 
 impl<T: CgroupFs + ?Sized> CgroupFs for std::sync::Arc<T> {
@@ -68,6 +97,15 @@ impl<T: CgroupFs + ?Sized> CgroupFs for std::sync::Arc<T> {
     }
     fn child_dirs(&self, path: &Path) -> io::Result<Vec<String>> {
         (**self).child_dirs(path)
+    }
+    fn is_delegated(&self, path: &Path) -> bool {
+        (**self).is_delegated(path)
+    }
+    fn affinity(&self, tid: u32) -> Option<CpuSet> {
+        (**self).affinity(tid)
+    }
+    fn set_affinity(&self, tid: u32, cpus: &CpuSet) -> io::Result<()> {
+        (**self).set_affinity(tid, cpus)
     }
 }
 
@@ -134,6 +172,71 @@ impl CgroupFs for RealFs {
         out.sort();
         Ok(out)
     }
+
+    fn is_delegated(&self, path: &Path) -> bool {
+        ["trusted.delegate", "user.delegate"]
+            .iter()
+            .any(|name| xattr(path, name).is_some_and(|v| v == b"1"))
+    }
+
+    fn affinity(&self, tid: u32) -> Option<CpuSet> {
+        let tid = libc::pid_t::try_from(tid).ok()?;
+        // SAFETY: cpu_set_t is plain data; all zeroes is a valid empty set.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `set` is a valid, writable cpu_set_t of the size passed.
+        let rc = unsafe { libc::sched_getaffinity(tid, std::mem::size_of_val(&set), &mut set) };
+        if rc != 0 {
+            return None;
+        }
+        let cpus: Vec<u32> = (0..libc::CPU_SETSIZE as usize)
+            // SAFETY: `i` is below CPU_SETSIZE, the set's capacity.
+            .filter(|&i| unsafe { libc::CPU_ISSET(i, &set) })
+            .filter_map(|i| u32::try_from(i).ok())
+            .collect();
+        Some(CpuSet::from_iter(cpus))
+    }
+
+    fn set_affinity(&self, tid: u32, cpus: &CpuSet) -> io::Result<()> {
+        let tid =
+            libc::pid_t::try_from(tid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
+        // SAFETY: cpu_set_t is plain data; all zeroes is a valid empty set.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        for c in cpus.iter() {
+            let c = c as usize;
+            if c >= libc::CPU_SETSIZE as usize {
+                return Err(io::Error::from_raw_os_error(libc::EINVAL));
+            }
+            // SAFETY: `c` is below CPU_SETSIZE, the set's capacity.
+            unsafe { libc::CPU_SET(c, &mut set) };
+        }
+        // SAFETY: `set` is a valid cpu_set_t of the size passed.
+        let rc = unsafe { libc::sched_setaffinity(tid, std::mem::size_of_val(&set), &set) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+}
+
+/// The value of extended attribute `name` of `path`, if it has one.
+fn xattr(path: &Path, name: &str) -> Option<Vec<u8>> {
+    let p = CString::new(path.as_os_str().as_bytes()).ok()?;
+    let n = CString::new(name).ok()?;
+    let mut buf = [0u8; 64];
+    // SAFETY: both strings are valid and NUL-terminated for the call; the
+    // buffer is writable for `buf.len()` bytes, and getxattr(2) writes at
+    // most that many.
+    let len = unsafe {
+        libc::getxattr(
+            p.as_ptr(),
+            n.as_ptr(),
+            buf.as_mut_ptr().cast::<libc::c_void>(),
+            buf.len(),
+        )
+    };
+    let len = usize::try_from(len).ok()?;
+    Some(buf[..len].to_vec())
 }
 
 /// Whether this process may write into `path` (`access(2)` with `W_OK`, which
@@ -168,5 +271,44 @@ mod tests {
         assert!(!fs.exists(&dir.path().join("a")));
         assert!(can_write(dir.path()));
         assert!(!can_write(&dir.path().join("missing")));
+        // A plain directory carries no delegation mark.
+        assert!(!fs.is_delegated(dir.path()));
+    }
+
+    #[test]
+    fn real_fs_reads_and_sets_a_process_cpu_mask() {
+        let fs = RealFs;
+        let mine = fs.affinity(std::process::id()).unwrap();
+        let one = CpuSet::from_iter(mine.iter().take(1));
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        assert_eq!(fs.affinity(pid), Some(mine.clone()));
+        let set = fs.set_affinity(pid, &one);
+        let got = fs.affinity(pid);
+        let _ = child.kill();
+        let _ = child.wait();
+        set.unwrap();
+        assert_eq!(got, Some(one));
+        assert_eq!(fs.affinity(pid), None, "a reaped process has no mask");
+    }
+
+    #[test]
+    fn a_user_delegate_xattr_marks_a_directory_delegated() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = CString::new(dir.path().as_os_str().as_bytes()).unwrap();
+        let n = CString::new("user.delegate").unwrap();
+        // SAFETY: valid NUL-terminated strings and a 1-byte value.
+        let rc = unsafe { libc::setxattr(p.as_ptr(), n.as_ptr(), b"1".as_ptr().cast(), 1, 0) };
+        if rc != 0 {
+            eprintln!(
+                "skipped: this filesystem takes no user xattrs ({})",
+                io::Error::last_os_error()
+            );
+            return;
+        }
+        assert!(RealFs.is_delegated(dir.path()));
     }
 }

@@ -18,7 +18,9 @@
 //!
 //! `docs/backends.md` lists every knob's mapping for both versions.
 
+mod affinity;
 mod common;
+pub mod delegate;
 pub mod error;
 pub mod freezer;
 pub mod fs;
@@ -38,6 +40,7 @@ use atoll_core::backend::{
 use atoll_core::plan::{GroupPath, GroupSettings};
 use atoll_core::process::CgroupMembership;
 
+pub use delegate::Delegation;
 pub use error::CgroupError;
 pub use fs::{can_write, CgroupFs, RealFs};
 pub use mounts::{choose, detect, Choice, Mounts, Requested, V1Paths};
@@ -105,6 +108,21 @@ impl<F: CgroupFs> CgroupBackend<F> {
         }
     }
 
+    /// v2: records the subtree systemd delegated (see
+    /// [`Cgroup2Backend::set_delegation`]). v1: delegation is a v2 matter;
+    /// an error if one is given.
+    pub fn set_delegation(&mut self, d: Option<Delegation>) -> Result<(), CgroupError> {
+        match (self, d) {
+            (Self::V2(b), d) => b.set_delegation(d),
+            (Self::V1(_), None) => Ok(()),
+            (Self::V1(b), Some(d)) => Err(CgroupError::BadRootName(format!(
+                "{} (systemd delegates {} on cgroup v2 only)",
+                atoll_core::backend::Actuator::root_name(b),
+                d.top()
+            ))),
+        }
+    }
+
     /// Forgets remembered refusals so the next `apply` retries them.
     pub fn retry_refused(&mut self) {
         match self {
@@ -132,6 +150,12 @@ impl<F: CgroupFs> Actuator for CgroupBackend<F> {
     }
     fn root_name(&self) -> &str {
         both!(self, b => b.root_name())
+    }
+    fn root_location(&self) -> String {
+        both!(self, b => b.root_location())
+    }
+    fn exclusive_root(&self) -> bool {
+        both!(self, b => b.exclusive_root())
     }
     fn apply(
         &mut self,

@@ -24,7 +24,7 @@
 //! Every attempted write is logged so tests can check that unchanged knobs
 //! are not rewritten. Clones share the same tree and state.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -61,6 +61,9 @@ pub struct FakeKernel {
     pub v1_psi: bool,
     /// Which v1 blkio weight file groups get: `"bfq"`, `"cfq"` or `""`.
     pub blkio_weight: &'static str,
+    /// Switching cpuset in a v2 `cgroup.subtree_control` resets the CPU
+    /// mask of every task below to all CPUs (Linux before 6.2).
+    pub resets_affinity: bool,
 }
 
 impl Default for FakeKernel {
@@ -73,6 +76,7 @@ impl Default for FakeKernel {
             cpu_idle: true,
             v1_psi: false,
             blkio_weight: "bfq",
+            resets_affinity: false,
         }
     }
 }
@@ -107,6 +111,8 @@ struct Inner {
     rules: Vec<Rule>,
     log: Vec<(PathBuf, String)>,
     dead: BTreeSet<u32>,
+    delegated: BTreeSet<PathBuf>,
+    affinity: BTreeMap<u32, CpuSet>,
 }
 
 /// A fake cgroup filesystem in a temp dir. See the module docs.
@@ -190,6 +196,8 @@ impl FakeCgroupFs {
                 rules: Vec::new(),
                 log: Vec::new(),
                 dead: BTreeSet::new(),
+                delegated: BTreeSet::new(),
+                affinity: BTreeMap::new(),
             })),
         }
     }
@@ -405,6 +413,33 @@ impl FakeCgroupFs {
         let _ = fs::remove_file(path);
     }
 
+    /// Marks a cgroup directory as systemd marks a unit's with `Delegate=`
+    /// (`CgroupFs::is_delegated`).
+    pub fn mark_delegated(&self, path: &Path) {
+        self.lock().delegated.insert(path.to_path_buf());
+    }
+
+    /// Resets the mask of every task with one in the groups below `dir`,
+    /// as Linux before 6.2 does when cpuset is switched in `dir`.
+    pub(crate) fn reset_affinity_below(&self, dir: &Path) {
+        let mut below = Vec::new();
+        for d in subdirs(dir) {
+            walk(&d, &mut below);
+        }
+        let mut inner = self.lock();
+        let all = CpuSet::parse(&inner.kernel.cpus).unwrap_or_default();
+        for d in below {
+            for pid in get(&d.join("cgroup.procs"))
+                .split_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok())
+            {
+                if let Some(m) = inner.affinity.get_mut(&pid) {
+                    *m = all.clone();
+                }
+            }
+        }
+    }
+
     /// Makes `pid` exit: it leaves every group and later moves fail with
     /// `ESRCH`.
     pub fn kill(&self, pid: u32) {
@@ -597,15 +632,19 @@ fn remove_pid(mount: &Path, pid: u32) {
     let mut dirs = Vec::new();
     walk(mount, &mut dirs);
     for d in dirs {
-        let f = d.join("cgroup.procs");
-        let text = get(&f);
-        if text.lines().any(|l| l.trim() == pid.to_string()) {
-            let rest: String = text
-                .lines()
-                .filter(|l| l.trim() != pid.to_string())
-                .map(|l| format!("{l}\n"))
-                .collect();
-            put(&f, &rest);
+        // A fake process has one thread, its pid: cgroup.threads mirrors
+        // cgroup.procs.
+        for name in ["cgroup.procs", "cgroup.threads"] {
+            let f = d.join(name);
+            let text = get(&f);
+            if text.lines().any(|l| l.trim() == pid.to_string()) {
+                let rest: String = text
+                    .lines()
+                    .filter(|l| l.trim() != pid.to_string())
+                    .map(|l| format!("{l}\n"))
+                    .collect();
+                put(&f, &rest);
+            }
         }
     }
 }
@@ -693,6 +732,19 @@ impl CgroupFs for FakeCgroupFs {
 
     fn exists(&self, path: &Path) -> bool {
         path.exists()
+    }
+
+    fn is_delegated(&self, path: &Path) -> bool {
+        self.lock().delegated.contains(path)
+    }
+
+    fn affinity(&self, tid: u32) -> Option<CpuSet> {
+        self.lock().affinity.get(&tid).cloned()
+    }
+
+    fn set_affinity(&self, tid: u32, cpus: &CpuSet) -> io::Result<()> {
+        self.lock().affinity.insert(tid, cpus.clone());
+        Ok(())
     }
 
     fn child_dirs(&self, path: &Path) -> io::Result<Vec<String>> {

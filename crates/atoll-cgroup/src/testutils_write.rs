@@ -109,10 +109,10 @@ pub(super) fn kernel_write(fake: &FakeCgroupFs, path: &Path, v: &str) -> io::Res
         }
         "memory.limit_in_bytes" | "memory.soft_limit_in_bytes" => {
             let n = parse_num(v)?;
-            let shown = if n < 0 {
-                V1_UNLIMITED
-            } else {
-                (n - n % PAGE) as u64
+            // Negative (-1): unlimited.
+            let shown = match u64::try_from(n) {
+                Ok(n) => n - n % PAGE.unsigned_abs(),
+                Err(_) => V1_UNLIMITED,
             };
             put(path, &shown.to_string());
             Ok(())
@@ -153,6 +153,10 @@ fn procs(fake: &FakeCgroupFs, m: &FakeMount, dir: &Path, v: &str) -> io::Result<
     remove_pid(&m.path, pid);
     let f = dir.join("cgroup.procs");
     put(&f, &format!("{}{pid}\n", get(&f)));
+    if m.v2 {
+        let t = dir.join("cgroup.threads");
+        put(&t, &format!("{}{pid}\n", get(&t)));
+    }
     Ok(())
 }
 
@@ -211,7 +215,12 @@ fn subtree_control(fake: &FakeCgroupFs, dir: &Path, v: &str) -> io::Result<()> {
         .copied()
         .filter(|c| enabled.iter().any(|e| e == c))
         .collect();
+    let before = get(&dir.join("cgroup.subtree_control"));
     put(&dir.join("cgroup.subtree_control"), &shown.join(" "));
+    let had = before.split_whitespace().any(|c| c == "cpuset");
+    if k.resets_affinity && had != shown.contains(&"cpuset") {
+        fake.reset_affinity_below(dir);
+    }
     for ch in &children {
         put(&ch.join("cgroup.controllers"), &shown.join(" "));
     }

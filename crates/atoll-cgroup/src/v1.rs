@@ -511,6 +511,20 @@ impl<F: CgroupFs> Actuator for Cgroup1Backend<F> {
         &self.root
     }
 
+    fn root_location(&self) -> String {
+        let dirs: Vec<String> = self
+            .paths
+            .hierarchies()
+            .iter()
+            .map(|(_, m)| self.dir_in(m, &GroupPath::root()).display().to_string())
+            .collect();
+        dirs.join(", ")
+    }
+
+    fn exclusive_root(&self) -> bool {
+        self.exclusive_root
+    }
+
     fn apply(
         &mut self,
         path: &GroupPath,

@@ -44,10 +44,12 @@ use atoll_core::plan::{GroupPath, GroupSettings, Partition};
 use atoll_core::process::CgroupMembership;
 use atoll_core::CpuSet;
 
+use crate::affinity::keeping_masks;
 use crate::common::{
     check_root_name, ensure_dir, group_dir, nearest_existing, rmdir_retry, sync, write, write_pid,
     Memo, Outcome, Report,
 };
+use crate::delegate::Delegation;
 use crate::error::CgroupError;
 use crate::fs::{CgroupFs, RealFs};
 use crate::knobs::{
@@ -71,6 +73,7 @@ pub struct Cgroup2Backend<F: CgroupFs = RealFs> {
     root: String,
     fs: F,
     added_to_parent: Vec<String>,
+    delegation: Option<Delegation>,
     memo: Memo,
     /// Knobs found different and rewritten, until taken.
     rewrites: Vec<atoll_core::backend::Rewrite>,
@@ -92,6 +95,7 @@ impl<F: CgroupFs> Cgroup2Backend<F> {
             root: root_name.to_string(),
             fs,
             added_to_parent: Vec::new(),
+            delegation: None,
             memo: Memo::default(),
             rewrites: Vec::new(),
             rmdir_attempts: 10,
@@ -112,6 +116,24 @@ impl<F: CgroupFs> Cgroup2Backend<F> {
     /// The filesystem the backend works on.
     pub fn fs(&self) -> &F {
         &self.fs
+    }
+
+    /// Records that atoll's root lies in a subtree systemd delegated (for
+    /// [`Actuator::root_location`]). The root must be below its top: the
+    /// only file above the root the backend writes is then the top's
+    /// `cgroup.subtree_control` (when the root is `<top>/managed`).
+    pub fn set_delegation(&mut self, d: Option<Delegation>) -> Result<(), CgroupError> {
+        if let Some(d) = &d {
+            if !d.is_below(&self.root) {
+                return Err(CgroupError::BadRootName(format!(
+                    "{} (not below the delegated {})",
+                    self.root,
+                    d.top()
+                )));
+            }
+        }
+        self.delegation = d;
+        Ok(())
     }
 
     fn root_parent(&self) -> PathBuf {
@@ -140,9 +162,14 @@ impl<F: CgroupFs> Cgroup2Backend<F> {
         let file = self.root_parent().join("cgroup.subtree_control");
         let mut first_err = None;
         let mut kept = Vec::new();
+        let parent = self.root_parent();
+        let skip = self.dir(&GroupPath::root());
         for c in self.added_to_parent.iter().rev() {
             let v = format!("-{c}");
-            if let Err(e) = self.fs.write(&file, &v) {
+            let done = keeping_masks(&self.fs, &parent, &skip, c == "cpuset", || {
+                self.fs.write(&file, &v)
+            });
+            if let Err(e) = done {
                 kept.push(c.clone());
                 first_err.get_or_insert(CgroupError::io("write", &file, Some(&v), e));
             }
@@ -191,7 +218,15 @@ impl<F: CgroupFs> Cgroup2Backend<F> {
         let all: Vec<String> = missing.iter().map(|c| format!("+{c}")).collect();
         let mut added = Vec::new();
         let mut failed = Vec::new();
-        if self.fs.write(&file, &all.join(" ")).is_ok() {
+        let skip = self.dir(&GroupPath::root());
+        let whole = keeping_masks(
+            &self.fs,
+            parent,
+            &skip,
+            outside && missing.contains(&"cpuset"),
+            || self.fs.write(&file, &all.join(" ")),
+        );
+        if whole.is_ok() {
             added = missing.iter().map(|c| c.to_string()).collect();
         } else {
             for c in &missing {
@@ -595,6 +630,14 @@ impl<F: CgroupFs> Actuator for Cgroup2Backend<F> {
 
     fn root_name(&self) -> &str {
         &self.root
+    }
+
+    fn root_location(&self) -> String {
+        let dir = self.dir(&GroupPath::root());
+        match &self.delegation {
+            Some(d) => format!("{} ({d})", dir.display()),
+            None => dir.display().to_string(),
+        }
     }
 
     fn apply(

@@ -54,6 +54,22 @@ pub fn why(
 /// How long `atoll stop` waits for teardown to finish.
 const STOP_WAIT: Duration = Duration::from_secs(60);
 
+/// `atoll reload`: the daemon reads its configuration again; prints what
+/// changed. A bad configuration is the error (and changes nothing).
+pub fn reload(socket: &Path) -> anyhow::Result<ExitCode> {
+    let mut client = Client::connect(socket)?;
+    let changes = client.reload()?;
+    if changes.is_empty() {
+        println!("atoll reloaded: the configuration is unchanged");
+    } else {
+        println!("atoll reloaded:");
+        for c in &changes {
+            println!("  {c}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn stop(socket: &Path) -> anyhow::Result<ExitCode> {
     let mut client = Client::connect(socket)?;
     client.set_timeout(Some(STOP_WAIT))?;

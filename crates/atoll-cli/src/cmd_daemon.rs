@@ -6,6 +6,10 @@ use std::process::ExitCode;
 
 use atoll_daemon::setup::{self, BackendRequest, SetupOptions};
 
+/// The config file `atoll daemon` reads when `--config` is not given, if it
+/// exists (the .deb installs it).
+pub const DEFAULT_CONFIG: &str = "/etc/atoll/atoll.toml";
+
 fn parse_backend(s: &str) -> Result<BackendRequest, setup::UnknownBackend> {
     s.parse()
 }
@@ -22,16 +26,21 @@ fn parse_repair(s: &str) -> Result<f64, String> {
 /// Flags of `atoll daemon`.
 #[derive(Debug, clap::Args)]
 pub struct DaemonArgs {
-    /// Platform description (TOML). Without it, the embedded default: the host
-    /// partition on the first core, the rest as islands by topology.
+    /// Platform description (TOML). Without it, /etc/atoll/atoll.toml if that
+    /// exists, else the embedded default: the host partition on the first
+    /// core, the rest as islands by topology, nothing moved.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Which backend enforces decisions: auto, cgroup2, cgroup1 or sim.
     #[arg(long, default_value = "auto", value_parser = parse_backend)]
     backend: BackendRequest,
-    /// Name of the cgroup atoll creates and owns.
-    #[arg(long, default_value = "atoll")]
-    cgroup_root: String,
+    /// The cgroup atoll creates and owns: a name under the cgroup mount or a
+    /// path below it (system.slice/atoll.service/managed). Default: under
+    /// systemd with Delegate= on cgroup v2, `managed` in the unit's own
+    /// cgroup (the daemon moves itself to `supervisor` beside it); else
+    /// `atoll`.
+    #[arg(long)]
+    cgroup_root: Option<String>,
     /// The API socket.
     #[arg(long, default_value = atoll_proto::DEFAULT_SOCKET)]
     socket: PathBuf,
@@ -70,17 +79,26 @@ enum LogFormat {
 pub fn daemon(a: DaemonArgs) -> anyhow::Result<ExitCode> {
     let filter = tracing_subscriber::EnvFilter::try_from_env("ATOLL_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Colours only on a terminal: under systemd stderr goes to the journal.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     match a.log_format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
     }
+    let config = a.config.or_else(|| {
+        let default = PathBuf::from(DEFAULT_CONFIG);
+        default.exists().then_some(default)
+    });
     let opts = SetupOptions {
-        config: a.config,
+        config,
         backend: a.backend,
         cgroup_root: a.cgroup_root,
+        invocation_id: std::env::var("INVOCATION_ID").ok(),
         state_dir: a.state_dir,
         sysfs_root: a.sysfs_root,
         proc_root: a.proc_root,

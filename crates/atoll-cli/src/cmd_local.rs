@@ -27,6 +27,12 @@ pub fn check_config(file: &Path, sysfs_root: &Path) -> anyhow::Result<ExitCode> 
         Ok(spec) => {
             println!("{}: ok", file.display());
             print!("{}", atoll_config::summary(&spec));
+            let mut effects = String::new();
+            crate::render::effects(
+                &mut effects,
+                &atoll_core::effects::outside_effects(&spec, false),
+            );
+            print!("{effects}");
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {

@@ -110,6 +110,12 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Read the configuration file again and apply what changed, without
+    /// a restart (root only; what SIGHUP and `systemctl reload` do).
+    Reload {
+        #[command(flatten)]
+        socket: SocketArg,
+    },
     /// Tear down and stop the daemon (root only).
     Stop {
         #[command(flatten)]
@@ -128,6 +134,17 @@ enum Cmd {
     /// Run a scenario on the simulated machine with the daemon's control
     /// loop: a summary per variant and SVG plots (docs/sim.md).
     Sim(cmd_sim::SimArgs),
+    /// Print a shell completion script: `atoll completions bash >
+    /// /usr/share/bash-completion/completions/atoll`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages (atoll.1 and atoll-SUBCOMMAND.1) into DIR.
+    Man {
+        /// The directory (created if missing).
+        dir: PathBuf,
+    },
     /// A workload worker of the benchmarks: `atoll __worker KIND ARGS...`.
     #[command(hide = true, name = "__worker")]
     Worker {
@@ -148,6 +165,16 @@ struct SocketArg {
 #[cfg(test)]
 #[path = "cli_tests.rs"]
 mod cli_tests;
+
+/// `atoll man DIR`: a page for the command and one per subcommand.
+fn man_pages(dir: &std::path::Path) -> anyhow::Result<ExitCode> {
+    use anyhow::Context;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let cmd = <Cli as clap::CommandFactory>::command();
+    clap_mangen::generate_to(cmd, dir)
+        .with_context(|| format!("writing man pages into {}", dir.display()))?;
+    Ok(ExitCode::SUCCESS)
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -175,12 +202,19 @@ fn main() -> ExitCode {
             json,
         } => cmd_client::why(&socket.socket, subject.as_deref(), limit, json),
         Cmd::Apps { socket, json } => cmd_apps::apps(&socket.socket, json),
+        Cmd::Reload { socket } => cmd_client::reload(&socket.socket),
         Cmd::Stop { socket } => cmd_client::stop(&socket.socket),
         Cmd::Overlay(cmd) => cmd_coord::overlay(&cmd),
         Cmd::Coord(cmd) => cmd_coord::coordinate(&cmd),
         Cmd::Report(args) => cmd_coord::report(&args),
         Cmd::Bench(args) => cmd_bench::bench(args),
         Cmd::Sim(args) => cmd_sim::sim(args),
+        Cmd::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "atoll", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Man { dir } => man_pages(&dir),
         Cmd::Worker { args } => Ok(cmd_bench::worker(&args)),
     };
     match result {

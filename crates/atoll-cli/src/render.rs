@@ -22,6 +22,17 @@ fn usage(s: &GroupStats) -> String {
     parts.join(", ")
 }
 
+/// What atoll takes from tasks it does not manage: one line per setting,
+/// or one line saying nothing is taken.
+pub fn effects(o: &mut String, lines: &[String]) {
+    if lines.is_empty() {
+        let _ = writeln!(o, "effects    {}", atoll_core::effects::NO_EFFECTS);
+    }
+    for l in lines {
+        let _ = writeln!(o, "effects    {l}");
+    }
+}
+
 /// The status as a few aligned lines.
 pub fn status(r: &StatusReport) -> String {
     let mut o = String::new();
@@ -35,6 +46,10 @@ pub fn status(r: &StatusReport) -> String {
         r.uptime_ms as f64 / 1000.0,
         r.epochs
     );
+    if let Some(info) = &r.root_info {
+        let _ = writeln!(o, "root       {}", info.location);
+        effects(&mut o, &info.effects);
+    }
     for w in &r.warnings {
         let _ = writeln!(o, "warning    {w}");
     }

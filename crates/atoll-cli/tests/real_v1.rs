@@ -340,7 +340,7 @@ fn atoll_core_shares(weight: u32) -> u64 {
     let w = f64::from(weight);
     let c = 612.0 * (w.log10() + 7.0 / 34.0);
     let l = (-125.0 + (125.0f64 * 125.0 + 4.0 * c).sqrt()) / 2.0;
-    2f64.powf(l).round() as u64
+    atoll_core::num::saturating_u64(2f64.powf(l).round())
 }
 
 #[test]
@@ -515,4 +515,149 @@ fn a_realtime_island_gets_a_budget_and_its_tasks_get_the_policy() {
     assert!(d.leftovers().is_empty(), "left behind: {:?}", d.leftovers());
     let _ = sleeper.kill();
     let _ = sleeper.wait();
+}
+
+const RELOAD_BEFORE: &str = r#"
+[host]
+cpus = "0"
+
+[island.work]
+cpus = "1"
+
+[unit.capped]
+island = "work"
+cpu_cap = 0.5
+
+[unit.gone]
+island = "work"
+"#;
+
+const RELOAD_AFTER: &str = r#"
+[host]
+cpus = "0"
+
+[island.work]
+cpus = "1"
+
+[unit.capped]
+island = "work"
+cpu_cap = 0.8
+
+[unit.fresh]
+island = "work"
+cpu_cap = 0.25
+"#;
+
+fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !ok() {
+        assert!(t.elapsed() < Duration::from_secs(20), "{what}");
+        sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn reload_applies_a_diff_keeps_processes_and_refuses_a_bad_config() {
+    require_v1!();
+    let mut kept = Command::new("sleep").arg("60").spawn().unwrap();
+    let mut returned = Command::new("sleep").arg("60").spawn().unwrap();
+    let origin = cgroup_of(returned.id(), "cpuset");
+    let mut d = Daemon::new("reload", Some(RELOAD_BEFORE));
+    d.start();
+    for (unit, pid) in [("capped", kept.id()), ("gone", returned.id())] {
+        let out = d.atoll(&["adopt", "--unit", unit, "--pid", &pid.to_string()]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(
+        read(d.group("cpu", "work/capped/cpu.cfs_quota_us")),
+        "50000"
+    );
+
+    let config = d.config.clone().unwrap();
+    fs::write(&config, RELOAD_AFTER).unwrap();
+    let out = d.atoll(&["reload"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "unit capped changed",
+        "unit gone removed",
+        "unit fresh added",
+    ] {
+        assert!(said.contains(line), "`{line}` missing from:\n{said}");
+    }
+    assert_eq!(
+        read(d.group("cpu", "work/capped/cpu.cfs_quota_us")),
+        "80000"
+    );
+    assert_eq!(read(d.group("cpu", "work/fresh/cpu.cfs_quota_us")), "25000");
+    assert!(
+        !d.group("cpuset", "work/gone").exists(),
+        "the unit that went is removed"
+    );
+    let capped = format!("/{}/work/capped", d.root);
+    assert_eq!(
+        cgroup_of(kept.id(), "cpuset"),
+        capped,
+        "a kept unit keeps its process"
+    );
+    assert_eq!(
+        cgroup_of(returned.id(), "cpuset"),
+        origin,
+        "a removed unit's process goes home"
+    );
+    let why = d.atoll(&["why", "work/gone"]);
+    assert!(
+        String::from_utf8_lossy(&why.stdout).contains("reloaded"),
+        "the removal's reason names the reload:\n{}",
+        String::from_utf8_lossy(&why.stdout)
+    );
+
+    // A bad file changes nothing and says where it is wrong.
+    fs::write(
+        &config,
+        "[unit.capped]\nisland = \"work\"\ncpu_cap = \"lots\"\n",
+    )
+    .unwrap();
+    let out = d.atoll(&["reload"]);
+    assert!(!out.status.success(), "a bad configuration is refused");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("atoll.toml:3:"),
+        "the error gives the line:\n{err}"
+    );
+    assert_eq!(
+        read(d.group("cpu", "work/capped/cpu.cfs_quota_us")),
+        "80000"
+    );
+    assert_eq!(cgroup_of(kept.id(), "cpuset"), capped);
+
+    // SIGHUP reloads too.
+    fs::write(
+        &config,
+        RELOAD_AFTER.replace("cpu_cap = 0.8", "cpu_cap = 0.3"),
+    )
+    .unwrap();
+    let pid = libc::pid_t::try_from(d.child.as_ref().unwrap().id()).unwrap();
+    // SAFETY: kill(2) on the daemon this test started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGHUP) }, 0);
+    wait_until("SIGHUP applies the new cap", || {
+        fs::read_to_string(d.group("cpu", "work/capped/cpu.cfs_quota_us"))
+            .is_ok_and(|q| q.trim() == "30000")
+    });
+    assert_eq!(cgroup_of(kept.id(), "cpuset"), capped);
+
+    d.stop();
+    assert!(d.leftovers().is_empty(), "{:?}", d.leftovers());
+    for c in [&mut kept, &mut returned] {
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
 }

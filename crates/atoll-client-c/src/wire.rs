@@ -139,6 +139,13 @@ fn status_report() -> StatusReport {
         version: "0.1.0".into(),
         backend: "sim".into(),
         root: "atoll".into(),
+        root_info: Some(atoll_proto::RootInfo {
+            location: "/sys/fs/cgroup/atoll".into(),
+            effects: vec![
+                "island web: exclusive: CPUs 1-3 are taken from every task atoll does not manage"
+                    .into(),
+            ],
+        }),
         epoch_ms: 100,
         uptime_ms: 5000,
         epochs: 50,

@@ -253,6 +253,17 @@ impl Client {
         }
     }
 
+    /// Asks the daemon to read its configuration file again and apply it
+    /// (root only): what changed, a line each, empty when nothing did. A
+    /// configuration that does not parse or that the kernel refuses changes
+    /// nothing and comes back as the error.
+    pub fn reload(&mut self) -> Result<Vec<String>, ClientError> {
+        match self.request(Request::Reload {})? {
+            Reply::Reloaded { changes } => Ok(changes),
+            other => Err(self.unexpected("reloaded", &other)),
+        }
+    }
+
     /// Asks the daemon to tear down and exit (root only), without waiting.
     pub fn stop(&mut self) -> Result<(), ClientError> {
         match self.request(Request::Stop { wait: false })? {

@@ -136,6 +136,9 @@ fn typed_calls_send_sequential_ids_and_decode_replies() {
                 }],
             },
             Request::Stop { .. } => Reply::Stopping,
+            Request::Reload {} => Reply::Reloaded {
+                changes: vec!["unit b2 added".into()],
+            },
             Request::Status {} => return vec![err(req.id, ErrorCode::Backend, "boom")],
             Request::Overlays {}
             | Request::Coordinate { .. }
@@ -164,11 +167,12 @@ fn typed_calls_send_sequential_ids_and_decode_replies() {
     let e = c.status().unwrap_err();
     assert_eq!(e.api_code(), Some(ErrorCode::Backend));
     assert_eq!(e.to_string(), "the atoll daemon could not do it: boom");
+    assert_eq!(c.reload().unwrap(), ["unit b2 added"]);
     c.stop().unwrap();
     drop(c);
     let seen = f.thread.join().unwrap();
     let ids: Vec<u64> = seen.iter().map(|r| r.id).collect();
-    assert_eq!(ids, [1, 2, 3, 4, 5]);
+    assert_eq!(ids, [1, 2, 3, 4, 5, 6]);
     assert!(seen.iter().all(|r| r.v == PROTOCOL_VERSION));
     assert_eq!(
         seen[2].request,

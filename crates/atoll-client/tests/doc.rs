@@ -59,6 +59,7 @@ fn every_request() -> Vec<Request> {
         },
         Request::Stop { wait: false },
         Request::Stop { wait: true },
+        Request::Reload {},
         Request::Overlays {},
         Request::Coordinate {
             from: None,
@@ -90,6 +91,7 @@ fn every_request() -> Vec<Request> {
             | Request::Adopt { .. }
             | Request::Why { .. }
             | Request::Stop { .. }
+            | Request::Reload {}
             | Request::Overlays {}
             | Request::Coordinate { .. }
             | Request::Report { .. }
@@ -111,6 +113,7 @@ fn every_reply_kind() -> Vec<&'static str> {
         Reply::Decisions { .. } => "decisions",
         Reply::Stopping => "stopping",
         Reply::Stopped { .. } => "stopped",
+        Reply::Reloaded { .. } => "reloaded",
         Reply::Overlays { .. } => "overlays",
         Reply::Coordinated { .. } => "coordinated",
         Reply::Reported { .. } => "reported",
@@ -131,6 +134,7 @@ fn every_reply_kind() -> Vec<&'static str> {
         "decisions",
         "stopping",
         "stopped",
+        "reloaded",
         "overlays",
         "coordinated",
         "reported",

@@ -348,8 +348,21 @@ pub trait Actuator: Send {
     fn kind(&self) -> BackendKind;
     /// What it can enforce.
     fn capabilities(&self) -> Capabilities;
-    /// The name of atoll's root group (e.g. `atoll`).
+    /// The name of atoll's root group (e.g. `atoll`), or its path below the
+    /// hierarchy's mount (`system.slice/atoll.service/managed`).
     fn root_name(&self) -> &str;
+    /// Where atoll's root is, for people: its directory and, when it is
+    /// there, how it got there (e.g. delegated by systemd). Default: the
+    /// root name.
+    fn root_location(&self) -> String {
+        self.root_name().to_string()
+    }
+    /// Whether the backend may make atoll's root itself exclusive (cgroup
+    /// v1 with `--v1-exclusive`), which takes all of atoll's CPUs from the
+    /// cpusets outside it as soon as an island is exclusive.
+    fn exclusive_root(&self) -> bool {
+        false
+    }
     /// Creates the group if missing (its parent must exist) and makes its
     /// knobs match `settings`. Returns the knobs it could not set as asked.
     fn apply(
@@ -413,6 +426,29 @@ pub trait Actuator: Send {
     fn bindings(&self) -> Vec<(GroupPath, External)> {
         Vec::new()
     }
+    /// The group of atoll's a process whose cgroups are `m` is in: a bound
+    /// group when `m` is in its external cgroup (at any depth), else the
+    /// group below atoll's root that `m` names ([`group_in_root`]). `None`:
+    /// the process is in none of atoll's groups.
+    fn group_of(&self, m: &CgroupMembership) -> Option<GroupPath> {
+        group_in_root(self.root_name(), m)
+    }
+}
+
+/// The group below the root named `root` where `m` places a process (the
+/// unified path, else the v1 `cpuset` or `cpu` hierarchy's), if it does.
+pub fn group_in_root(root: &str, m: &CgroupMembership) -> Option<GroupPath> {
+    let root = format!("/{}", root.trim_matches('/'));
+    let path = m
+        .unified()
+        .filter(|p| p.starts_with(&root))
+        .or_else(|| m.controller("cpuset"))
+        .or_else(|| m.controller("cpu"))?;
+    let rest = path.strip_prefix(&root)?;
+    if !(rest.is_empty() || rest.starts_with('/')) {
+        return None;
+    }
+    Some(GroupPath::from_relative(rest))
 }
 
 /// Reads the kernel (or the simulator).

@@ -167,6 +167,11 @@ pub enum Reason {
         /// What was found, e.g. `unit x has had no process for 30 s`.
         detail: String,
     },
+    /// The configuration was reloaded (`atoll reload`, SIGHUP).
+    Reload {
+        /// What changed, e.g. `unit api is no longer configured`.
+        detail: String,
+    },
     /// Several steps changed the same group within one epoch; it was
     /// written once, for all of these reasons.
     Combined {
@@ -313,6 +318,7 @@ impl fmt::Display for Reason {
             Self::Comm { detail } => write!(f, "communication: {detail}"),
             Self::Apps { detail } => write!(f, "application policy: {detail}"),
             Self::Housekeeping { detail } => write!(f, "housekeeping: {detail}"),
+            Self::Reload { detail } => write!(f, "the configuration was reloaded: {detail}"),
             Self::Combined { causes } => {
                 for (i, c) in causes.iter().enumerate() {
                     if i > 0 {

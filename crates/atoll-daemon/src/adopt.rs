@@ -307,6 +307,15 @@ impl Adoption {
         }
     }
 
+    /// Every process is matched against the rules again at the next step
+    /// (the rules changed: a reload).
+    pub fn rescan(&mut self) {
+        self.seen.clear();
+        if self.events.is_some() {
+            self.pending.rescan = true;
+        }
+    }
+
     /// `pid` is placed (by a request): rules never move it.
     pub fn settle(&mut self, pid: u32) {
         if let Some(s) = self.seen.get_mut(&pid) {

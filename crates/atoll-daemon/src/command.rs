@@ -45,4 +45,6 @@ pub enum Command {
     Refresh,
     /// Tear down and exit (from a signal).
     Shutdown,
+    /// Read the configuration again and apply it (SIGHUP).
+    Reload,
 }

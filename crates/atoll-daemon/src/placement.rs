@@ -50,7 +50,7 @@ impl Placement<'_> {
 
     /// Where a membership places the process inside atoll's root.
     pub fn in_atoll(&self, m: &CgroupMembership) -> Option<GroupPath> {
-        in_atoll(self.backend.root_name(), m)
+        self.backend.group_of(m)
     }
 
     /// The scheduling policy of tasks in `group` (the host partition and
@@ -221,21 +221,6 @@ impl Placement<'_> {
         }
         outside_atoll(self.backend.root_name(), self.self_origin)
     }
-}
-
-/// Where `m` places a process inside the root named `root`, if it does.
-pub fn in_atoll(root: &str, m: &CgroupMembership) -> Option<GroupPath> {
-    let root = format!("/{root}");
-    let path = m
-        .unified()
-        .filter(|p| p.starts_with(&root))
-        .or_else(|| m.controller("cpuset"))
-        .or_else(|| m.controller("cpu"))?;
-    let rest = path.strip_prefix(&root)?;
-    if !(rest.is_empty() || rest.starts_with('/')) {
-        return None;
-    }
-    Some(GroupPath::from_relative(rest))
 }
 
 /// `m` with every path inside the root named `root` replaced by the

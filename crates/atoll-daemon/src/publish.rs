@@ -213,6 +213,7 @@ mod tests {
             version: "t".into(),
             backend: "sim".into(),
             root: "r".into(),
+            root_info: None,
             epoch_ms: 30,
             uptime_ms: 0,
             epochs,

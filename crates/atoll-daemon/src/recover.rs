@@ -14,7 +14,6 @@ use atoll_core::process::ProcessTable;
 use atoll_core::Name;
 use atoll_proto::UnitOrigin;
 
-use crate::placement::in_atoll;
 use crate::registry::{Managed, Registry};
 use crate::state::SavedState;
 
@@ -26,7 +25,6 @@ pub fn recover(
     procs: &dyn ProcessTable,
     saved: Option<SavedState>,
 ) -> String {
-    let root = backend.root_name().to_string();
     let mut kept = 0usize;
     let mut dropped = 0usize;
     if let Some(s) = saved {
@@ -46,7 +44,7 @@ pub fn recover(
             match procs.info(p.pid) {
                 Ok(info)
                     if info.start_ticks == p.start_ticks
-                        && in_atoll(&root, &info.cgroups).as_ref() == Some(&p.group) =>
+                        && backend.group_of(&info.cgroups).as_ref() == Some(&p.group) =>
                 {
                     reg.manage(
                         p.pid,

@@ -262,6 +262,27 @@ impl Registry {
         removed
     }
 
+    /// Replaces the platform description (a reload). Runtime units whose
+    /// island it no longer has, or whose name one of its units takes, are
+    /// dropped and returned (a caller gives their processes back first,
+    /// except for a runtime unit the config now declares in the same
+    /// island: that group stays, the config's unit now).
+    pub fn set_spec(&mut self, spec: PlatformSpec) -> Vec<UnitSpec> {
+        let (keep, dropped): (Vec<UnitSpec>, Vec<UnitSpec>) =
+            std::mem::take(&mut self.runtime_units)
+                .into_iter()
+                .partition(|u| {
+                    spec.island(&u.island).is_some() && !spec.units.iter().any(|c| c.name == u.name)
+                });
+        self.runtime_units = keep;
+        for u in &dropped {
+            self.owners.remove(u.name.as_str());
+        }
+        self.spec = spec;
+        self.replan();
+        dropped
+    }
+
     /// Records a process atoll moved.
     pub fn manage(&mut self, pid: u32, m: Managed) {
         self.managed.insert(pid, m);

@@ -11,7 +11,8 @@
 //!
 //! Every signal that would end the process ([`SHUTDOWN_SIGNALS`]: SIGTERM,
 //! SIGINT, SIGHUP, SIGQUIT, SIGUSR1, ...) is blocked in every thread and
-//! taken by one thread with `sigwait`, which turns it into
+//! taken by one thread with `sigwait`, which turns SIGHUP into
+//! [`Command::Reload`] (read the configuration again) and every other into
 //! [`Command::Shutdown`], so teardown always happens on the control-loop
 //! thread.
 
@@ -60,7 +61,7 @@ pub struct Endpoints {
 
 /// The signals whose default action ends the process and that another
 /// process may send: each is taken by the signal thread and turned into a
-/// teardown, so none ends the daemon without one (SIGKILL cannot be
+/// teardown (SIGHUP: a reload), so none ends the daemon without one (SIGKILL cannot be
 /// caught: every change is in the state file before it is acknowledged, so
 /// a restart recovers).
 pub const SHUTDOWN_SIGNALS: [libc::c_int; 12] = [
@@ -104,8 +105,14 @@ pub fn shutdown_on_signals(tx: Sender<Command>) -> Result<JoinHandle<()>, RunErr
             // SAFETY: `set` is valid and `sig` is a valid out-pointer.
             let rc = unsafe { libc::sigwait(&set, &mut sig) };
             if rc == 0 {
-                tracing::info!("signal {sig}: shutting down");
-                if tx.send(Command::Shutdown).is_err() {
+                let cmd = if sig == libc::SIGHUP {
+                    tracing::info!("signal {sig} (SIGHUP): reloading the configuration");
+                    Command::Reload
+                } else {
+                    tracing::info!("signal {sig}: shutting down");
+                    Command::Shutdown
+                };
+                if tx.send(cmd).is_err() {
                     return;
                 }
             }
@@ -139,6 +146,7 @@ pub fn run(mut ctrl: Controller, endpoints: &Endpoints) -> Result<(), RunError> 
         None => None,
     };
     ctrl.start()?;
+    crate::notify::tell("READY=1");
     let board = Board::new(ctrl.decisions().reader());
     publish(&ctrl, Some(&board));
     let stop = Arc::new(AtomicBool::new(false));
@@ -159,6 +167,7 @@ pub fn run(mut ctrl: Controller, endpoints: &Endpoints) -> Result<(), RunError> 
     }
     // Requests that arrive from now on are answered `shutting_down` at once.
     drop(rx);
+    crate::notify::tell("STOPPING=1");
     let result = ctrl.teardown();
     ctrl.finish_stop(&result);
     // Only now does the socket go away, so `atoll stop` can wait for it.
@@ -175,10 +184,11 @@ pub fn run(mut ctrl: Controller, endpoints: &Endpoints) -> Result<(), RunError> 
 /// queued together are served together, and the changes they made are
 /// saved once before any of them is answered ([`Controller::commit`]).
 pub fn drive(ctrl: &mut Controller, rx: &Receiver<Command>, board: Option<&Board>) {
-    let epoch = ctrl.epoch_len();
-    let mut next = ctrl.now() + epoch;
+    let mut next = ctrl.now() + ctrl.epoch_len();
     let mut batch = 0usize;
     loop {
+        // Read each time: a reload may change it.
+        let epoch = ctrl.epoch_len();
         let now = ctrl.now();
         if now >= next {
             ctrl.epoch();

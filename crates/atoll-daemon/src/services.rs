@@ -5,9 +5,14 @@
 //! "nginx.service" }]`) is enforced through that unit's properties: its
 //! group is bound to it ([`Actuator::bind`]), so the composer's writes of
 //! the group become property changes, and monitors read the unit's cgroup.
-//! Where the backend has a service manager, a unit created at run time
-//! (`atoll run`, `atoll adopt`) outside an exclusive island is bound to a
-//! transient scope of its own, so systemd knows the processes it holds.
+//! Where the backend has a service manager, every other unit outside an
+//! exclusive island is bound to a transient scope of its own in atoll's
+//! slice (`atoll-ISLAND-UNIT.scope`), started for the first process atoll
+//! places in it: systemd then knows the processes atoll moved (`atoll run`,
+//! adopt rules, applications), they are not part of atoll's own service,
+//! and a crash of the daemon leaves them running where they are. Units of
+//! exclusive islands stay in atoll's own (delegated) subtree, since a
+//! partition's CPUs are outside every other cgroup.
 //!
 //! [`Services::sync`] runs whenever the plan changes, before the composer
 //! writes it: it binds what the plan names and unbinds (putting back every
@@ -22,8 +27,7 @@ use std::time::Duration;
 use atoll_core::backend::{Backend, External};
 use atoll_core::decision::{Action, Decision, Reason};
 use atoll_core::plan::GroupPath;
-use atoll_core::spec::{is_app_unit_name, UnitSpec};
-use atoll_proto::UnitOrigin;
+use atoll_core::spec::UnitSpec;
 
 use crate::compose::Composer;
 use crate::decisions::DecisionLog;
@@ -32,24 +36,20 @@ use crate::registry::Registry;
 /// How often a unit that could not be bound is tried again.
 pub const RETRY_EVERY: Duration = Duration::from_secs(10);
 
-/// The scope a runtime unit's processes run in on a systemd host.
+/// The scope a unit's processes run in on a systemd host.
 pub fn scope_name(unit: &UnitSpec) -> String {
     format!("atoll-{}-{}.scope", unit.island, unit.name)
 }
 
-/// What a unit's group should be bound to, if anything.
-pub fn wanted(
-    reg: &Registry,
-    unit: &UnitSpec,
-    origin: UnitOrigin,
-    scopes: bool,
-) -> Option<External> {
+/// What a unit's group should be bound to, if anything: the systemd unit
+/// it names; else, where the backend has a service manager (`scopes`) and
+/// its island is not exclusive, a scope of its own.
+pub fn wanted(reg: &Registry, unit: &UnitSpec, scopes: bool) -> Option<External> {
     if let Some(name) = unit.systemd_unit() {
         return Some(External::SystemdUnit(name.to_string()));
     }
     let exclusive = reg.island(&unit.island).is_some_and(|i| i.exclusive);
-    (scopes && origin == UnitOrigin::Runtime && !exclusive && !is_app_unit_name(unit.name.as_str()))
-        .then(|| External::Scope(scope_name(unit)))
+    (scopes && !exclusive).then(|| External::Scope(scope_name(unit)))
 }
 
 /// A unit that could not be bound.
@@ -119,8 +119,8 @@ impl Services {
         let scopes = backend.capabilities().service_manager;
         let want: BTreeMap<GroupPath, External> = reg
             .units()
-            .filter_map(|(u, origin)| {
-                let to = wanted(reg, u, origin, scopes)?;
+            .filter_map(|(u, _)| {
+                let to = wanted(reg, u, scopes)?;
                 Some((GroupPath::unit(&u.island, &u.name), to))
             })
             .collect();

@@ -6,6 +6,14 @@
 //! used the error says why and points at `--backend sim`. With `sim`, the
 //! daemon runs a simulated machine of the same topology in real time: the
 //! sim's clock follows the wall clock.
+//!
+//! Where atoll's root goes. `--cgroup-root` names it: a plain name under the
+//! hierarchy's mount (`atoll`, the default from a shell) or a path below it
+//! (`system.slice/atoll.service/managed`). Without the flag, a daemon that
+//! systemd started as a service with `Delegate=` on cgroup v2 (see
+//! [`atoll_cgroup::delegate`]) manages `<its unit's cgroup>/managed`, after
+//! moving itself into `<its unit's cgroup>/supervisor`; anything else gets
+//! `atoll` under the mount, as before.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -13,11 +21,10 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use atoll_cgroup::{CgroupError, RealFs, Requested};
+use atoll_cgroup::{delegate, CgroupError, Delegation, RealFs, Requested};
 use atoll_config::ConfigError;
 use atoll_core::backend::Backend;
 use atoll_core::clock::{Clock, ManualClock};
-use atoll_core::name::NameError;
 use atoll_core::process::{ProcessTable, TaskControl};
 use atoll_core::topology::Topology;
 use atoll_core::Name;
@@ -77,8 +84,13 @@ pub struct SetupOptions {
     pub config: Option<PathBuf>,
     /// The backend.
     pub backend: BackendRequest,
-    /// atoll's root group name.
-    pub cgroup_root: String,
+    /// atoll's root group: a name under the mount or a path below it;
+    /// `None`: the delegated subtree's `managed` when systemd delegated
+    /// one, else [`DEFAULT_ROOT`].
+    pub cgroup_root: Option<String>,
+    /// `INVOCATION_ID` from the environment (systemd sets it for the
+    /// processes of a service).
+    pub invocation_id: Option<String>,
     /// Where the state file lives.
     pub state_dir: PathBuf,
     /// Where sysfs is.
@@ -94,12 +106,20 @@ pub struct SetupOptions {
     pub repair_every: Option<Duration>,
 }
 
+/// atoll's root without `--cgroup-root` outside a delegated subtree.
+pub const DEFAULT_ROOT: &str = "atoll";
+
 /// Why the daemon cannot be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
-    /// `--cgroup-root` is not a plain name.
-    #[error("--cgroup-root")]
-    RootName(#[from] NameError),
+    /// `--cgroup-root` is neither a name nor a path below the mount.
+    #[error("--cgroup-root {root:?}: {reason}")]
+    RootName {
+        /// The value given.
+        root: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The machine could not be read.
     #[error("reading the machine")]
     Topology(#[from] TopologyError),
@@ -118,10 +138,82 @@ pub enum SetupError {
     SelfProcess(#[from] atoll_core::process::ProcessError),
 }
 
+/// Checks a `--cgroup-root` value: a name (the rules of island and unit
+/// names) or a path of such names below the mount whose leading components
+/// may also carry systemd's characters (`system.slice/atoll.service/managed`).
+pub fn check_root(root: &str) -> Result<String, SetupError> {
+    let bad = |reason: String| SetupError::RootName {
+        root: root.to_string(),
+        reason,
+    };
+    let trimmed = root.trim_start_matches('/');
+    let parts: Vec<&str> = trimmed.split('/').collect();
+    let (last, above) = parts.split_last().ok_or_else(|| bad("empty".into()))?;
+    Name::new(last).map_err(|e| bad(e.to_string()))?;
+    for p in above {
+        let ok = !p.is_empty()
+            && !p.starts_with('.')
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_-.@:\\".contains(c));
+        if !ok {
+            return Err(bad(format!(
+                "{p:?} is not a cgroup name (letters, digits and _-.@:\\, not starting with '.')"
+            )));
+        }
+    }
+    Ok(trimmed.to_string())
+}
+
+/// Where atoll's root goes on this backend (see the module docs), and the
+/// delegated subtree it is in, if any. In a delegated subtree the daemon
+/// first moves itself (and whatever shares the unit's cgroup) into the
+/// `supervisor` leaf.
+fn place_root(
+    choice: &atoll_cgroup::Choice,
+    explicit: Option<String>,
+    o: &SetupOptions,
+    procfs: &ProcFs,
+) -> Result<(String, Option<Delegation>), SetupError> {
+    let atoll_cgroup::Choice::Cgroup2 { mount, .. } = choice else {
+        return Ok((explicit.unwrap_or_else(|| DEFAULT_ROOT.into()), None));
+    };
+    let own = procfs.cgroups(std::process::id())?;
+    let own = own.unified().unwrap_or("/").to_string();
+    match delegate::find(mount, &own, o.invocation_id.as_deref(), &RealFs) {
+        Ok(d) => {
+            let root = explicit.unwrap_or_else(|| d.managed());
+            if !d.is_below(&root) {
+                tracing::warn!(
+                    "atoll's root {root} is outside the subtree systemd delegated to it ({}): systemd owns it",
+                    d.top()
+                );
+                return Ok((root, None));
+            }
+            let moved = d.enter_leaf(&RealFs)?;
+            tracing::info!(
+                "systemd delegated {} to atoll: moved pid(s) {moved:?} into {}, atoll's root is {root}",
+                d.top(),
+                d.supervisor()
+            );
+            Ok((root, Some(d)))
+        }
+        Err(why) => {
+            let root = explicit.unwrap_or_else(|| DEFAULT_ROOT.into());
+            if o.invocation_id.is_some() {
+                tracing::warn!(
+                    "started by systemd, but {why}: atoll's root is {}/{root}, outside any delegated subtree (give the unit Delegate=)",
+                    mount.display()
+                );
+            }
+            Ok((root, None))
+        }
+    }
+}
+
 /// Builds the controller (not started) and a one-line description of what
 /// was chosen.
 pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
-    let root = Name::new(&o.cgroup_root)?;
+    let explicit = o.cgroup_root.as_deref().map(check_root).transpose()?;
     let topo = atoll_topology::read_topology(&o.sysfs_root)?;
     let topo_for_opts = topo.clone();
     let (spec, source) = match &o.config {
@@ -133,27 +225,35 @@ pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
     };
     let procfs = ProcFs::new(&o.proc_root);
     let self_pid = std::process::id();
-    let self_origin = procfs.cgroups(self_pid)?;
     let real = !matches!(o.backend, BackendRequest::Sim);
-    let (env, what) = match o.backend {
-        BackendRequest::Sim => sim_env(topo, root.as_str()),
+    let (env, what, root) = match o.backend {
+        BackendRequest::Sim => {
+            let root = explicit.unwrap_or_else(|| DEFAULT_ROOT.into());
+            let (env, what) = sim_env(topo, &root);
+            (env, what, root)
+        }
         BackendRequest::Cgroup(requested) => {
             let mounts = atoll_cgroup::detect(&o.proc_root.join("self/mountinfo"))?;
             let choice =
                 atoll_cgroup::choose(requested, &mounts, &RealFs, &atoll_cgroup::can_write)?;
             let what = format!("{choice:?}");
-            let mut backend = atoll_cgroup::open(&choice, root.as_str(), RealFs)?;
+            let (root, delegation) = place_root(&choice, explicit, o, &procfs)?;
+            let mut backend = atoll_cgroup::open(&choice, &root, RealFs)?;
+            backend.set_delegation(delegation)?;
             backend.set_exclusive_root(o.v1_exclusive);
             let env = Env {
                 backend: Box::new(backend),
                 procs: Box::new(procfs.clone()),
                 tasks: Box::new(LinuxTaskControl::new()),
-                system: Box::new(procfs),
+                system: Box::new(procfs.clone()),
                 clock: Arc::new(MonotonicClock::new()),
             };
-            (env, what)
+            (env, what, root)
         }
     };
+    // Read after the daemon may have moved into its leaf: the origin of
+    // last resort for processes atoll gives back.
+    let self_origin = procfs.cgroups(self_pid)?;
     let description = format!(
         "backend {} ({what}), root {root}, platform from {source}: host cpus {}, {} islands, {} units",
         env.backend.kind().as_str(),
@@ -161,6 +261,7 @@ pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
         spec.islands.len(),
         spec.units.len()
     );
+    let topo_for_reload = topo_for_opts.clone();
     let opts = Options {
         state_dir: Some(o.state_dir.clone()),
         self_origin,
@@ -169,6 +270,15 @@ pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
     };
     let comm = spec.comm.is_some();
     let mut controller = Controller::new(env, spec, opts);
+    controller.set_config_source(match &o.config {
+        Some(path) => {
+            let (path, topo) = (path.clone(), topo_for_reload);
+            Ok(Box::new(move || {
+                atoll_config::load(&path, &topo).map_err(|e| e.to_string())
+            }))
+        }
+        None => Err("the embedded default: start atoll with --config FILE, or put the configuration in /etc/atoll/atoll.toml, to reload it".into()),
+    });
     if let Some(every) = o.repair_every {
         controller.set_repair_interval(every);
     }
@@ -258,4 +368,42 @@ fn sim_env(topo: Topology, root: &str) -> (Env, String) {
         clock: Arc::new(clock),
     };
     (env, "simulated machine, real time".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roots_are_names_or_paths_below_the_mount() {
+        assert_eq!(check_root("atoll").unwrap(), "atoll");
+        assert_eq!(
+            check_root("system.slice/atoll.service/managed").unwrap(),
+            "system.slice/atoll.service/managed"
+        );
+        assert_eq!(
+            check_root("/system.slice/system-x\\x2dy.slice/a@b.service/m").unwrap(),
+            "system.slice/system-x\\x2dy.slice/a@b.service/m"
+        );
+        for bad in [
+            "",
+            "/",
+            "a//b",
+            "a/../b",
+            "../x",
+            "./x",
+            "x/.hidden/y",
+            "a.b",
+            "system.slice/cpu.max",
+            "x/y z/w",
+            "x/managed/",
+        ] {
+            let e = check_root(bad).unwrap_err();
+            assert!(
+                e.to_string()
+                    .starts_with(&format!("--cgroup-root {bad:?}: ")),
+                "{bad:?}: {e}"
+            );
+        }
+    }
 }

@@ -316,3 +316,19 @@ fn a_removed_group_starts_over_and_a_removed_overlay_disarms() {
     let s = r.pressure();
     assert_eq!((s.armed, s.read), (0, 0));
 }
+
+#[test]
+fn a_reload_keeps_the_triggers_of_units_still_watched() {
+    let mut r = Rig::new(true, |_| {});
+    r.epochs(2);
+    assert_eq!(r.psi.armed().len(), 2);
+    let mut next = spec();
+    next.overlays[0].units = vec![n("api")];
+    r.c.reload(next).expect("reload");
+    r.epochs(2);
+    let s = r.pressure();
+    assert_eq!((s.source.as_str(), s.armed, s.read), (TRIGGERS, 1, 0));
+    assert!(r.psi.is_armed(&api()), "api is still watched");
+    assert!(!r.psi.is_armed(&db()), "db is no longer watched");
+    assert_eq!((r.psi.arms(), r.psi.disarms()), (2, 1));
+}

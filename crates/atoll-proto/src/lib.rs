@@ -86,6 +86,10 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         wait: bool,
     },
+    /// Read the configuration file again and apply it as a diff (root
+    /// only). A configuration that does not parse or validate changes
+    /// nothing: the error names the line and column.
+    Reload {},
     /// The overlays: units, property, last value, loans, nacks.
     Overlays {},
     /// One coordination message (see [`coord`]), sent by the coordinator of
@@ -157,6 +161,7 @@ impl Request {
             },
             Self::Why { subject, .. } => format!("why {}", subject.as_deref().unwrap_or("")),
             Self::Stop { .. } => "stop".into(),
+            Self::Reload {} => "reload".into(),
             Self::Overlays {} => "overlays".into(),
             Self::Coordinate { from, message } => {
                 let m = serde_json::to_value(message)
@@ -198,6 +203,7 @@ impl Request {
             Self::Status {} | Self::Why { .. } | Self::Overlays {} | Self::Apps {} => false,
             Self::Adopt { .. }
             | Self::Stop { .. }
+            | Self::Reload {}
             | Self::Coordinate { .. }
             | Self::Report { .. }
             | Self::AppRegister { .. }
@@ -289,6 +295,12 @@ pub enum Reply {
         /// left).
         left: Vec<String>,
     },
+    /// Answer to [`Request::Reload`]: what changed, a line each (empty:
+    /// the configuration was the same).
+    Reloaded {
+        /// The changes.
+        changes: Vec<String>,
+    },
     /// Answer to [`Request::Overlays`].
     Overlays {
         /// Every overlay, in name order.
@@ -379,8 +391,12 @@ pub struct StatusReport {
     pub version: String,
     /// `cgroup2`, `cgroup1` or `sim`.
     pub backend: String,
-    /// Name of atoll's root group.
+    /// atoll's root group: its name under the cgroup mount, or its path
+    /// below it (`system.slice/atoll.service/managed` under systemd).
     pub root: String,
+    /// Where the root is and what atoll takes from the rest of the machine.
+    #[serde(default)]
+    pub root_info: Option<RootInfo>,
     /// Control-loop period, ms.
     pub epoch_ms: u64,
     /// Time since start, ms.
@@ -414,6 +430,19 @@ pub struct StatusReport {
     /// it recovered from, processes whose origin it lost, ...).
     #[serde(default)]
     pub warnings: Vec<String>,
+}
+
+/// Where atoll's root is and what atoll takes from tasks it does not manage.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RootInfo {
+    /// The root's directory (v1: one per hierarchy) and, when systemd
+    /// delegated it, the unit and the daemon's own leaf.
+    pub location: String,
+    /// One line per setting that takes CPUs or processes from tasks atoll
+    /// does not manage (exclusive islands, `adopt_all`, a v1 exclusive
+    /// root); empty when nothing does.
+    #[serde(default)]
+    pub effects: Vec<String>,
 }
 
 /// How the daemon finds new, changed and exited processes.

@@ -46,7 +46,8 @@ fn fake_loop(rx: Receiver<Command>, callers: Sender<Caller>) -> JoinHandle<()> {
                 | Request::AppPoll { .. }
                 | Request::AppReport { .. }
                 | Request::AppDone { .. }
-                | Request::Apps {} => Reply::Stopping,
+                | Request::Apps {}
+                | Request::Reload {} => Reply::Stopping,
                 Request::Status {} => {
                     // Answer with a wrong id: the server must fix it.
                     let _ = reply.send(ResponseEnvelope::ok(id + 1000, Reply::Stopping));
@@ -375,6 +376,7 @@ fn reads_come_from_the_board_and_never_reach_the_loop() {
         version: "t".into(),
         backend: "sim".into(),
         root: "r".into(),
+        root_info: None,
         epoch_ms: 30,
         uptime_ms: 0,
         epochs: 42,

@@ -274,6 +274,15 @@ impl Apps {
         }
     }
 
+    /// Takes the policy of a reloaded `spec.apps` (the applications and
+    /// their schedule stay; the next plan uses the new weights).
+    pub(crate) fn reconfigure(&mut self, spec: &PlatformSpec) {
+        let fresh = Self::new(spec);
+        self.planner = fresh.planner;
+        self.batcher = fresh.batcher;
+        self.deadband = fresh.deadband;
+    }
+
     /// The `cpuset.cpus` an application's unit needs: its own CPUs when its
     /// mode is exclusive; else, in an island where others have CPUs of
     /// their own, the island's other CPUs (`live`: what the island holds

@@ -44,7 +44,7 @@ use std::time::Duration;
 
 use atoll_core::backend::{Backend, BackendError, Fallback};
 use atoll_core::decision::{Action, Decision, Reason};
-use atoll_core::plan::{GroupPath, GroupSettings, Partition};
+use atoll_core::plan::{GroupPath, GroupSettings, Partition, RtBudget};
 use atoll_core::spec::{IslandSpec, PlatformSpec, UnitSpec};
 use atoll_core::CpuSet;
 
@@ -199,6 +199,11 @@ impl Composer {
         self.all = Some(why);
     }
 
+    /// Why every group is to be written at the next flush, if it is.
+    pub fn all_reason(&self) -> Option<&Reason> {
+        self.all.as_ref()
+    }
+
     /// Whether anything waits for a [`flush`](Self::flush).
     pub fn pending(&self) -> bool {
         self.all.is_some() || !self.touched.is_empty()
@@ -276,6 +281,7 @@ impl Composer {
             .filter_map(|g| Some((g.clone(), self.applied.get(g)?.clone())))
             .collect();
         self.shrink_first(&order, &memo, backend, log, now);
+        self.lower_rt_first(&order, &memo, backend, log, now);
         let mut first_err = None;
         let mut failed: Vec<GroupPath> = Vec::new();
         for g in order.parents_first() {
@@ -425,6 +431,62 @@ impl Composer {
             }
         }
         tracing::trace!("cpusets narrowed first: {narrowed}");
+    }
+
+    /// Writes the RT budgets that go down, deepest first, before anything
+    /// else is written: the kernel refuses a budget that, with its
+    /// siblings', exceeds the parent's, so a unit that joins an island
+    /// (splitting the island's budget again) finds room only once the
+    /// others have given theirs up, and a parent may shrink only below
+    /// children that already did.
+    fn lower_rt_first(
+        &mut self,
+        order: &order::Order,
+        memo: &BTreeMap<GroupPath, Effective>,
+        backend: &mut dyn Backend,
+        log: &mut DecisionLog,
+        now: Duration,
+    ) {
+        // runtime/period compared without rounding.
+        fn lower(new: &RtBudget, old: &RtBudget) -> bool {
+            u128::from(new.runtime_us) * u128::from(old.period_us)
+                < u128::from(old.runtime_us) * u128::from(new.period_us)
+        }
+        for g in order.deepest_first() {
+            let Some(old) = self.applied.get(g) else {
+                continue;
+            };
+            let (Some(was), Some(will)) = (
+                old.rt_budget,
+                memo.get(g).and_then(|e| e.settings.rt_budget),
+            ) else {
+                continue;
+            };
+            if !lower(&will, &was) {
+                continue;
+            }
+            let mut s = old.clone();
+            s.rt_budget = Some(will);
+            match backend.apply(g, &s) {
+                Ok(_) => {
+                    self.applied.insert(g.clone(), s);
+                }
+                Err(e) => log.record(Decision {
+                    at: now,
+                    action: Action::ApplyGroup {
+                        path: g.clone(),
+                        knobs: vec![format!(
+                            "cpu.rt_runtime_us={}/{}",
+                            will.runtime_us, will.period_us
+                        )],
+                        layers: Vec::new(),
+                    },
+                    why: Reason::KernelRefused {
+                        error: e.to_string(),
+                    },
+                }),
+            }
+        }
     }
 
     /// Writes the next `count` planned groups again (in plan order, from

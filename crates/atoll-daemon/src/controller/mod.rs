@@ -25,10 +25,13 @@
 //! anything but the backend, and nothing reads the system clock, so tests
 //! and the simulator drive it step by step.
 
+mod reload;
 mod requests;
 mod start;
 mod status;
 mod teardown;
+
+pub use reload::{describe, ConfigSource, ReloadError};
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -39,6 +42,7 @@ use atoll_core::backend::{BackendError, Fallback, Monitor};
 use atoll_core::clock::Clock;
 use atoll_core::comm::NetMonitor;
 use atoll_core::decision::Reason;
+use atoll_core::num::saturating_usize;
 use atoll_core::plan::GroupPath;
 use atoll_core::process::{CgroupMembership, ProcessTable, SystemMonitor, TaskControl};
 use atoll_core::spec::PlatformSpec;
@@ -179,6 +183,8 @@ pub struct Controller {
     /// Replies to requests that changed something, waiting for the state
     /// file to be saved (see [`Controller::commit`]).
     unsaved: Vec<Unsaved>,
+    /// Where a reload reads the configuration, or why it cannot.
+    config_source: Option<Result<ConfigSource, String>>,
 }
 
 /// The layers over the plan, in the order they are laid: isolation,
@@ -248,6 +254,7 @@ impl Controller {
             warnings: Vec::new(),
             stop_reply: None,
             unsaved: Vec::new(),
+            config_source: None,
         }
     }
 
@@ -493,9 +500,11 @@ impl Controller {
         if changed.is_empty() {
             return;
         }
+        // Bound for what is writing every group (a reload), else the plan.
+        let why = self.compose.all_reason().cloned().unwrap_or(Reason::Config);
         for g in changed {
             self.compose.forget(&g);
-            self.compose.touch(g, Reason::Config);
+            self.compose.touch(g, why.clone());
         }
         self.reg.mark_dirty();
         let _ = self
@@ -524,7 +533,7 @@ impl Controller {
             &mut *self.env.backend,
             &mut self.log,
             now,
-            count as usize,
+            saturating_usize(count),
         );
         for g in &groups {
             self.let_go_of_moved(g, now);
@@ -542,12 +551,11 @@ impl Controller {
         if self.services.bound(g).is_some() {
             return; // its processes are where systemd keeps them
         }
-        let root = self.env.backend.root_name().to_string();
         for pid in self.reg.managed_in(g) {
             let Ok(info) = self.env.procs.info(pid) else {
                 continue; // gone: the next adoption step forgets it
             };
-            let now_in = crate::placement::in_atoll(&root, &info.cgroups);
+            let now_in = self.env.backend.group_of(&info.cgroups);
             if now_in.as_ref() == Some(g) {
                 continue;
             }
@@ -602,6 +610,22 @@ impl Controller {
     pub fn take(&mut self, cmd: Command) -> (Flow, bool) {
         match cmd {
             Command::Shutdown => (Flow::Stop, false),
+            Command::Reload => {
+                crate::notify::tell("RELOADING=1");
+                match self.reload_from_source() {
+                    Ok(changes) if changes.is_empty() => {
+                        tracing::info!("reload: the configuration is unchanged")
+                    }
+                    Ok(changes) => tracing::info!(
+                        "reload: applied {} change(s): {}",
+                        changes.len(),
+                        changes.join("; ")
+                    ),
+                    Err(e) => tracing::error!("reload: {e}"),
+                }
+                crate::notify::tell("READY=1");
+                (Flow::Continue, true)
+            }
             // The driver publishes after every command (see `crate::run`).
             Command::Refresh => (Flow::Continue, false),
             Command::Snapshot { reply } => {

@@ -32,6 +32,12 @@ pub enum RequestError {
     /// `stop` from another uid than root.
     #[error("only root may stop atoll (caller uid {0})")]
     StopDenied(u32),
+    /// `reload` from another uid than root.
+    #[error("only root may reload atoll's configuration (caller uid {0})")]
+    ReloadDenied(u32),
+    /// `reload`.
+    #[error(transparent)]
+    Reload(#[from] super::ReloadError),
 }
 
 impl RequestError {
@@ -77,7 +83,9 @@ impl RequestError {
                 AppsError::NotOwner { .. } => ErrorCode::PermissionDenied,
                 AppsError::Process(_) => unreachable!("matched above"),
             },
-            Self::StopDenied(_) => ErrorCode::PermissionDenied,
+            Self::StopDenied(_) | Self::ReloadDenied(_) => ErrorCode::PermissionDenied,
+            Self::Reload(super::ReloadError::Refused { .. }) => ErrorCode::Backend,
+            Self::Reload(_) => ErrorCode::BadRequest,
         }
     }
 }
@@ -103,6 +111,11 @@ impl Controller {
                 flow = Flow::Stop;
                 Ok(Reply::Stopping)
             }
+            Request::Reload {} if !caller.is_root() => Err(RequestError::ReloadDenied(caller.uid)),
+            Request::Reload {} => self
+                .reload_from_source()
+                .map(|changes| Reply::Reloaded { changes })
+                .map_err(Into::into),
             Request::Adopt { unit, pid, island } => self
                 .adopt(caller, &summary, &unit, pid, island.as_deref())
                 .map_err(Into::into),

@@ -60,10 +60,20 @@ impl Controller {
                 tracing::info!(
                     "a state file exists but cgroup {root_name:?} does not: starting fresh"
                 );
-                // What the last run changed outside its root (controllers
-                // enabled above it, systemd units' properties) is still
-                // changed: this run puts it back when it stops.
-                if !s.parent_controllers_added.is_empty() {
+                if s.root == root_name && s.backend == kind {
+                    // Under systemd a crash takes atoll's cgroups with it,
+                    // but not what lives outside them: the processes in
+                    // bound groups (scopes), the runtime units holding
+                    // them, and what the last run changed outside its root
+                    // (controllers enabled above it, units' properties),
+                    // which this run puts back when it stops.
+                    crate::recover::recover(
+                        &mut self.reg,
+                        &mut *self.env.backend,
+                        &*self.env.procs,
+                        Some(s),
+                    );
+                } else if !s.parent_controllers_added.is_empty() {
                     self.env
                         .backend
                         .set_outside_changes(s.parent_controllers_added);

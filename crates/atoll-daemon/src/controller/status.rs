@@ -2,7 +2,7 @@
 //! the backend, with what each component knows.
 
 use atoll_core::plan::{GroupPath, TaskPolicy};
-use atoll_proto::{HostStatus, IslandStatus, StatusReport, UnitStatus};
+use atoll_proto::{HostStatus, IslandStatus, RootInfo, StatusReport, UnitStatus};
 
 use super::Controller;
 
@@ -50,6 +50,10 @@ impl Controller {
             version: env!("CARGO_PKG_VERSION").to_string(),
             backend: b.kind().as_str().to_string(),
             root: b.root_name().to_string(),
+            root_info: Some(RootInfo {
+                location: b.root_location(),
+                effects: atoll_core::effects::outside_effects(spec, b.exclusive_root()),
+            }),
             epoch_ms: u64::try_from(spec.epoch.as_millis()).unwrap_or(u64::MAX),
             uptime_ms: u64::try_from(self.now().saturating_sub(self.started_at).as_millis())
                 .unwrap_or(u64::MAX),

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use atoll_core::backend::Backend;
+use atoll_core::backend::{Backend, External};
 use atoll_core::decision::Reason;
 use atoll_core::plan::GroupPath;
 
@@ -105,11 +105,20 @@ impl Controller {
         }
     }
 
-    /// Moves every process of every group of atoll's back to its origin;
-    /// returns how many moved.
+    /// Moves every process of every group of atoll's back to its origin
+    /// (those in scopes atoll started too; never those of a systemd unit
+    /// atoll only sets properties of); returns how many moved.
     fn release_all(&mut self) -> usize {
         let now = self.now();
-        let groups = kernel_groups(&*self.env.backend);
+        let mut groups = kernel_groups(&*self.env.backend);
+        groups.extend(
+            self.env
+                .backend
+                .bindings()
+                .into_iter()
+                .filter(|(_, to)| matches!(to, External::Scope(_)))
+                .map(|(g, _)| g),
+        );
         let mut p = placement(
             &mut self.env,
             &mut self.reg,

@@ -56,7 +56,7 @@ use atoll_core::coord::{CoordConfig, CoordError, Message, NackReason, PlatformMa
 use atoll_core::decision::Reason;
 use atoll_core::plan::{CpuMax, GroupSettings, RtBudget, RT_PERIOD_US};
 use atoll_core::process::ProcessTable;
-use atoll_core::spec::{IslandSpec, PlatformSpec, ReactPolicy, SchedPolicy, DEFAULT_CPU_PERIOD_US};
+use atoll_core::spec::{IslandSpec, PlatformSpec, ReactPolicy, SchedPolicy};
 use atoll_core::topology::Topology;
 use atoll_core::{CpuSet, Name};
 use atoll_proto::coord::OverlayOrigin;
@@ -262,6 +262,24 @@ impl Coordination {
         self.psi.status()
     }
 
+    /// Takes back the reader of socket receive queues (to give it to the
+    /// coordination of a reloaded configuration).
+    pub fn take_recv_queues(&mut self) -> Option<Box<dyn RecvQueues>> {
+        self.recv.take()
+    }
+
+    /// Takes back how the pressure of watched units is followed, its
+    /// triggers armed (to give it to the coordination of a reloaded
+    /// configuration: the next step disarms the groups no longer watched).
+    pub(crate) fn take_pressure_watcher(&mut self) -> pressure::PressureWatcher {
+        std::mem::take(&mut self.psi)
+    }
+
+    /// Follows the pressure of watched units as `watcher` did.
+    pub(crate) fn set_pressure_watcher(&mut self, watcher: pressure::PressureWatcher) {
+        self.psi = watcher;
+    }
+
     /// The CPUs every island holds now.
     pub fn all_island_cpus(&self) -> &BTreeMap<Name, CpuSet> {
         &self.island_cpus
@@ -374,10 +392,7 @@ impl Coordination {
 
 /// `cpu.max` for a cap in CPUs (the kernel's least quota is 1 ms).
 pub(crate) fn cpu_max(cpus: f64) -> CpuMax {
-    CpuMax {
-        quota_us: ((cpus * DEFAULT_CPU_PERIOD_US as f64).round() as u64).max(1000),
-        period_us: DEFAULT_CPU_PERIOD_US,
-    }
+    CpuMax::for_cpus(cpus)
 }
 
 /// When a refused message may be sent again, if the reason says.

@@ -32,6 +32,7 @@ fn report() -> StatusReport {
         version: "0.1.0".into(),
         backend: "cgroup1".into(),
         root: "atoll".into(),
+        root_info: None,
         epoch_ms: 30,
         uptime_ms: 61_500,
         epochs: 2050,

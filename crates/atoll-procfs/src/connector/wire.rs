@@ -212,7 +212,11 @@ pub enum WireError {
 /// filter, so the sequence numbers have no gaps by design).
 pub fn mcast_request(op: u32, seq: u32, ack: u32, port: u32) -> [u8; MCAST_REQUEST_LEN] {
     let mut b = [0u8; MCAST_REQUEST_LEN];
-    put_u32(&mut b, 0, MCAST_REQUEST_LEN as u32);
+    put_u32(
+        &mut b,
+        0,
+        u32::try_from(MCAST_REQUEST_LEN).expect("a 40-byte message"),
+    );
     put_u16(&mut b, 4, NLMSG_DONE);
     put_u16(&mut b, 6, 0);
     put_u32(&mut b, 8, seq);
@@ -546,7 +550,8 @@ pub fn encode_message(m: &Message, out: &mut Vec<u8>) {
     let len = NLMSG_HDRLEN + CN_MSG_LEN + PROC_EVENT_LEN;
     out.resize(start + align4(len), 0);
     let b = &mut out[start..];
-    put_u32(b, 0, len as u32);
+    // 76 bytes: the conversions cannot fail.
+    put_u32(b, 0, u32::try_from(len).unwrap_or(u32::MAX));
     put_u16(b, 4, NLMSG_DONE);
     put_u32(b, 8, m.seq);
     let c = NLMSG_HDRLEN;
@@ -554,7 +559,7 @@ pub fn encode_message(m: &Message, out: &mut Vec<u8>) {
     put_u32(b, c + 4, CN_VAL_PROC);
     put_u32(b, c + 8, m.seq);
     put_u32(b, c + 12, m.ack);
-    put_u16(b, c + 16, PROC_EVENT_LEN as u16);
+    put_u16(b, c + 16, u16::try_from(PROC_EVENT_LEN).unwrap_or(u16::MAX));
     b[c + CN_MSG_LEN..c + CN_MSG_LEN + PROC_EVENT_LEN].copy_from_slice(&ev);
 }
 

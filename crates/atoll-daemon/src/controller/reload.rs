@@ -1,0 +1,327 @@
+//! Reload: a new platform description applied to the running daemon as a
+//! diff, with nothing lost.
+//!
+//! The new description has been parsed and validated before it gets here
+//! (a bad one never reaches the controller: the daemon keeps the old one).
+//! Applying it:
+//!
+//! 1. the units that go (no longer configured, moved to another island, or
+//!    in an island that goes; runtime units whose island goes or whose name
+//!    a configured unit now takes in another island) are thawed and give
+//!    their processes back where they came from, each a decision;
+//! 2. the isolation grants and communication boosts are lifted (they are
+//!    recomputed from the new description in the next epochs);
+//! 3. the registry takes the new description, so the plan changes;
+//! 4. the groups that went are removed, deepest first;
+//! 5. coordination is set up again for the new islands and overlays (what
+//!    overlays had tuned or lent ends: the new description is the base),
+//!    the application policy takes its new weights, and every process is
+//!    matched against the new adoption rules;
+//! 6. every group is written from the new plan, CPUs in the safe order of
+//!    [`crate::compose`], and the state file is saved.
+//!
+//! A change the kernel refuses while writing the new plan is put back: the
+//! old description is applied again the same way, and the reload answers
+//! with the refusal.
+
+use std::collections::BTreeSet;
+
+use atoll_core::decision::{Action, Reason};
+use atoll_core::plan::GroupPath;
+use atoll_core::spec::PlatformSpec;
+use atoll_core::Name;
+
+use super::{placement, Controller};
+use crate::compose::ComposeError;
+use crate::coord::Coordination;
+use crate::isolation::Isolation;
+
+/// Reads the configuration again: the validated description, or the error
+/// to answer with (file, line, column and what is wrong).
+pub type ConfigSource = Box<dyn FnMut() -> Result<PlatformSpec, String> + Send>;
+
+/// Why a reload changed nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The daemon was started without a configuration it can read again.
+    #[error("this daemon has no configuration file to read again (it was started with {0})")]
+    NoSource(String),
+    /// The configuration does not parse or validate; the old one stays.
+    #[error("{0}; the daemon keeps running on the configuration it had")]
+    Config(String),
+    /// The kernel refused the new plan; the old one was put back.
+    #[error("applying the new configuration: {source}; the previous configuration was put back")]
+    Refused {
+        /// The refusal.
+        #[source]
+        source: Box<ComposeError>,
+    },
+}
+
+impl Controller {
+    /// Where [`reload_from_source`](Self::reload_from_source) reads the
+    /// configuration; `None` with why there is none (`the embedded
+    /// default`).
+    pub fn set_config_source(&mut self, source: Result<ConfigSource, String>) {
+        self.config_source = Some(source);
+    }
+
+    /// Reads the configuration again and applies it (see the module docs).
+    pub fn reload_from_source(&mut self) -> Result<Vec<String>, ReloadError> {
+        let spec = match self.config_source.as_mut() {
+            None => return Err(ReloadError::NoSource("no configuration source".into())),
+            Some(Err(why)) => return Err(ReloadError::NoSource(why.clone())),
+            Some(Ok(read)) => read().map_err(ReloadError::Config)?,
+        };
+        self.reload(spec)
+    }
+
+    /// Applies `new` as a diff (see the module docs); returns what changed,
+    /// a line each (empty when nothing did).
+    pub fn reload(&mut self, new: PlatformSpec) -> Result<Vec<String>, ReloadError> {
+        let old = self.reg.spec().clone();
+        let changes = describe(&old, &new);
+        if changes.is_empty() {
+            return Ok(changes);
+        }
+        for c in &changes {
+            tracing::info!("reload: {c}");
+        }
+        match self.apply_spec(new, &changes) {
+            None => Ok(changes),
+            Some(source) => {
+                tracing::warn!("reload: {source}; putting the previous configuration back");
+                let back = describe(self.reg.spec(), &old);
+                if let Some(e) = self.apply_spec(old, &back) {
+                    tracing::error!("reload: putting the previous configuration back: {e}");
+                }
+                Err(ReloadError::Refused {
+                    source: Box::new(source),
+                })
+            }
+        }
+    }
+
+    /// Steps 1 to 6 of the module docs; returns the first refusal.
+    fn apply_spec(&mut self, new: PlatformSpec, changes: &[String]) -> Option<ComposeError> {
+        let now = self.now();
+        let why = Reason::Reload {
+            detail: summary(changes),
+        };
+        let going = self.going_units(&new);
+        let going_islands: Vec<Name> = self
+            .reg
+            .spec()
+            .islands
+            .iter()
+            .filter(|i| new.island(&i.name).is_none())
+            .map(|i| i.name.clone())
+            .collect();
+        self.iso.lift(&mut self.compose, why.clone());
+        self.iso = Isolation::default();
+        self.comm
+            .end_boosts(&mut *self.env.tasks, &mut self.compose);
+        let adopt_all_ends = self.reg.spec().host.adopt_all && !new.host.adopt_all;
+        {
+            let mut p = placement(
+                &mut self.env,
+                &mut self.reg,
+                &mut self.log,
+                now,
+                &self.opts.self_origin,
+            );
+            for (_, group, gone_why) in &going {
+                self.compose
+                    .thaw(group, p.backend, p.log, now, gone_why.clone());
+                p.release_group(group, gone_why.clone());
+            }
+            if adopt_all_ends {
+                p.release_group(
+                    &GroupPath::host(),
+                    Reason::Reload {
+                        detail: "[host] adopt_all is off".into(),
+                    },
+                );
+            }
+        }
+        let dropped = self.reg.set_spec(new);
+        tracing::debug!("reload: {} runtime units dropped", dropped.len());
+        // The groups that went, deepest first: units, then islands.
+        let mut remove: Vec<(GroupPath, Reason)> = going
+            .iter()
+            .map(|(_, g, w)| (g.clone(), w.clone()))
+            .collect();
+        remove.extend(going_islands.iter().map(|i| {
+            (
+                GroupPath::island(i),
+                Reason::Reload {
+                    detail: format!("island {i} is no longer configured"),
+                },
+            )
+        }));
+        for (g, w) in remove {
+            if self.reg.planned(&g).is_some() {
+                continue; // planned again (a unit that came back the same)
+            }
+            if self.env.backend.exists(&g) || self.compose.applied(&g).is_some() {
+                let mut p = placement(
+                    &mut self.env,
+                    &mut self.reg,
+                    &mut self.log,
+                    now,
+                    &self.opts.self_origin,
+                );
+                // A process forked while its parent was given back.
+                p.release_group(&g, w.clone());
+                if let Err(e) =
+                    self.compose
+                        .remove(&g, &mut *self.env.backend, &mut self.log, now, w.clone())
+                {
+                    tracing::warn!("reload: removing {g}: {e}");
+                }
+            }
+        }
+        for (unit, group, w) in &going {
+            if self.reg.unit_group(unit.as_str()).as_ref() != Some(group) {
+                self.log.record(atoll_core::decision::Decision {
+                    at: now,
+                    action: Action::RemoveUnit {
+                        unit: unit.to_string(),
+                    },
+                    why: w.clone(),
+                });
+            }
+        }
+        // Coordination starts again from the new description.
+        let recv = self.coord.take_recv_queues();
+        let psi = self.coord.take_pressure_watcher();
+        self.coord = Coordination::new(self.reg.spec(), &self.opts.topology);
+        if let Some(r) = recv {
+            self.coord.set_recv_queues(r);
+        }
+        self.coord.set_pressure_watcher(psi);
+        self.coord
+            .register_config_overlays(self.reg.spec(), now, &mut self.compose);
+        self.apps.reconfigure(self.reg.spec());
+        self.adoption.rescan();
+        // Every group is written again for the reload (not as a plain
+        // change of plan), so each decision names it.
+        self.flushed_generation = self.reg.generation();
+        self.compose.touch_all(why);
+        let refused = self.settle();
+        self.carry_out_priorities(now);
+        refused
+    }
+
+    /// The unit groups `new` no longer has, with why: configured units
+    /// gone or moved, and runtime units that lose their island or their
+    /// name.
+    fn going_units(&self, new: &PlatformSpec) -> Vec<(Name, GroupPath, Reason)> {
+        let mut out = Vec::new();
+        let mut seen = BTreeSet::new();
+        for (u, origin) in self.reg.units() {
+            let group = GroupPath::unit(&u.island, &u.name);
+            let detail = match new.units.iter().find(|n| n.name == u.name) {
+                Some(n) if n.island == u.island => continue,
+                Some(n) => format!(
+                    "unit {} moved from island {} to {}",
+                    u.name, u.island, n.island
+                ),
+                None if origin == atoll_proto::UnitOrigin::Config => {
+                    format!("unit {} is no longer configured", u.name)
+                }
+                None if new.island(&u.island).is_none() => format!(
+                    "island {} of unit {} is no longer configured",
+                    u.island, u.name
+                ),
+                None => continue, // a runtime unit that stays
+            };
+            if seen.insert(group.clone()) {
+                out.push((u.name.clone(), group, Reason::Reload { detail }));
+            }
+        }
+        out
+    }
+}
+
+/// What differs between two descriptions, a line per change, in the words
+/// of the config file.
+pub fn describe(old: &PlatformSpec, new: &PlatformSpec) -> Vec<String> {
+    let mut out = Vec::new();
+    if old.host != new.host {
+        out.push("[host] changed".to_string());
+    }
+    if old.epoch != new.epoch {
+        out.push(format!(
+            "epoch_ms {} -> {}",
+            old.epoch.as_millis(),
+            new.epoch.as_millis()
+        ));
+    }
+    for i in &new.islands {
+        match old.island(&i.name) {
+            None => out.push(format!("island {} added", i.name)),
+            Some(o) if o != i => out.push(format!("island {} changed", i.name)),
+            Some(_) => {}
+        }
+    }
+    for i in &old.islands {
+        if new.island(&i.name).is_none() {
+            out.push(format!("island {} removed", i.name));
+        }
+    }
+    for u in &new.units {
+        match old.units.iter().find(|o| o.name == u.name) {
+            None => out.push(format!("unit {} added", u.name)),
+            Some(o) if o != u => out.push(format!("unit {} changed", u.name)),
+            Some(_) => {}
+        }
+    }
+    for u in &old.units {
+        if !new.units.iter().any(|n| n.name == u.name) {
+            out.push(format!("unit {} removed", u.name));
+        }
+    }
+    for o in &new.overlays {
+        match old.overlays.iter().find(|x| x.name == o.name) {
+            None => out.push(format!("overlay {} added", o.name)),
+            Some(x) if x != o => out.push(format!("overlay {} changed", o.name)),
+            Some(_) => {}
+        }
+    }
+    for o in &old.overlays {
+        if !new.overlays.iter().any(|n| n.name == o.name) {
+            out.push(format!("overlay {} removed", o.name));
+        }
+    }
+    let named = [
+        ("[isolation]", old.isolation != new.isolation),
+        ("[comm]", old.comm != new.comm),
+        ("[apps]", old.apps != new.apps),
+        ("default_island", old.default_island != new.default_island),
+    ];
+    for (what, changed) in named {
+        if changed {
+            out.push(format!("{what} changed"));
+        }
+    }
+    if out.is_empty() && old != new {
+        out.push("the configuration changed".to_string());
+    }
+    out
+}
+
+/// The changes in one line for a decision's reason.
+fn summary(changes: &[String]) -> String {
+    const SHOWN: usize = 4;
+    let mut s = changes
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if changes.len() > SHOWN {
+        s.push_str(&format!(" and {} more", changes.len() - SHOWN));
+    }
+    s
+}
