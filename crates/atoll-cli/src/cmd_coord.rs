@@ -42,6 +42,34 @@ pub enum OverlayCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Register an overlay over units of any origin, configured or made at
+    /// run time; it survives a restart (root only).
+    Add {
+        #[command(flatten)]
+        socket: SocketArg,
+        /// The overlay.
+        name: String,
+        #[command(flatten)]
+        flags: crate::cmd_runtime::OverlayFlags,
+    },
+    /// Change an overlay added at run time: the options given replace
+    /// theirs; it is registered again, so what it tuned or borrowed ends
+    /// (root only).
+    Set {
+        #[command(flatten)]
+        socket: SocketArg,
+        /// The overlay.
+        name: String,
+        #[command(flatten)]
+        flags: crate::cmd_runtime::OverlayFlags,
+    },
+    /// Deregister an overlay added at run time (root only).
+    Rm {
+        #[command(flatten)]
+        socket: SocketArg,
+        /// The overlay.
+        name: String,
+    },
 }
 
 /// Which way a tune goes.
@@ -267,13 +295,45 @@ pub fn coordinate(cmd: &CoordCmd) -> anyhow::Result<ExitCode> {
 
 /// `atoll overlay ls|show`.
 pub fn overlay(cmd: &OverlayCmd) -> anyhow::Result<ExitCode> {
+    use atoll_proto::Request;
     let (socket, json) = match cmd {
         OverlayCmd::Ls { socket, json } | OverlayCmd::Show { socket, json, .. } => (socket, *json),
+        OverlayCmd::Add {
+            socket,
+            name,
+            flags,
+        } => {
+            let request = Request::OverlayAdd {
+                overlay: name.clone(),
+                settings: flags.settings(),
+            };
+            return crate::cmd_runtime::overlay_change(socket, request);
+        }
+        OverlayCmd::Set {
+            socket,
+            name,
+            flags,
+        } => {
+            let request = Request::OverlaySet {
+                overlay: name.clone(),
+                settings: flags.settings(),
+            };
+            return crate::cmd_runtime::overlay_change(socket, request);
+        }
+        OverlayCmd::Rm { socket, name } => {
+            let request = Request::OverlayRm {
+                overlay: name.clone(),
+            };
+            return crate::cmd_runtime::overlay_change(socket, request);
+        }
     };
     let overlays = Client::connect(&socket.socket)?.overlays()?;
     let text = match cmd {
         OverlayCmd::Ls { .. } if json => serde_json::to_string_pretty(&overlays)? + "\n",
         OverlayCmd::Ls { .. } => render_coord::overlay_table(&overlays),
+        OverlayCmd::Add { .. } | OverlayCmd::Set { .. } | OverlayCmd::Rm { .. } => {
+            unreachable!("answered above")
+        }
         OverlayCmd::Show { name, .. } => {
             let Some(o) = overlays.iter().find(|o| o.name == *name) else {
                 let names: Vec<&str> = overlays.iter().map(|o| o.name.as_str()).collect();

@@ -74,6 +74,20 @@ pub enum Action {
         /// The unit.
         unit: String,
     },
+    /// A unit's entitlement was changed at run time.
+    SetUnit {
+        /// The unit.
+        unit: String,
+        /// What changed (`cpus 1 -> 2`).
+        change: String,
+    },
+    /// An overlay was added, changed or removed at run time.
+    SetOverlay {
+        /// The overlay.
+        overlay: String,
+        /// What happened (`added over units a b`, `removed`).
+        change: String,
+    },
     /// A unit's boost under communication-aware scheduling starts or ends.
     Boost {
         /// The unit.
@@ -229,7 +243,9 @@ impl Decision {
             Action::Fallback(f) => f.path.to_string(),
             Action::CreateUnit { unit, .. }
             | Action::RemoveUnit { unit }
+            | Action::SetUnit { unit, .. }
             | Action::Boost { unit, .. } => unit.clone(),
+            Action::SetOverlay { overlay, .. } => format!("overlay {overlay}"),
         }
     }
 }
@@ -262,6 +278,8 @@ impl fmt::Display for Action {
             ),
             Self::CreateUnit { unit, island } => write!(f, "create unit {unit} in island {island}"),
             Self::RemoveUnit { unit } => write!(f, "remove unit {unit}"),
+            Self::SetUnit { unit, change } => write!(f, "set unit {unit}: {change}"),
+            Self::SetOverlay { overlay, change } => write!(f, "overlay {overlay} {change}"),
             Self::Boost {
                 unit,
                 how,

@@ -27,11 +27,13 @@
 
 mod reload;
 mod requests;
+mod runtime;
 mod start;
 mod status;
 mod teardown;
 
 pub use reload::{describe, ConfigSource, ReloadError};
+pub use runtime::RuntimeError;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -302,7 +304,9 @@ impl Controller {
                 now,
                 &self.opts.self_origin,
             );
-            self.runtime_units.sweep(&mut p, &mut self.compose);
+            let coord = &self.coord;
+            self.runtime_units
+                .sweep(&mut p, &mut self.compose, &|u| coord.holds(u));
         }
         self.settle();
         self.repair();

@@ -198,8 +198,11 @@ impl Controller {
         if let Some(r) = recv {
             self.coord.set_recv_queues(r);
         }
+        self.coord.sync_units(&self.reg);
         self.coord
             .register_config_overlays(self.reg.spec(), now, &mut self.compose);
+        self.coord
+            .register_runtime_overlays(&self.reg, now, &mut self.compose);
         self.apps.reconfigure(self.reg.spec());
         self.adoption.rescan();
         self.compose.touch_all(why);
