@@ -116,10 +116,7 @@ pub fn matches_subject(d: &Decision, subject: &str) -> bool {
             unit == subject
         }
         Action::SetOverlay { overlay, change } => {
-            overlay == subject
-                || change
-                    .split(|c: char| c == ' ' || c == ',')
-                    .any(|w| w == subject)
+            overlay == subject || change.split([' ', ',']).any(|w| w == subject)
         }
         Action::RestoreProcess { .. } | Action::SetPolicy { .. } => false,
     }

@@ -128,8 +128,8 @@ mod tests {
         );
         let bye = Message::Deregister { overlay: n("o") };
         assert!(m.handle(Duration::ZERO, &n("web"), &bye).is_ack());
-        assert_eq!(m.remove_unit(&n("b")).unwrap(), true);
-        assert_eq!(m.remove_unit(&n("b")).unwrap(), false);
+        assert!(m.remove_unit(&n("b")).unwrap());
+        assert!(!m.remove_unit(&n("b")).unwrap(), "forgotten already");
         assert!(m.island(&n("web")).unwrap().knobs(&n("b")).is_none());
     }
 }

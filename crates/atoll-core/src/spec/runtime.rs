@@ -108,13 +108,21 @@ mod tests {
         let topo = topo16();
         let other = unit("c", "web", Some(3.0));
         let errs = s
-            .validate_runtime_unit(&[other.clone()], &unit("b", "web", Some(1.5)), &topo)
+            .validate_runtime_unit(
+                std::slice::from_ref(&other),
+                &unit("b", "web", Some(1.5)),
+                &topo,
+            )
             .unwrap_err();
         assert_eq!(errs[0].key, "unit.b.cpus");
         assert!(errs[0].problem.contains("6.5 of its 6 CPUs"), "{}", errs[0]);
         // Replacing a unit counts its new entitlement, not both.
-        s.validate_runtime_unit(&[other.clone()], &unit("c", "web", Some(4.0)), &topo)
-            .unwrap();
+        s.validate_runtime_unit(
+            std::slice::from_ref(&other),
+            &unit("c", "web", Some(4.0)),
+            &topo,
+        )
+        .unwrap();
         s.validate_runtime_unit(&[other], &unit("b", "web", Some(1.0)), &topo)
             .unwrap();
     }
