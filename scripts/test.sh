@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
 # The whole test suite, as the README and CI run it:
-#   1. gates: cargo fmt --check, cargo clippy -D warnings
+#   1. gates: cargo fmt --check; with a nightly rustfmt (installed through
+#      rustup when missing and possible) the nightly-only options of
+#      .rustfmt-nightly.toml (imports grouped std, other crates, this crate);
+#      cargo clippy -D warnings (with the workspace lints of Cargo.toml);
+#      cargo deny (licenses, bans, sources: deny.toml) and typos
+#      (_typos.toml), both at versions pinned in scripts/lint-tools.sh,
+#      which installs them into ~/.cache/atoll-tools when missing
 #   2. cargo test: unit tests on fake sysfs/cgroupfs/proc trees, plus the
 #      real cgroup v1 tests on this machine (they skip themselves, saying why,
-#      when not root or when the v1 hierarchies are not writable); then the
-#      C and Python client libraries against a fake daemon (clients/test.sh)
+#      when not root or when the v1 hierarchies are not writable) and `atoll
+#      top` under tmux (installs tmux); then the C and Python client
+#      libraries against a fake daemon (clients/test.sh)
 #   3. the qemu VM tests: real cgroup v2 kernels (Debian's 6.12 from
 #      backports and its stable 6.1), 8 vCPUs, 2 NUMA nodes (installs
 #      qemu-system-x86, busybox-static and the kernel images); then the
@@ -33,8 +40,32 @@ status=0
 if [ "$run_unit" = 1 ]; then
   echo "== cargo fmt --check"
   cargo fmt --all -- --check
+  # Options only nightly rustfmt has (stable rustfmt warns about them on
+  # every file, so they are not in rustfmt.toml).
+  if ! cargo +nightly fmt --version >/dev/null 2>&1 && command -v rustup >/dev/null 2>&1; then
+    echo "== installing nightly rustfmt"
+    rustup toolchain install nightly --profile minimal --component rustfmt >/dev/null 2>&1 || true
+  fi
+  if cargo +nightly fmt --version >/dev/null 2>&1; then
+    echo "== cargo +nightly fmt --check --config-path .rustfmt-nightly.toml"
+    cargo +nightly fmt --all -- --check --config-path .rustfmt-nightly.toml
+  else
+    echo "== skipped: cargo +nightly fmt --check (no nightly rustfmt could be installed)"
+  fi
   echo "== cargo clippy --all-targets -- -D warnings"
   cargo clippy --workspace --all-targets --locked -- -D warnings
+  echo "== cargo deny check licenses bans sources"
+  cargo_deny="$(bash scripts/lint-tools.sh cargo-deny)"
+  "$cargo_deny" --locked check -D warnings licenses bans sources
+  echo "== typos"
+  typos="$(bash scripts/lint-tools.sh typos)"
+  "$typos"
+  # tmux runs `atoll top` in a real terminal (crates/atoll-cli/tests/top_tmux.rs).
+  if ! command -v tmux >/dev/null 2>&1; then
+    echo "== installing tmux"
+    { apt-get update -q && apt-get install -y -q tmux; } >/dev/null ||
+      echo "tmux could not be installed: the tmux test of atoll top will say it skipped"
+  fi
   echo "== cargo test"
   test_log="${CARGO_TARGET_DIR:-target}/cargo-test.log"
   mkdir -p "$(dirname "$test_log")"

@@ -14,7 +14,7 @@ pub fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
         return None;
     }
     let p = p.clamp(0.0, 100.0);
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    let rank = atoll_core::num::saturating_usize(((p / 100.0) * sorted.len() as f64).ceil());
     Some(sorted[rank.clamp(1, sorted.len()) - 1])
 }
 

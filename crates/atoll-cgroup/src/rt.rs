@@ -22,6 +22,7 @@
 use std::io;
 use std::path::Path;
 
+use atoll_core::num::saturating_i64;
 use atoll_core::plan::RtBudget;
 
 use crate::common::{write, Outcome, Report};
@@ -123,7 +124,7 @@ fn shrink_children(fs: &dyn CgroupFs, dir: &Path, ratio: f64) -> Result<(), Cgro
         if h.runtime <= 0 {
             continue;
         }
-        let runtime = (h.runtime as f64 * scale).floor() as i64;
+        let runtime = saturating_i64((h.runtime as f64 * scale).floor());
         shrink_children(fs, &c, runtime as f64 / h.period.max(1) as f64)?;
         write_budget(fs, &c, runtime, h.period, h)?;
     }
@@ -158,7 +159,7 @@ fn left_in_parent(fs: &dyn CgroupFs, dir: &Path, period: i64) -> Result<Option<L
     Ok(Some(Left {
         parent,
         siblings,
-        left_us: ((left * period as f64).floor() as i64).min(period),
+        left_us: saturating_i64((left * period as f64).floor()).min(period),
     }))
 }
 
@@ -211,7 +212,7 @@ pub(crate) fn sync_rt(
     let mut gave = None;
     if let Some(l) = &left {
         let now = have(fs, dir)?.unwrap_or(cur);
-        let kids_us = (children_ratio(fs, dir)? * period as f64).ceil() as i64;
+        let kids_us = saturating_i64((children_ratio(fs, dir)? * period as f64).ceil());
         let fits = l.left_us < runtime && l.left_us > now.runtime.max(0) && l.left_us >= kids_us;
         if fits && write_budget(fs, dir, l.left_us, period, now)?.is_none() {
             gave = Some(l.left_us);

@@ -109,10 +109,10 @@ pub(super) fn kernel_write(fake: &FakeCgroupFs, path: &Path, v: &str) -> io::Res
         }
         "memory.limit_in_bytes" | "memory.soft_limit_in_bytes" => {
             let n = parse_num(v)?;
-            let shown = if n < 0 {
-                V1_UNLIMITED
-            } else {
-                (n - n % PAGE) as u64
+            // Negative (-1): unlimited.
+            let shown = match u64::try_from(n) {
+                Ok(n) => n - n % PAGE.unsigned_abs(),
+                Err(_) => V1_UNLIMITED,
             };
             put(path, &shown.to_string());
             Ok(())

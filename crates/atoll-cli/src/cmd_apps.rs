@@ -128,7 +128,7 @@ mod tests {
             app: id,
             name: "bodytrack".into(),
             priority: 0,
-            pid: 4000 + id as u32,
+            pid: 4000 + u32::try_from(id).unwrap(),
             unit: None,
             assignment: AppAssignment {
                 app: id,

@@ -67,7 +67,8 @@ pub fn run(
     }
     // SAFETY: closing our copy of the read end, a valid fd.
     unsafe { libc::close(gate_r) };
-    let adopted = client.adopt(unit, pid as u32, island);
+    let child_pid = u32::try_from(pid).expect("fork returned a positive pid in the parent");
+    let adopted = client.adopt(unit, child_pid, island);
     match adopted {
         Ok(a) => {
             eprintln!(

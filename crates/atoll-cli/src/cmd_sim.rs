@@ -51,7 +51,7 @@ impl Bar {
             return;
         }
         let frac = (t / end.max(1e-9)).clamp(0.0, 1.0);
-        let n = (frac * 30.0) as usize;
+        let n = atoll_core::num::saturating_usize(frac * 30.0);
         let _ = write!(
             std::io::stderr(),
             "\r{label:<14} [{}{}] {t:7.1}/{end:.0} sim s  {el:6.1} s",

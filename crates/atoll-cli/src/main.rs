@@ -23,6 +23,7 @@ mod cmd_runtime;
 mod cmd_sim;
 mod render;
 mod render_coord;
+mod top;
 
 /// atoll: a runtime resource manager for multicore Linux.
 #[derive(Debug, Parser)]
@@ -61,6 +62,9 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// A live view: islands, units, overlays, applications and the latest
+    /// decisions, refreshed every --interval (`?` lists the keys; `q` quits).
+    Top(top::TopArgs),
     /// Run a command inside a unit (created in ISLAND, or the default island,
     /// if it does not exist).
     Run {
@@ -191,6 +195,9 @@ fn main() -> ExitCode {
         Cmd::CheckConfig { file, sysfs_root } => cmd_local::check_config(&file, &sysfs_root),
         Cmd::Daemon(args) => cmd_daemon::daemon(args),
         Cmd::Status { socket, json } => cmd_client::status(&socket.socket, json),
+        Cmd::Top(args) => top::run::top(&args)
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(anyhow::Error::from),
         Cmd::Run {
             socket,
             unit,

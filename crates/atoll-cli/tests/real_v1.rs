@@ -340,7 +340,7 @@ fn atoll_core_shares(weight: u32) -> u64 {
     let w = f64::from(weight);
     let c = 612.0 * (w.log10() + 7.0 / 34.0);
     let l = (-125.0 + (125.0f64 * 125.0 + 4.0 * c).sqrt()) / 2.0;
-    2f64.powf(l).round() as u64
+    atoll_core::num::saturating_u64(2f64.powf(l).round())
 }
 
 #[test]

@@ -118,7 +118,7 @@ impl Grant {
             Some(t) => t.max(1),
             // Quotas are at most 1e6 CPUs (Recipe::validate), so this fits.
             None if self.cpu_quota.is_finite() && self.cpu_quota > 0.0 => {
-                (self.cpu_quota.ceil() as u32).max(1)
+                atoll_core::num::saturating_u32(self.cpu_quota.ceil()).max(1)
             }
             None => 1,
         }

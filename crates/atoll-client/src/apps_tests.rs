@@ -416,6 +416,10 @@ fn the_sample_recipe_has_four_modes_of_1_2_4_and_8_threads() {
     let threads: Vec<Option<u32>> = r.modes.iter().map(|m| m.needs.threads).collect();
     assert_eq!(threads, [Some(1), Some(2), Some(4), Some(8)]);
     for m in &r.modes {
-        assert_eq!(Some(m.needs.cpu_quota as u32), m.needs.threads, "{m:?}");
+        assert_eq!(
+            Some(atoll_core::num::saturating_u32(m.needs.cpu_quota)),
+            m.needs.threads,
+            "{m:?}"
+        );
     }
 }

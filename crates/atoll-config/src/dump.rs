@@ -54,10 +54,12 @@ pub fn to_toml(spec: &PlatformSpec) -> Result<String, DumpError> {
     host.insert("mems", value(spec.host.mems.to_string()));
     host.insert("adopt_all", value(spec.host.adopt_all));
     root.insert("host", Item::Table(host));
-    root.insert(
-        "island",
-        sections(spec.islands.iter().map(|i| (&i.name, island(i)))),
-    );
+    let islands: Vec<(&Name, Table)> = spec
+        .islands
+        .iter()
+        .map(|i| Ok((&i.name, island(i)?)))
+        .collect::<Result<_, DumpError>>()?;
+    root.insert("island", sections(islands));
     let units: Vec<(&Name, Table)> = spec
         .units
         .iter()
@@ -155,7 +157,7 @@ fn isolation(spec: &PlatformSpec) -> Result<Table, DumpError> {
     Ok(t)
 }
 
-fn island(i: &IslandSpec) -> Table {
+fn island(i: &IslandSpec) -> Result<Table, DumpError> {
     let mut t = Table::new();
     t.insert("cpus", value(i.cpus.to_string()));
     t.insert("mems", value(i.mems.to_string()));
@@ -176,14 +178,14 @@ fn island(i: &IslandSpec) -> Table {
             .into_iter()
             .collect();
         t.insert("priority", value(priority));
-        // Validated budgets are at most a second.
+        let key = format!("island.{}", i.name);
         t.insert(
             "rt_runtime_us",
-            value(rt.runtime_us.min(i64::MAX as u64) as i64),
+            value(int(rt.runtime_us, &format!("{key}.rt_runtime_us"))?),
         );
         t.insert(
             "rt_period_us",
-            value(rt.period_us.min(i64::MAX as u64) as i64),
+            value(int(rt.period_us, &format!("{key}.rt_period_us"))?),
         );
     }
     if i.arbitration != ArbitrationPolicy::default() {
@@ -207,7 +209,7 @@ fn island(i: &IslandSpec) -> Table {
         let users: Array = a.rt_users.iter().map(|u| i64::from(*u)).collect();
         t.insert("rt_users", value(users));
     }
-    t
+    Ok(t)
 }
 
 fn unit(u: &UnitSpec) -> Result<Table, DumpError> {
@@ -353,7 +355,10 @@ fn comm(c: &atoll_core::comm::CommSpec) -> Result<Table, DumpError> {
     t.insert("boost_weight", value(i64::from(c.boost_weight)));
     t.insert(
         "max_boosted",
-        value(int(c.max_boosted as u64, "comm.max_boosted")?),
+        value(int(
+            u64::try_from(c.max_boosted).unwrap_or(u64::MAX),
+            "comm.max_boosted",
+        )?),
     );
     if let Some(units) = &c.units {
         t.insert("units", value(names(units)));

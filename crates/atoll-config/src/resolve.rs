@@ -16,6 +16,7 @@
 use std::time::Duration;
 
 use atoll_core::layout::{self, AutoLayout, LayoutError};
+use atoll_core::num::millis_u64;
 use atoll_core::spec::{
     AdoptRule, Entitlement, HostSpec, IoEntitlement, IoLimit, IslandAccess, IslandSpec,
     IsolationSpec, MemoryEntitlement, PlatformSpec, RealtimePolicy, RtClass, SchedPolicy, Sharing,
@@ -225,7 +226,7 @@ impl Resolver<'_> {
                 format!("{reserve} is outside [0, 1)"),
             ));
         }
-        let decay = raw.io_decay_ms.unwrap_or(d.io_decay.as_millis() as u64);
+        let decay = raw.io_decay_ms.unwrap_or(millis_u64(d.io_decay));
         if !(10..=60_000).contains(&decay) {
             self.problems.push(Problem::at_key(
                 "isolation.io_decay_ms",
@@ -605,7 +606,7 @@ pub(crate) fn auto_layout(
             let name = match layout {
                 AutoLayout::PerNode => {
                     let id = topo.nodes.iter().find(|n| !n.cpus.is_disjoint(&cpus));
-                    generated("node", Some(id.map_or(i as u32, |n| n.id) as usize))
+                    generated("node", Some(id.map_or(i, |n| n.id as usize)))
                 }
                 AutoLayout::PerLlc => {
                     let llc = topo.llcs.iter().find(|l| !l.cpus.is_disjoint(&cpus));

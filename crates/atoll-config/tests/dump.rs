@@ -88,8 +88,21 @@ impl Gen {
     }
     /// A quarter in (0, max].
     fn quarters(&mut self, max: f64) -> f64 {
-        let n = (max * 4.0) as u64;
+        let n = atoll_core::num::saturating_u64(max * 4.0);
         self.range(1, n.max(1)) as f64 / 4.0
+    }
+    /// A `u32` in `lo..=hi`.
+    fn u32_in(&mut self, lo: u32, hi: u32) -> u32 {
+        u32::try_from(self.range(u64::from(lo), u64::from(hi))).expect("within u32")
+    }
+    /// A `u8` in `lo..=hi`.
+    fn u8_in(&mut self, lo: u8, hi: u8) -> u8 {
+        u8::try_from(self.range(u64::from(lo), u64::from(hi))).expect("within u8")
+    }
+    /// An index below `n`.
+    fn index(&mut self, n: usize) -> usize {
+        let n64 = u64::try_from(n).expect("a small count");
+        usize::try_from(self.below(n64)).expect("below a usize")
     }
 }
 
@@ -100,8 +113,8 @@ fn name(s: impl AsRef<str>) -> Name {
 fn random_island(g: &mut Gen, i: usize, cpus: CpuSet) -> IslandSpec {
     let realtime = g.below(4) == 0;
     let policy = if realtime {
-        let lo = g.range(1, 99) as u8;
-        let hi = g.range(u64::from(lo), 99) as u8;
+        let lo = g.u8_in(1, 99);
+        let hi = g.u8_in(lo, 99);
         let period = g.range(2, 1_000_000);
         SchedPolicy::Realtime(RealtimePolicy {
             class: if g.coin() { RtClass::Fifo } else { RtClass::Rr },
@@ -111,11 +124,11 @@ fn random_island(g: &mut Gen, i: usize, cpus: CpuSet) -> IslandSpec {
             period_us: period,
         })
     } else {
-        [SchedPolicy::Fair, SchedPolicy::Batch, SchedPolicy::Idle][g.below(3) as usize].clone()
+        [SchedPolicy::Fair, SchedPolicy::Batch, SchedPolicy::Idle][g.index(3)].clone()
     };
     IslandSpec {
         name: name(format!("isl{i}")),
-        mems: [CpuSet::parse("0"), CpuSet::parse("1"), CpuSet::parse("0-1")][g.below(3) as usize]
+        mems: [CpuSet::parse("0"), CpuSet::parse("1"), CpuSet::parse("0-1")][g.index(3)]
             .clone()
             .unwrap(),
         cpus,
@@ -128,9 +141,9 @@ fn random_island(g: &mut Gen, i: usize, cpus: CpuSet) -> IslandSpec {
         exclusive: g.coin(),
         access: IslandAccess {
             user_units: g.coin(),
-            user_units_max: g.range(1, 8) as u32,
+            user_units_max: g.u32_in(1, 8),
             rt_users: if realtime && g.coin() {
-                vec![g.range(1, 60_000) as u32, 1000]
+                vec![g.u32_in(1, 60_000), 1000]
             } else {
                 Vec::new()
             },
@@ -169,7 +182,7 @@ fn random_unit(g: &mut Gen, i: usize, island: &IslandSpec) -> UnitSpec {
         .map(|d| IoLimit {
             device: DeviceId {
                 major: 8,
-                minor: d as u32 * 16,
+                minor: u32::try_from(d).expect("below 3") * 16,
             },
             rbps: Some(g.range(1, 1 << 40)),
             wbps: g.coin().then(|| g.range(1, 1 << 30)),
@@ -187,15 +200,13 @@ fn random_unit(g: &mut Gen, i: usize, island: &IslandSpec) -> UnitSpec {
     let rules = [
         AdoptRule::Comm(format!("w{i}")),
         AdoptRule::Exe(format!("/usr/bin/w{i}").into()),
-        AdoptRule::Uid(g.range(0, 70_000) as u32),
+        AdoptRule::Uid(g.u32_in(0, 70_000)),
         AdoptRule::Cgroup(format!("/system.slice/w{i}.service")),
-        AdoptRule::Pid(g.range(1, 4_000_000) as u32),
+        AdoptRule::Pid(g.u32_in(1, 4_000_000)),
     ];
     let adopt = rules.into_iter().filter(|_| g.below(3) == 0).collect();
     let rt_priority = match &island.policy {
-        SchedPolicy::Realtime(rt) if g.coin() => {
-            Some(g.range(u64::from(rt.priority_min), u64::from(rt.priority_max)) as u8)
-        }
+        SchedPolicy::Realtime(rt) if g.coin() => Some(g.u8_in(rt.priority_min, rt.priority_max)),
         _ => None,
     };
     UnitSpec {
@@ -203,11 +214,11 @@ fn random_unit(g: &mut Gen, i: usize, island: &IslandSpec) -> UnitSpec {
         island: island.name.clone(),
         entitlement: Entitlement {
             cpus,
-            weight: g.coin().then(|| g.range(1, 10_000) as u32),
+            weight: g.coin().then(|| g.u32_in(1, 10_000)),
             cpu_cap,
             memory,
             io: IoEntitlement {
-                weight: g.coin().then(|| g.range(1, 10_000) as u32),
+                weight: g.coin().then(|| g.u32_in(1, 10_000)),
                 limits,
             },
             sharing: Sharing {
@@ -226,8 +237,8 @@ fn random_spec(seed: u64) -> PlatformSpec {
     // two_socket(): CPUs 0-31, nodes 0 and 1.
     let host_empty = g.below(4) == 0;
     let first = if host_empty { 0 } else { 1 };
-    let count = g.range(1, 3) as u32;
-    let mut bounds: Vec<u32> = (1..count).map(|_| g.range(1, 30) as u32 + first).collect();
+    let count = g.u32_in(1, 3);
+    let mut bounds: Vec<u32> = (1..count).map(|_| g.u32_in(1, 30) + first).collect();
     bounds.sort_unstable();
     bounds.dedup();
     let mut islands = Vec::new();
@@ -240,16 +251,16 @@ fn random_spec(seed: u64) -> PlatformSpec {
         islands.push(random_island(&mut g, i, cpus));
         start = end;
     }
-    let units: Vec<UnitSpec> = (0..g.below(6) as usize)
+    let units: Vec<UnitSpec> = (0..g.index(6))
         .map(|i| {
-            let island = islands[g.below(islands.len() as u64) as usize].clone();
+            let island = islands[g.index(islands.len())].clone();
             random_unit(&mut g, i, &island)
         })
         .collect();
     let mut overlays = Vec::new();
     let mut free: Vec<Name> = units.iter().map(|u| u.name.clone()).collect();
     for o in 0..g.below(3) {
-        let take = g.range(1, 2) as usize;
+        let take = 1 + g.index(2);
         if free.len() < take {
             break;
         }
@@ -266,7 +277,7 @@ fn random_spec(seed: u64) -> PlatformSpec {
         };
         overlays.push(OverlayConfig {
             name: name(format!("o{o}")),
-            priority: g.below(256) as u8,
+            priority: g.u8_in(0, 255),
             units: members,
             property,
             react: ReactPolicy {
@@ -293,8 +304,8 @@ fn random_spec(seed: u64) -> PlatformSpec {
             anticipate: g.coin(),
             period: Duration::from_millis(g.range(10, 10_000)),
             boost_slice: Duration::from_micros(g.range(100, 100_000)),
-            boost_weight: g.range(1, 100) as u32,
-            max_boosted: g.range(1, 8) as usize,
+            boost_weight: g.u32_in(1, 100),
+            max_boosted: 1 + g.index(8),
             ..Default::default()
         };
         if let Some(u) = units.first() {
@@ -324,7 +335,7 @@ fn random_spec(seed: u64) -> PlatformSpec {
         },
         default_island: g
             .coin()
-            .then(|| islands[g.below(islands.len() as u64) as usize].name.clone()),
+            .then(|| islands[g.index(islands.len())].name.clone()),
         islands,
         units,
         epoch: Duration::from_millis(g.range(1, 60_000)),
@@ -333,7 +344,7 @@ fn random_spec(seed: u64) -> PlatformSpec {
                 IsolationMode::Smp,
                 IsolationMode::Quota,
                 IsolationMode::Isolate,
-            ][g.below(3) as usize],
+            ][g.index(3)],
             memory_reserve: g.range(0, 99) as f64 / 100.0,
             io_threshold_bytes: g.range(0, 1 << 30),
             io_decay: Duration::from_millis(g.range(10, 60_000)),

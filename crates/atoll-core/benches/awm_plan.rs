@@ -64,7 +64,7 @@ fn apps(count: usize, modes: usize, islands: &[IslandCapacity], seed: u64) -> Ve
             let allowed: Option<Vec<Name>> = constrained.then(|| {
                 (0..8)
                     .map(|_| {
-                        islands[rng.below(islands.len() as u64) as usize]
+                        islands[usize::try_from(rng.below(islands.len() as u64)).unwrap()]
                             .name
                             .clone()
                     })
@@ -72,12 +72,12 @@ fn apps(count: usize, modes: usize, islands: &[IslandCapacity], seed: u64) -> Ve
             });
             let modes = (0..modes)
                 .map(|k| WorkingMode {
-                    id: k as u8,
+                    id: u8::try_from(k).unwrap(),
                     name: String::new(),
                     value: (k + 1) as f64 / modes as f64,
                     needs: Needs {
                         cpu_quota: base * (1.0 + k as f64 * 0.5),
-                        threads: Some(k as u32 + 1),
+                        threads: Some(u32::try_from(k).unwrap() + 1),
                         exclusive_cpus: false,
                         memory_bytes: (128 + 64 * k as u64 + rng.below(128)) << 20,
                         islands: allowed.clone(),
@@ -86,7 +86,7 @@ fn apps(count: usize, modes: usize, islands: &[IslandCapacity], seed: u64) -> Ve
                 .collect();
             let recipe = Recipe {
                 name: Name::new(&format!("app{i}")).unwrap(),
-                priority: rng.below(4) as u8,
+                priority: u8::try_from(rng.below(4)).unwrap(),
                 modes,
             };
             AppState::new(AppId(i as u64 + 1), Arc::new(recipe))
@@ -125,7 +125,10 @@ fn thread_cpu() -> Duration {
     // SAFETY: `ts` is a valid, writable timespec and the clock id is a
     // constant the kernel knows.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    Duration::new(
+        u64::try_from(ts.tv_sec).expect("a CPU-time clock is never negative"),
+        u32::try_from(ts.tv_nsec).expect("tv_nsec is below 1e9"),
+    )
 }
 
 /// The benchmark cases: name, islands, applications.

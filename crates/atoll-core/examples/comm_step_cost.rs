@@ -79,7 +79,7 @@ fn measure(units: usize, steps: usize) -> (u128, u128, usize) {
         }
     }
     times.sort_unstable();
-    let p = |q: f64| times[((times.len() - 1) as f64 * q) as usize];
+    let p = |q: f64| times[atoll_core::num::saturating_usize((times.len() - 1) as f64 * q)];
     (p(0.5), p(0.99), boosts)
 }
 

@@ -17,6 +17,14 @@ pub type CpuSet = IdSet;
 /// A set of NUMA node ids.
 pub type NodeSet = IdSet;
 
+/// The first id of word `i`. Words are only made for `u32` ids (by
+/// `insert`, or by set operations on such words), so `i <= u32::MAX / 64`
+/// and the id fits.
+#[inline]
+fn word_base(i: usize) -> u32 {
+    u32::try_from(i * 64).expect("IdSet words hold u32 ids")
+}
+
 /// A set of ids, printed and parsed in the kernel's list format.
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct IdSet {
@@ -120,7 +128,7 @@ impl IdSet {
             .iter()
             .enumerate()
             .rev()
-            .find_map(|(i, w)| (*w != 0).then(|| (i * 64) as u32 + 63 - w.leading_zeros()))
+            .find_map(|(i, w)| (*w != 0).then(|| word_base(i) + 63 - w.leading_zeros()))
     }
 
     /// Ids in ascending order.
@@ -133,7 +141,7 @@ impl IdSet {
                 }
                 let b = word.trailing_zeros();
                 word &= word - 1;
-                Some((i * 64) as u32 + b)
+                Some(word_base(i) + b)
             })
         })
     }

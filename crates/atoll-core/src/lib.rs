@@ -24,6 +24,7 @@ pub mod idset;
 pub mod isolation;
 pub mod layout;
 pub mod name;
+pub mod num;
 pub mod plan;
 pub mod process;
 pub mod spec;

@@ -34,10 +34,12 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::num::saturating_u64;
 use crate::spec::{
     IoLimit, IslandSpec, MemoryEntitlement, PlatformSpec, RtClass, SchedPolicy, UnitSpec,
     DEFAULT_CPU_PERIOD_US,
 };
+use crate::weight::cpus_to_weight;
 use crate::{CpuSet, NodeSet};
 
 /// Name of the host partition's group.
@@ -137,6 +139,23 @@ pub struct CpuMax {
     pub quota_us: u64,
     /// Period, µs.
     pub period_us: u64,
+}
+
+impl CpuMax {
+    /// The kernel's least quota, µs (1 ms).
+    pub const MIN_QUOTA_US: u64 = 1000;
+
+    /// A cap of `cpus` CPUs over the default period (100 ms): the quota is
+    /// rounded to the nearest µs and at least [`Self::MIN_QUOTA_US`]; NaN
+    /// and negative caps give that least quota, absurdly large ones
+    /// saturate at `u64::MAX`.
+    pub fn for_cpus(cpus: f64) -> Self {
+        let quota = saturating_u64((cpus * DEFAULT_CPU_PERIOD_US as f64).round());
+        CpuMax {
+            quota_us: quota.max(Self::MIN_QUOTA_US),
+            period_us: DEFAULT_CPU_PERIOD_US,
+        }
+    }
 }
 
 /// RT budget of a group (v1 `cpu.rt_runtime_us` / `cpu.rt_period_us`).
@@ -265,14 +284,8 @@ pub fn unit_settings(
     island_rt: Option<RtBudget>,
 ) -> GroupSettings {
     let e = &unit.entitlement;
-    let cpu_weight = e.weight.or_else(|| {
-        e.cpus
-            .map(|c| ((c * 100.0).round() as u32).clamp(1, 10_000))
-    });
-    let cpu_max = e.cpu_cap.map(|cap| CpuMax {
-        quota_us: ((cap * DEFAULT_CPU_PERIOD_US as f64).round() as u64).max(1000),
-        period_us: DEFAULT_CPU_PERIOD_US,
-    });
+    let cpu_weight = e.weight.or_else(|| e.cpus.map(cpus_to_weight));
+    let cpu_max = e.cpu_cap.map(CpuMax::for_cpus);
     let rt_budget = island_rt
         .map(|b| RtBudget {
             runtime_us: b.runtime_us / units_in_island.max(1) as u64,

@@ -12,10 +12,19 @@
 //!
 //! atoll uses that curve and its inverse so the default maps to the default.
 
+use crate::num::{saturating_u32, saturating_u64};
+
 /// Default v2 CPU weight.
 pub const DEFAULT_WEIGHT: u32 = 100;
 /// Default v1 CPU shares.
 pub const DEFAULT_SHARES: u64 = 1024;
+
+/// The v2 `cpu.weight` of a unit entitled to `cpus` CPUs: 100 (the
+/// default weight) per CPU, rounded to the nearest integer and clamped to
+/// 1..=10000. NaN and negative entitlements get the least weight.
+pub fn cpus_to_weight(cpus: f64) -> u32 {
+    saturating_u32((cpus * f64::from(DEFAULT_WEIGHT)).round()).clamp(1, 10_000)
+}
 
 /// v1 `cpu.shares` to v2 `cpu.weight`, clamped to 1..=10000.
 pub fn shares_to_weight(shares: u64) -> u32 {
@@ -23,7 +32,7 @@ pub fn shares_to_weight(shares: u64) -> u32 {
     let l = shares.log2();
     let exponent = (l * l + 125.0 * l) / 612.0 - 7.0 / 34.0;
     let w = 10f64.powf(exponent).round();
-    (w as u32).clamp(1, 10_000)
+    saturating_u32(w).clamp(1, 10_000)
 }
 
 /// v2 `cpu.weight` to v1 `cpu.shares`, the inverse of [`shares_to_weight`],
@@ -34,19 +43,18 @@ pub fn weight_to_shares(weight: u32) -> u64 {
     let c = 612.0 * (w.log10() + 7.0 / 34.0);
     let l = (-125.0 + (125.0f64 * 125.0 + 4.0 * c).sqrt()) / 2.0;
     let shares = 2f64.powf(l).round();
-    (shares as u64).clamp(2, 262_144)
+    saturating_u64(shares).clamp(2, 262_144)
 }
 
 /// v2 `io.weight` (1..=10000) to v1 `blkio.weight` (10..=1000).
 pub fn io_weight_to_blkio(weight: u32) -> u32 {
     // Linear between the two defaults' ranges: 100 -> 500 is blkio's default.
-    let w = weight.clamp(1, 10_000) as u64;
-    let v = if w <= 100 {
+    let w = weight.clamp(1, 10_000);
+    if w <= 100 {
         10 + (w - 1) * (500 - 10) / 99
     } else {
         500 + (w - 100) * (1000 - 500) / 9900
-    };
-    v as u32
+    }
 }
 
 #[cfg(test)]
@@ -81,6 +89,19 @@ mod tests {
             let err = (f64::from(back) - f64::from(w)).abs() / f64::from(w);
             assert!(err < 0.02 || back.abs_diff(w) <= 1, "{w} -> {s} -> {back}");
         }
+    }
+
+    #[test]
+    fn cpus_map_to_100_per_cpu_within_the_range() {
+        assert_eq!(cpus_to_weight(1.0), 100);
+        assert_eq!(cpus_to_weight(2.5), 250);
+        assert_eq!(cpus_to_weight(0.126), 13);
+        assert_eq!(cpus_to_weight(0.004), 1);
+        assert_eq!(cpus_to_weight(100.0), 10_000);
+        assert_eq!(cpus_to_weight(1e12), 10_000);
+        assert_eq!(cpus_to_weight(-1.0), 1);
+        assert_eq!(cpus_to_weight(f64::NAN), 1);
+        assert_eq!(cpus_to_weight(f64::INFINITY), 10_000);
     }
 
     #[test]

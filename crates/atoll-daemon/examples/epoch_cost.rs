@@ -61,7 +61,7 @@ fn spec() -> PlatformSpec {
 
 fn percentiles(mut v: Vec<Duration>) -> String {
     v.sort();
-    let p = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+    let p = |q: f64| v[atoll_core::num::saturating_usize(((v.len() - 1) as f64 * q).round())];
     format!(
         "p50 {:>8.1} us  p99 {:>8.1} us  max {:>8.1} us",
         p(0.5).as_secs_f64() * 1e6,

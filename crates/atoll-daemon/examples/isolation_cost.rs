@@ -110,7 +110,7 @@ fn main() {
             v.push(t.elapsed().as_secs_f64() * 1e6);
         }
         v.sort_by(f64::total_cmp);
-        let p = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+        let p = |q: f64| v[atoll_core::num::saturating_usize(((v.len() - 1) as f64 * q).round())];
         println!(
             "{:<8} epoch: p50 {:>7.1} us  p99 {:>7.1} us  ({} epochs, {} units)",
             format!("{mode:?}").to_lowercase(),

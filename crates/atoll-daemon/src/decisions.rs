@@ -175,7 +175,7 @@ mod tests {
     #[test]
     fn ring_is_bounded() {
         let mut log = DecisionLog::default();
-        for i in 0..(KEPT as u32 + 10) {
+        for i in 0..(u32::try_from(KEPT).unwrap() + 10) {
             log.record(mv(i, "host"));
         }
         assert_eq!(log.len(), KEPT);

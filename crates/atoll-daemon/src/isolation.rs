@@ -586,10 +586,7 @@ impl Isolation {
 
 /// `cpu.max` for a cap of `cap` CPUs (the kernel's least quota is 1 ms).
 fn cap_max(cap: f64) -> CpuMax {
-    CpuMax {
-        quota_us: ((cap * 100_000.0).round() as u64).max(1000),
-        period_us: 100_000,
-    }
+    CpuMax::for_cpus(cap)
 }
 
 #[cfg(test)]

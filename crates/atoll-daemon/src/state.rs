@@ -658,13 +658,23 @@ mod tests {
             self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
         }
 
+        /// The low half of the next number (what `as u32` kept).
+        fn half(&mut self) -> u32 {
+            u32::try_from(self.next() & 0xffff_ffff).unwrap()
+        }
+
+        /// The low byte of the next number (what `as u8` kept).
+        fn byte(&mut self) -> u8 {
+            u8::try_from(self.next() & 0xff).unwrap()
+        }
+
         fn below(&mut self, n: usize) -> usize {
-            (self.next() % n as u64) as usize
+            usize::try_from(self.next() % n as u64).unwrap()
         }
 
         fn bytes(&mut self, max: usize) -> Vec<u8> {
             let n = self.below(max + 1);
-            (0..n).map(|_| self.next() as u8).collect()
+            (0..n).map(|_| self.byte()).collect()
         }
 
         /// `text` with a few bytes flipped, inserted, deleted or cut off.
@@ -734,12 +744,12 @@ mod tests {
             for u in &mut s.units {
                 u.spec.entitlement.cpus = Some(g.below(64_000) as f64 / 1000.0);
                 u.spec.entitlement.memory.max = Some(g.next());
-                u.spec.rt_priority = Some(g.next() as u8);
-                u.spec.adopt.push(AdoptRule::Pid(g.next() as u32));
+                u.spec.rt_priority = Some(g.byte());
+                u.spec.adopt.push(AdoptRule::Pid(g.half()));
                 u.spec.island = n(["web", "batch", "rt"][g.below(3)]);
             }
             for p in &mut s.processes {
-                p.pid = g.next() as u32;
+                p.pid = g.half();
                 p.start_ticks = g.next();
                 p.group = GroupPath::from_relative(&format!("web/u{}", g.below(100)));
             }

@@ -29,7 +29,7 @@ fn mode(id: u8, value: f64, quota: f64) -> WorkingMode {
         value,
         needs: Needs {
             cpu_quota: quota,
-            threads: Some(quota.ceil() as u32),
+            threads: Some(atoll_core::num::saturating_u32(quota.ceil())),
             exclusive_cpus: false,
             memory_bytes: 0,
             islands: None,

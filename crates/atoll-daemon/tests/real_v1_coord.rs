@@ -130,7 +130,10 @@ fn coordination_on_the_real_cgroup1_kernel() {
     let a_quota: i64 = cpu("a", "cpu.cfs_quota_us").parse().unwrap();
     let b_quota: i64 = cpu("b", "cpu.cfs_quota_us").parse().unwrap();
     assert_eq!(a_quota + b_quota, 100_000, "the sum is the cap");
-    assert_eq!(b_quota, (b_share * 100_000.0).round() as i64);
+    assert_eq!(
+        b_quota,
+        atoll_core::num::saturating_i64((b_share * 100_000.0).round())
+    );
     // A tune writes the unit's shares.
     let tune = Message::Tune {
         resource: Resource::CpuTime,

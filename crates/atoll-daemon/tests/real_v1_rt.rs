@@ -178,7 +178,7 @@ impl Prober {
             libc::close(go[0]);
             libc::close(result[1]);
             Self {
-                pid: pid as u32,
+                pid: u32::try_from(pid).expect("fork returned the child's pid"),
                 go: go[1],
                 result: result[0],
             }

@@ -9,6 +9,7 @@ mod common;
 
 use atoll_core::backend::Monitor;
 use atoll_core::clock::ManualClock;
+use atoll_core::decision::Action;
 use atoll_core::plan::GroupPath;
 use atoll_core::spec::{
     AdoptRule, Entitlement, HostSpec, IslandSpec, PlatformSpec, SchedPolicy, UnitSpec,
@@ -137,7 +138,7 @@ fn check(sim: &SimPlatform, c: &Controller, procs: &[Proc], spec: &PlatformSpec,
                     let want = u
                         .entitlement
                         .cpu_cap
-                        .map(|c| (c * 100_000.0).round() as u64);
+                        .map(|c| atoll_core::num::saturating_u64((c * 100_000.0).round()));
                     assert_eq!(quota, want, "step {step}: {group}'s cap");
                 }
             }
@@ -223,6 +224,33 @@ fn reload_over_the_api_is_roots_and_says_what_changed() {
     match reply(ask(&mut c, ROOT, Request::Reload {})) {
         Reply::Reloaded { changes } => assert!(changes.is_empty(), "{changes:?}"),
         other => panic!("{other:?}"),
+    }
+    // A unit the reload adds is written for the reload, and says so.
+    let mut more = next;
+    let u2 = spec(&Shape {
+        islands: vec![(0, false)],
+        units: vec![None, None, Some((0, Some(1))), None, None],
+    });
+    more.units.push(u2.units[0].clone());
+    c.set_config_source(Ok(Box::new(move || Ok(more.clone()))));
+    match reply(ask(&mut c, ROOT, Request::Reload {})) {
+        Reply::Reloaded { changes } => assert_eq!(changes, ["unit u2 added"]),
+        other => panic!("{other:?}"),
+    }
+    let group = GroupPath::unit(&n("a"), &n("u2"));
+    let written: Vec<_> = c
+        .decisions()
+        .query(None, 1000)
+        .into_iter()
+        .filter(|d| matches!(&d.action, Action::ApplyGroup { path, .. } if *path == group))
+        .collect();
+    assert!(!written.is_empty(), "a/u2 was not written");
+    for d in &written {
+        assert!(
+            d.why.to_string().contains("reloaded"),
+            "a/u2 written without the reload as its reason: {}",
+            d.why
+        );
     }
     c.teardown().unwrap();
 }

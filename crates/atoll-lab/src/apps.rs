@@ -201,7 +201,8 @@ impl Runtime {
             AppRunState::Waiting { .. } => 0,
             AppRunState::Running {
                 threads, cpu_quota, ..
-            } => threads.unwrap_or_else(|| cpu_quota.ceil().max(1.0) as u32),
+            } => threads
+                .unwrap_or_else(|| atoll_core::num::saturating_u32(cpu_quota.ceil().max(1.0))),
         };
         if n != reg.threads {
             reg.threads = n;

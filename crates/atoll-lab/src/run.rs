@@ -122,7 +122,7 @@ pub fn window_latency(ns: &mut [u64]) -> Option<(f64, f64)> {
     if ns.is_empty() {
         return None;
     }
-    let k = ((0.99 * ns.len() as f64).ceil() as usize).clamp(1, ns.len());
+    let k = atoll_core::num::saturating_usize((0.99 * ns.len() as f64).ceil()).clamp(1, ns.len());
     let (_, p99, _) = ns.select_nth_unstable(k - 1);
     let p99 = *p99 as f64 / 1e6;
     let mean = ns.iter().map(|&x| x as f64).sum::<f64>() / ns.len() as f64 / 1e6;

@@ -121,7 +121,7 @@ impl DiagSocket {
                 libc::SOL_SOCKET,
                 libc::SO_RCVTIMEO,
                 (&timeout as *const libc::timeval).cast(),
-                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+                socklen::<libc::timeval>(),
             )
         };
         if rc != 0 {
@@ -197,7 +197,7 @@ impl DiagSocket {
     fn send(&mut self, name: &str) -> Result<(), NetlinkError> {
         // SAFETY: sockaddr_nl is plain data; all-zero is a valid value.
         let mut kernel: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        kernel.nl_family = libc::AF_NETLINK as libc::sa_family_t;
+        kernel.nl_family = netlink_family();
         loop {
             // SAFETY: the buffer pointer and length describe `self.req`; the
             // address pointer and size describe `kernel`; both outlive the
@@ -209,7 +209,7 @@ impl DiagSocket {
                     self.req.len(),
                     0,
                     (&kernel as *const libc::sockaddr_nl).cast(),
-                    std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+                    socklen::<libc::sockaddr_nl>(),
                 )
             };
             if rc >= 0 {
@@ -239,8 +239,9 @@ impl DiagSocket {
                     libc::MSG_TRUNC,
                 )
             };
-            if rc >= 0 {
-                return Ok(rc as usize);
+            // A negative length is an error.
+            if let Ok(n) = usize::try_from(rc) {
+                return Ok(n);
             }
             let e = io::Error::last_os_error();
             if e.kind() != io::ErrorKind::Interrupted {
@@ -251,6 +252,18 @@ impl DiagSocket {
             }
         }
     }
+}
+
+/// `size_of::<T>()` as the `socklen_t` a socket call takes: only small C
+/// structs (a netlink address, a timeval) are passed, far below 4 GiB.
+fn socklen<T>() -> libc::socklen_t {
+    libc::socklen_t::try_from(std::mem::size_of::<T>())
+        .expect("a socket argument is a small C struct")
+}
+
+/// `AF_NETLINK` (16) as the `sa_family_t` (u16) of a `sockaddr_nl`.
+fn netlink_family() -> libc::sa_family_t {
+    libc::sa_family_t::try_from(libc::AF_NETLINK).expect("AF_NETLINK is 16")
 }
 
 fn io_err(op: &str) -> NetlinkError {

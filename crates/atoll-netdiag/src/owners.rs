@@ -328,8 +328,9 @@ fn read_socket_links(fd_dir: &Path, out: &mut Vec<u64>) -> std::io::Result<u64> 
                 target.len(),
             )
         };
-        if n > 0 {
-            let t = &target[..(n as usize).min(target.len())];
+        // Negative: an error; 0: an empty target.
+        if let Some(n) = usize::try_from(n).ok().filter(|&n| n > 0) {
+            let t = &target[..n.min(target.len())];
             if let Some(inode) = crate::parse_ns_or_socket(t, b"socket:[") {
                 out.push(inode);
             }

@@ -248,7 +248,11 @@ impl Request {
         };
         let len = NLMSG_HDRLEN + body;
         buf.resize(len, 0);
-        put_u32(buf, 0, len as u32);
+        put_u32(
+            buf,
+            0,
+            u32::try_from(len).expect("a request is under 100 bytes"),
+        );
         put_u16(buf, 4, self.message_type());
         put_u16(buf, 6, NLM_F_REQUEST | NLM_F_DUMP);
         put_u32(buf, 8, seq);

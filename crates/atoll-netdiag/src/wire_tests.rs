@@ -7,7 +7,7 @@ const SEQ: u32 = 77;
 /// Appends one netlink message (header + payload, padded to 4).
 fn msg(buf: &mut Vec<u8>, kind: u16, seq: u32, payload: &[u8]) {
     let len = NLMSG_HDRLEN + payload.len();
-    buf.extend_from_slice(&(len as u32).to_ne_bytes());
+    buf.extend_from_slice(&u32::try_from(len).unwrap().to_ne_bytes());
     buf.extend_from_slice(&kind.to_ne_bytes());
     buf.extend_from_slice(&2u16.to_ne_bytes()); // NLM_F_MULTI
     buf.extend_from_slice(&seq.to_ne_bytes());
@@ -20,7 +20,7 @@ fn msg(buf: &mut Vec<u8>, kind: u16, seq: u32, payload: &[u8]) {
 
 fn rtattr(buf: &mut Vec<u8>, kind: u16, data: &[u8]) {
     let len = 4 + data.len();
-    buf.extend_from_slice(&(len as u16).to_ne_bytes());
+    buf.extend_from_slice(&u16::try_from(len).unwrap().to_ne_bytes());
     buf.extend_from_slice(&kind.to_ne_bytes());
     buf.extend_from_slice(data);
     while buf.len() & 3 != 0 {
@@ -387,7 +387,7 @@ fn malformed_messages_are_errors() {
         &inet_payload(AF_INET, 1, 1, 1, 5, None),
     );
     let mut long = b.clone();
-    long[0..4].copy_from_slice(&(b.len() as u32 + 4).to_ne_bytes());
+    long[0..4].copy_from_slice(&(u32::try_from(b.len()).unwrap() + 4).to_ne_bytes());
     check(&long, "netlink message");
     let mut short = b.clone();
     short[0..4].copy_from_slice(&8u32.to_ne_bytes());

@@ -30,7 +30,10 @@ fn thread_cpu() -> Duration {
     };
     // SAFETY: `ts` is a valid timespec for the call to fill.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    Duration::new(
+        u64::try_from(ts.tv_sec).expect("a CPU-time clock is never negative"),
+        u32::try_from(ts.tv_nsec).expect("tv_nsec is below 1e9"),
+    )
 }
 
 fn us(d: Duration) -> f64 {
@@ -120,7 +123,7 @@ fn main() {
     let drain = thread_cpu() - cpu0;
     let after = c.stats();
     let datagrams = after.datagrams - before.datagrams;
-    let per_datagram = drain / datagrams.max(1) as u32;
+    let per_datagram = drain / u32::try_from(datagrams.max(1)).unwrap_or(u32::MAX);
 
     // 4. This machine's own event rate, over 3 s of listening.
     let _ = c.next_batch(Duration::ZERO);

@@ -66,7 +66,7 @@ pub fn privileged(proc_root: &Path) -> Option<bool> {
 pub fn unprivileged_window(window: Duration) -> Duration {
     let step = UNPRIVILEGED_WINDOW_STEP.as_micros();
     let us = window.as_micros().div_ceil(step).max(1) * step;
-    Duration::from_micros(us.min(MAX_WINDOW.as_micros()) as u64)
+    Duration::from_micros(u64::try_from(us).unwrap_or(u64::MAX)).min(MAX_WINDOW)
 }
 
 /// Which stall a trigger counts.

@@ -29,7 +29,7 @@ pub const MAX_SLICE: Duration = Duration::from_millis(100);
 
 fn empty_attr() -> libc::sched_attr {
     libc::sched_attr {
-        size: size_of::<libc::sched_attr>() as u32,
+        size: u32::try_from(size_of::<libc::sched_attr>()).expect("sched_attr is 56 bytes"),
         sched_policy: 0,
         sched_flags: 0,
         sched_nice: 0,
@@ -64,7 +64,7 @@ fn get_attr(call: &'static str, tid: u32) -> Result<libc::sched_attr, ProcessErr
 fn is_fair(policy: u32) -> bool {
     [libc::SCHED_OTHER, libc::SCHED_BATCH]
         .iter()
-        .any(|&p| p as u32 == policy)
+        .any(|&p| u32::try_from(p) == Ok(policy))
 }
 
 /// Asks the kernel to give thread `tid` a custom slice (`Duration::ZERO`

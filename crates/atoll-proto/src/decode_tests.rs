@@ -161,7 +161,10 @@ fn run_time_changes_decode_strictly() {
         }
     );
     let t = refused(r#"{"v":1,"id":2,"op":"unit_set","unit":"b","settings":{"cpus":1,"cpus":2}}"#);
-    assert!(t.contains("duplicate key \"cpus\" in field settings"), "{t}");
+    assert!(
+        t.contains("duplicate key \"cpus\" in field settings"),
+        "{t}"
+    );
     let t = refused(r#"{"v":1,"id":3,"op":"unit_set","unit":"b","settings":{"rt_priority":5}}"#);
     assert!(t.contains("unknown field `rt_priority`"), "{t}");
     let t = refused(r#"{"v":1,"id":4,"op":"unit_rm","unit":"b","pid":3}"#);

@@ -77,16 +77,19 @@ fn requests() -> impl Strategy<Value = Request> {
             }
         }),
         text().prop_map(|unit| Request::UnitRm { unit }),
-        (text(), proptest::collection::vec(text(), 0..4), any::<u64>()).prop_map(
-            |(overlay, units, latency_us)| Request::OverlayAdd {
+        (
+            text(),
+            proptest::collection::vec(text(), 0..4),
+            any::<u64>()
+        )
+            .prop_map(|(overlay, units, latency_us)| Request::OverlayAdd {
                 overlay,
                 settings: runtime::OverlaySettings {
                     units: Some(units),
                     latency_us: Some(latency_us),
                     ..Default::default()
                 },
-            }
-        ),
+            }),
         (text(), proptest::option::of(any::<u8>())).prop_map(|(overlay, priority)| {
             Request::OverlaySet {
                 overlay,

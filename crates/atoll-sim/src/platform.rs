@@ -12,6 +12,7 @@ use atoll_core::backend::{
 };
 use atoll_core::clock::{Clock, ManualClock};
 use atoll_core::comm::{NetError, NetMonitor, UnitNetSample};
+use atoll_core::num::saturating_u64;
 use atoll_core::plan::{GroupPath, GroupSettings, TaskPolicy};
 use atoll_core::process::{CgroupMembership, ProcessError, ProcessInfo, ProcessTable, TaskControl};
 use atoll_core::topology::Topology;
@@ -238,7 +239,7 @@ impl SimPlatform {
             .filter_map(|t| s.threads.get(t))
             .map(|t| s.cpu_ns_of(t))
             .sum();
-        Some(Duration::from_nanos(ns.round() as u64))
+        Some(Duration::from_nanos(saturating_u64(ns.round())))
     }
 
     /// CPU time used by thread `tid` so far.
@@ -247,7 +248,7 @@ impl SimPlatform {
         s.sync();
         s.threads
             .get(&tid)
-            .map(|t| Duration::from_nanos(s.cpu_ns_of(t).round() as u64))
+            .map(|t| Duration::from_nanos(saturating_u64(s.cpu_ns_of(t).round())))
     }
 
     /// The settings last applied to a group.
@@ -385,16 +386,16 @@ impl Monitor for SimPlatform {
         });
         let g = &s.groups[path];
         Ok(GroupStats {
-            cpu_usage_us: Some((g.cpu.usage_ns / 1000.0).floor() as u64),
+            cpu_usage_us: Some(saturating_u64((g.cpu.usage_ns / 1000.0).floor())),
             nr_periods: Some(g.cpu.nr_periods),
             nr_throttled: Some(g.cpu.nr_throttled),
-            throttled_us: Some((g.cpu.throttled_ns / 1000.0).floor() as u64),
+            throttled_us: Some(saturating_u64((g.cpu.throttled_ns / 1000.0).floor())),
             memory_current: memory,
             io_read_bytes: io.map(|x| x.0),
             io_write_bytes: io.map(|x| x.1),
             cpu_pressure: Some(Psi {
                 some: PsiLine {
-                    total_us: (g.cpu.pressure_ns / 1000.0).floor() as u64,
+                    total_us: saturating_u64((g.cpu.pressure_ns / 1000.0).floor()),
                     ..Default::default()
                 },
                 full: None,
@@ -431,7 +432,7 @@ impl ProcessTable for SimPlatform {
         let mut s = self.lock();
         s.sync();
         let t = s.threads.get(&tid).ok_or(ProcessError::Gone(tid))?;
-        Ok(Some(s.wait_ns_of(t).round() as u64))
+        Ok(Some(saturating_u64(s.wait_ns_of(t).round())))
     }
 }
 

@@ -93,7 +93,8 @@ impl Histogram {
         if p >= 100.0 {
             return Some(self.max_us);
         }
-        let rank = ((p.max(0.0) / 100.0) * self.count as f64).ceil() as u64;
+        let rank =
+            atoll_core::num::saturating_u64(((p.max(0.0) / 100.0) * self.count as f64).ceil());
         let rank = rank.clamp(1, self.count);
         let mut seen = 0;
         for &(edge, n) in &self.buckets {

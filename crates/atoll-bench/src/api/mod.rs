@@ -529,7 +529,7 @@ pub(crate) mod tests {
         EpochWindow {
             snapshots: 100,
             span_ms: 10_000,
-            epochs: (per_s * 10.0) as u64,
+            epochs: atoll_core::num::saturating_u64(per_s * 10.0),
             per_s,
             expected: 333.3,
             missed,

@@ -201,7 +201,7 @@ pub fn page_text(bytes: usize) -> String {
         .collect();
     let mut t = String::with_capacity(bytes + 16);
     while t.len() < bytes {
-        t.push_str(&words[(next() % words.len() as u64) as usize]);
+        t.push_str(&words[atoll_core::num::u64_to_usize(next() % words.len() as u64)]);
         t.push(if next() % 12 == 0 { '\n' } else { ' ' });
     }
     t.truncate(bytes);

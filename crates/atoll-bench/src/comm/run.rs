@@ -731,7 +731,7 @@ impl Bench<'_> {
             .as_array()
             .map(|a| a.iter().map(|x| x.as_f64()).collect())
             .unwrap_or_default();
-        let clients_ok = r["clients_ok"].as_u64().unwrap_or(0) as usize;
+        let clients_ok = atoll_core::num::u64_to_usize(r["clients_ok"].as_u64().unwrap_or(0));
         Ok(StreamProbe {
             rep,
             n,
@@ -746,7 +746,7 @@ impl Bench<'_> {
                 )
             },
             clients_ok,
-            failed: r["failed"].as_u64().unwrap_or(0) as usize,
+            failed: atoll_core::num::u64_to_usize(r["failed"].as_u64().unwrap_or(0)),
             first_underrun_s: super::mean(firsts).map(|x| crate::stats::round(x, 3)),
             stalled_s: r["stalled_s"].as_f64().unwrap_or(0.0),
             late_sends,

@@ -77,7 +77,7 @@ pub fn next_probe(s: &SearchSettings, probes: &[(usize, bool)]) -> Option<usize>
         None => (pass * 2).clamp(1, s.max),
         Some(f) => {
             let gap = f.saturating_sub(pass);
-            let tolerance = ((pass as f64 * s.resolution) as usize).max(1);
+            let tolerance = atoll_core::num::saturating_usize(pass as f64 * s.resolution).max(1);
             if gap <= tolerance {
                 return None;
             }

@@ -74,7 +74,7 @@ fn calibrate(target_ms: u64) -> Result<u64, BenchError> {
         units += 1;
     }
     let per_ms = units as f64 / (t0.elapsed().as_secs_f64() * 1000.0);
-    Ok(((per_ms * target_ms as f64).round() as u64).max(1))
+    Ok(atoll_core::num::saturating_u64((per_ms * target_ms as f64).round()).max(1))
 }
 
 /// Starts the daemon for `mode`, with an empty host partition if it accepts

@@ -254,10 +254,10 @@ mod tests {
         );
         let after = Reading {
             at: t0 + Duration::from_secs(20),
-            ticks: 100 + (clock_ticks_per_s() * 0.2) as u64,
+            ticks: 100 + atoll_core::num::saturating_u64(clock_ticks_per_s() * 0.2),
             threads: 5,
             tasks,
-            busy: Some(1000 + (clock_ticks_per_s() * 4.0) as u64),
+            busy: Some(1000 + atoll_core::num::saturating_u64(clock_ticks_per_s() * 4.0)),
         };
         let s = sample(
             &before,

@@ -488,7 +488,7 @@ pub(crate) mod tests {
         Sample {
             rep,
             window_s: 20.0,
-            cpu_ticks: (cpu * 20.0) as u64,
+            cpu_ticks: atoll_core::num::saturating_u64(cpu * 20.0),
             cpu_pct: cpu,
             cpu_pct_threads: cpu,
             rss_mib: rss,

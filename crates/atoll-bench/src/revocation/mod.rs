@@ -206,7 +206,7 @@ impl MechanismResult {
             p99_ms: ms("p99")?,
             max_ms: ms("max")?,
             mean_ms: ms("mean")?,
-            samples: late["count"].as_u64().unwrap_or(0) as usize,
+            samples: atoll_core::num::u64_to_usize(late["count"].as_u64().unwrap_or(0)),
             burst_stretch_p50: stretch("p50"),
             burst_stretch_p99: stretch("p99"),
             borrower_share: borrower_share.map(|v| round(v, 3)),

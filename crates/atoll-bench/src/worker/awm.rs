@@ -149,7 +149,7 @@ impl WorkingSet {
         let mut x = seed | 1;
         for _ in 0..units {
             for _ in 0..LINES_PER_UNIT {
-                let i = ((self.cursor ^ x) % self.lines as u64) as usize * LINE;
+                let i = atoll_core::num::u64_to_usize((self.cursor ^ x) % self.lines as u64) * LINE;
                 let v = self.data[i];
                 x ^= v;
                 x ^= x << 13;
@@ -211,8 +211,9 @@ fn own_usage() -> (u64, u64, f64) {
     }
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     (
-        ru.ru_nvcsw as u64,
-        ru.ru_nivcsw as u64,
+        // Counts, never negative.
+        u64::try_from(ru.ru_nvcsw).unwrap_or(0),
+        u64::try_from(ru.ru_nivcsw).unwrap_or(0),
         tv(ru.ru_utime) + tv(ru.ru_stime),
     )
 }

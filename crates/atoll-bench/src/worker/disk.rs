@@ -34,7 +34,7 @@ pub(crate) fn diskwriter(
     rounds: Option<u64>,
 ) -> std::io::Result<serde_json::Value> {
     let path = dir.join(format!("atoll-diskwriter-{}.dat", std::process::id()));
-    let block: Vec<u8> = (0..1usize << 20).map(|i| (i % 251) as u8).collect();
+    let block: Vec<u8> = (0..=250u8).cycle().take(1 << 20).collect();
     let t0 = Instant::now();
     let mut bytes = 0u64;
     let mut done = 0u64;

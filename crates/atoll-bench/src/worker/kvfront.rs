@@ -207,8 +207,11 @@ fn parse_int(s: &[u8]) -> io::Result<i64> {
 fn parse_len(s: &[u8]) -> io::Result<Option<usize>> {
     match parse_int(s)? {
         -1 => Ok(None),
-        n if (0..=MAX_LEN).contains(&n) => Ok(Some(n as usize)),
-        n => Err(invalid(format!("length {n} out of range"))),
+        n => usize::try_from(n)
+            .ok()
+            .filter(|_| n <= MAX_LEN)
+            .map(Some)
+            .ok_or_else(|| invalid(format!("length {n} out of range"))),
     }
 }
 
@@ -520,10 +523,15 @@ fn client_thread(a: &KvFrontArgs, sh: &Shared, slot: usize) {
         if stopping() {
             return;
         }
-        let due_us = due.duration_since(sh.start).as_micros() as u64;
+        let due_us = atoll_core::num::micros_u64(due.duration_since(sh.start));
         sh.outstanding[slot].store(due_us + 1, Ordering::Relaxed);
         sh.sent.fetch_add(1, Ordering::Relaxed);
-        let outcome = request(&mut backends, k as usize, a.keys, a.work);
+        let outcome = request(
+            &mut backends,
+            atoll_core::num::u64_to_usize(k),
+            a.keys,
+            a.work,
+        );
         let latency_us = due.elapsed().as_secs_f64() * 1e6;
         sh.outstanding[slot].store(0, Ordering::Relaxed);
         let ok = match outcome {
@@ -638,9 +646,10 @@ pub(crate) fn kvfront(a: &KvFrontArgs) -> io::Result<serde_json::Value> {
                 .iter()
                 .filter_map(|o| match o.load(Ordering::Relaxed) {
                     0 => None,
-                    due => {
-                        Some((now.duration_since(start).as_micros() as u64).saturating_sub(due - 1))
-                    }
+                    due => Some(
+                        atoll_core::num::micros_u64(now.duration_since(start))
+                            .saturating_sub(due - 1),
+                    ),
                 })
                 .max()
                 .map(|us| us as f64);

@@ -45,7 +45,8 @@ fn now_ns(clock: libc::clockid_t) -> u64 {
     unsafe {
         libc::clock_gettime(clock, &mut ts);
     }
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    // Both fields are never negative for the clocks read here.
+    u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
 }
 
 /// Sleeps until `deadline_ns` on CLOCK_MONOTONIC (retrying on signals).

@@ -240,14 +240,15 @@ fn serve(mut s: TcpStream, a: StreamServerArgs, tally: Arc<ServerTally>) {
         let lag = deadline.elapsed();
         tally
             .max_lag_us
-            .fetch_max(lag.as_micros() as u64, Ordering::Relaxed);
+            .fetch_max(atoll_core::num::micros_u64(lag), Ordering::Relaxed);
         if lag >= interval {
             tally.late_sends.fetch_add(1, Ordering::Relaxed);
         }
-        let due = (a.bytes_per_s as f64 * (interval * k).as_secs_f64()) as u64;
+        let due =
+            atoll_core::num::saturating_u64(a.bytes_per_s as f64 * (interval * k).as_secs_f64());
         let mut left = due - sent;
         while left > 0 {
-            let n = left.min(data.len() as u64) as usize;
+            let n = atoll_core::num::u64_to_usize(left.min(data.len() as u64));
             if s.write_all(&data[..n]).is_err() {
                 return;
             }

@@ -8,6 +8,7 @@ use super::recipe::RecipeError;
 use super::schedule::{self, BlockInfo, Outcome, Schedule};
 use super::score::{self, GoalShift, PolicyError, PolicyParams, Score, Weights};
 use super::{AppId, AppState, IslandCapacity};
+use crate::num::saturating_u64;
 use crate::Name;
 
 mod grow;
@@ -24,14 +25,24 @@ pub(super) fn need_millis(cpus: f64) -> u64 {
     }
     // Integer ceiling: `f64::ceil` is a libm call on baseline x86-64.
     let x = cpus * MILLI - 1e-6;
-    let t = x.max(0.0) as u64;
+    let t = saturating_u64(x);
     let t = if (t as f64) < x { t + 1 } else { t };
     t.max(1)
 }
 
 /// CPUs an island has, in milli-CPUs, rounded down.
 pub(super) fn cap_millis(cpus: f64) -> u64 {
-    (cpus * MILLI + 1e-6).floor().max(0.0) as u64
+    saturating_u64((cpus * MILLI + 1e-6).floor())
+}
+
+/// An index into (or a count of) the planner's islands, applications,
+/// modes or bitset words, as the `u32` it stores. It always fits: `plan`
+/// refuses more than `u32::MAX / 2` islands, and 2^32 applications, modes
+/// or `u64` bitset words would be at least 32 GiB of input in memory.
+#[inline]
+pub(super) fn ix(n: usize) -> u32 {
+    u32::try_from(n)
+        .expect("planner indexes fit in u32 (islands checked on entry, the rest bounded by memory)")
 }
 
 /// FNV-1a: island names are short and trusted, SipHash is not needed.
@@ -163,9 +174,9 @@ impl State {
             .collect();
         for (y, i) in isl.iter_mut().enumerate() {
             let c = caps.binary_search(&i.cap).unwrap_or(0);
-            i.class = c as u32;
-            i.pos = classes[c].order.len() as u32;
-            classes[c].order.push(y as u32);
+            i.class = ix(c);
+            i.pos = ix(classes[c].order.len());
+            classes[c].order.push(ix(y));
         }
         let free = isl.iter().map(|i| i.cap).sum();
         let free_mem = isl.iter().map(|i| u128::from(i.cap_mem)).sum();
@@ -228,14 +239,14 @@ impl State {
             let z = order[p + 1];
             if (self.isl[z as usize].used, z) < key {
                 order[p] = z;
-                self.isl[z as usize].pos = p as u32;
+                self.isl[z as usize].pos = ix(p);
                 p += 1;
             } else {
                 break;
             }
         }
         order[p] = y;
-        self.isl[y as usize].pos = p as u32;
+        self.isl[y as usize].pos = ix(p);
     }
 }
 
@@ -254,14 +265,14 @@ impl State {
             let z = order[p - 1];
             if (self.isl[z as usize].used, z) > key {
                 order[p] = z;
-                self.isl[z as usize].pos = p as u32;
+                self.isl[z as usize].pos = ix(p);
                 p -= 1;
             } else {
                 break;
             }
         }
         order[p] = y;
-        self.isl[y as usize].pos = p as u32;
+        self.isl[y as usize].pos = ix(p);
     }
 }
 
@@ -366,7 +377,7 @@ impl Planner {
                     cpus: i.cpus,
                 });
             }
-            if index.insert(i.name.as_str(), y as u32).is_some() {
+            if index.insert(i.name.as_str(), ix(y)).is_some() {
                 return Err(PlanError::DuplicateIsland {
                     name: i.name.clone(),
                 });
@@ -386,7 +397,7 @@ impl Planner {
         } = self.prepare(apps, &index, st.words)?;
         let mut outcomes: Vec<Option<Outcome>> = apps.iter().map(|_| None).collect();
 
-        let mut by_level: Vec<u32> = (0..prepared.len() as u32).collect();
+        let mut by_level: Vec<u32> = (0..ix(prepared.len())).collect();
         by_level.sort_by_key(|&i| (prepared[i as usize].priority, prepared[i as usize].id));
         let mut order: Vec<Entry> = Vec::new();
         for level in by_level
@@ -520,14 +531,14 @@ impl Planner {
             if !r.modes.is_sorted_by_key(|m| m.id) {
                 sorted.sort_unstable_by_key(|&i| r.modes[i].id);
             }
-            let first = modes.len() as u32;
+            let first = ix(modes.len());
             let mut cur_mode = None;
             // Modes of a recipe often share one list of allowed islands.
             let mut last: Option<(&[Name], u32)> = None;
             for &i in &sorted {
                 let m = &r.modes[i];
                 if cur.is_some_and(|c| c.mode == m.id) {
-                    cur_mode = Some(modes.len() as u32);
+                    cur_mode = Some(ix(modes.len()));
                 }
                 let allowed = m.needs.islands.as_deref().map(|list| match last {
                     Some((l, off)) if l == list => off,
@@ -539,8 +550,8 @@ impl Planner {
                                 bits[off + (y / 64) as usize] |= 1 << (y % 64);
                             }
                         }
-                        last = Some((list, off as u32));
-                        off as u32
+                        last = Some((list, ix(off)));
+                        ix(off)
                     }
                 });
                 modes.push(ModeP {
@@ -553,12 +564,12 @@ impl Planner {
                 });
             }
             prepared.push(AppP {
-                input: input as u32,
+                input: ix(input),
                 id: a.app,
                 priority: r.priority,
                 aging: f64::from(a.waiting),
                 first,
-                count: r.modes.len() as u32,
+                count: ix(r.modes.len()),
                 cur_mode,
                 cur_island: cur.and_then(|c| index.get(c.island.as_str()).copied()),
                 running: cur.is_some(),
@@ -662,7 +673,7 @@ fn block_info(a: &AppP, modes: &[ModeP], bits: &[u64], st: &State) -> BlockInfo 
     });
     let mut free = 0;
     for (y, i) in st.isl.iter().enumerate() {
-        if allowed_in(union.as_deref(), y as u32) {
+        if allowed_in(union.as_deref(), ix(y)) {
             free = free.max(i.cap - i.used);
             info.free_memory = info.free_memory.max(i.cap_mem - i.used_mem);
         }

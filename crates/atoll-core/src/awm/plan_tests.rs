@@ -19,7 +19,7 @@ pub(super) fn mode(id: u8, value: f64, q: f64) -> WorkingMode {
         value,
         needs: Needs {
             cpu_quota: q,
-            threads: Some(q.ceil() as u32),
+            threads: Some(crate::num::saturating_u32(q.ceil())),
             exclusive_cpus: false,
             memory_bytes: 0,
             islands: None,

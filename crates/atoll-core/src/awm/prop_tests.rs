@@ -71,7 +71,7 @@ fn build(specs: &[AppSpec]) -> Vec<AppState> {
                 .iter()
                 .enumerate()
                 .map(|(k, (v, q, ex, mib, allowed))| {
-                    let mut m = mode(2 * k as u8 + 1, *v, *q);
+                    let mut m = mode(2 * u8::try_from(k).unwrap() + 1, *v, *q);
                     m.needs.exclusive_cpus = *ex;
                     m.needs.memory_bytes = mib << 20;
                     m.needs.islands = allowed
@@ -83,7 +83,7 @@ fn build(specs: &[AppSpec]) -> Vec<AppState> {
             let current = cur.map(|(m, y)| Current {
                 // Mode ids are odd; an index past the modes gives an id the
                 // recipe lacks.
-                mode: 2 * m as u8 + 1,
+                mode: 2 * u8::try_from(m).unwrap() + 1,
                 island: name(y),
             });
             AppState {

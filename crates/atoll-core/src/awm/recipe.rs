@@ -355,7 +355,9 @@ mod tests {
             recipe(vec![m]).validate(),
             Err(RecipeError::NoIslands { mode: 1, .. })
         ));
-        let many = (0..=MAX_MODES as u8).map(|i| mode(i, 0.5, 1.0)).collect();
+        let many = (0..=u8::try_from(MAX_MODES).unwrap())
+            .map(|i| mode(i, 0.5, 1.0))
+            .collect();
         assert!(matches!(
             recipe(many).validate(),
             Err(RecipeError::TooManyModes { count: 65, .. })

@@ -5,9 +5,10 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::plan::{cap_millis, need_millis, Index};
+use super::plan::{cap_millis, ix, need_millis, Index};
 use super::score::Score;
 use super::{AppId, AppState, IslandCapacity};
+use crate::num::saturating_u32;
 use crate::Name;
 
 /// A new schedule.
@@ -294,7 +295,7 @@ pub(super) fn build(
         let mut step = |kind, dst| {
             steps.push(Step {
                 app: app.app,
-                input: input as u32,
+                input: ix(input),
                 kind,
                 src,
                 dst,
@@ -327,7 +328,8 @@ pub(super) fn build(
                     island: islands[island as usize].name.clone(),
                     cpu_quota: needs.cpu_quota,
                     exclusive_cpus: if needs.exclusive_cpus {
-                        needs.charged_cpus() as u32
+                        // Whole CPUs (rounded up), at most 1e6 (validated).
+                        saturating_u32(needs.charged_cpus())
                     } else {
                         0
                     },

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::predict::{Anticipation, Prediction, SenderPredictor};
 use super::spec::{CommSpec, CommSpecError};
 use super::UnitNetSample;
+use crate::num::saturating_u64;
 use crate::Name;
 
 /// What the daemon measured of one unit at the start of an epoch.
@@ -569,7 +570,7 @@ impl CommPolicy {
                 .iter()
                 .fold(0u64, |s, r| s.saturating_add(r.bytes()));
 
-            let slice_us = (inp.reservation_cpus * period_us).round() as u64;
+            let slice_us = saturating_u64((inp.reservation_cpus * period_us).round());
             let limit = (f.period_use_us >= slice_us).then_some(Limit::OverReservation {
                 used_us: f.period_use_us,
                 slice_us,

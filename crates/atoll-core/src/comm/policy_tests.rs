@@ -625,7 +625,7 @@ proptest! {
         let any = spec.any_feature();
         let mut p = CommPolicy::new(spec).unwrap();
         let period_us = period_ms * 1000;
-        let slices: Vec<u64> = shares.iter().map(|s| (s * period_us as f64).round() as u64).collect();
+        let slices: Vec<u64> = shares.iter().map(|s| crate::num::saturating_u64((s * period_us as f64).round())).collect();
         let mut inputs: Vec<UnitInput> = names.iter().zip(&shares).map(|(u, &r)| UnitInput {
             unit: u.clone(),
             net: UnitNetSample::default(),

@@ -96,7 +96,7 @@ impl BenchRig {
         let mut units = Vec::new();
         for i in 0..islands {
             let island = name(&format!("i{i}"))?;
-            let first = i as u32 * cpus_per_island;
+            let first = u32::try_from(i).expect("i < islands <= 64") * cpus_per_island;
             let mut us = Vec::new();
             for s in ["a", "b"] {
                 let unit = name(&format!("u{i}{s}"))?;

@@ -11,6 +11,7 @@ use std::time::Duration;
 use super::effect::{Change, Effect, Why};
 use super::platform::PlatformManager;
 use super::CoordError;
+use crate::num::saturating_u64;
 use crate::Name;
 
 /// The platform cap in force.
@@ -22,7 +23,7 @@ pub(crate) struct CapState {
 }
 
 fn milli(cpus: f64) -> u64 {
-    (cpus * 1000.0).round().max(0.0) as u64
+    saturating_u64((cpus * 1000.0).round())
 }
 
 fn cpus(milli: u64) -> f64 {
@@ -92,7 +93,7 @@ impl PlatformManager {
         let mut split: Vec<u64> = weights.iter().map(|w| min + rest * w / sum).collect();
         // Each floor loses less than one thousandth: fewer than n are left.
         let left = total - split.iter().sum::<u64>();
-        for s in split.iter_mut().take(left as usize) {
+        for s in split.iter_mut().take(crate::num::u64_to_usize(left)) {
             *s += 1;
         }
         Ok(split)

@@ -187,7 +187,7 @@ proptest! {
         let cap = min + frac * (f64::from(all) - min);
         p.set_cpu_cap(cap).unwrap();
         let total = total_milli(&p);
-        prop_assert_eq!(total, (cap * 1000.0).round() as u64);
+        prop_assert_eq!(total, crate::num::saturating_u64((cap * 1000.0).round()));
         for (k, step) in steps.iter().enumerate() {
             let before: Vec<u64> = p.islands().iter().map(|c| c.cap_milli().unwrap()).collect();
             let usage: Vec<(Name, f64, bool)> = step

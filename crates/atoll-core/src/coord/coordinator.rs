@@ -284,7 +284,7 @@ impl Coordinator {
         let v = IslandView {
             name: &self.name,
             policy: &self.policy,
-            cpus: self.cpus.len() as u32,
+            cpus: self.cpu_count(),
             cap: self.cap_milli.map(|m| m as f64 / 1000.0),
             memory_bytes: self.memory_bytes,
         };
@@ -295,10 +295,16 @@ impl Coordinator {
         IslandView {
             name: &self.name,
             policy: &self.policy,
-            cpus: self.cpus.len() as u32,
+            cpus: self.cpu_count(),
             cap: self.cap(),
             memory_bytes: self.memory_bytes,
         }
+    }
+
+    /// How many CPUs the island has now. Saturating, though a real CPU
+    /// set has at most 8192 ids (`idset::MAX_ID`).
+    fn cpu_count(&self) -> u32 {
+        u32::try_from(self.cpus.len()).unwrap_or(u32::MAX)
     }
 
     /// The unit of `overlay` named `unit`, or why not.

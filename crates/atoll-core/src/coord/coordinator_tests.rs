@@ -15,7 +15,8 @@ fn a_fair_weight_grows_by_the_step_and_stops_at_capacity() {
         let r = send(&mut c, ms(0), &up("a"));
         match r {
             Reply::Ack { effects } => {
-                let expect = ((f64::from(w) * 1.25).ceil() as u32).clamp(w + 1, MAX_WEIGHT);
+                let expect = crate::num::saturating_u32((f64::from(w) * 1.25).ceil())
+                    .clamp(w + 1, MAX_WEIGHT);
                 assert_eq!(
                     effects[0].change,
                     Change::SetWeight {

@@ -7,6 +7,7 @@ use super::super::message::NackReason;
 use super::super::sched::EPS;
 use super::super::types::Idle;
 use super::Coordinator;
+use crate::num::saturating_u32;
 use crate::CpuSet;
 
 impl Coordinator {
@@ -37,7 +38,7 @@ impl Coordinator {
 
     fn idle_cores(&self) -> u32 {
         self.usage.map_or(0, |u| {
-            ((self.cpus.len() as f64 - u) + EPS).floor().max(0.0) as u32
+            saturating_u32(((self.cpus.len() as f64 - u) + EPS).floor())
         })
     }
 

@@ -203,7 +203,9 @@ impl PlatformManager {
                 let rank = batch[..k]
                     .iter()
                     .filter(|q| q.msg.overlay() == overlay)
-                    .count() as u32;
+                    .count();
+                // Saturating: a rank past u32::MAX still sorts last.
+                let rank = u32::try_from(rank).unwrap_or(u32::MAX);
                 let prio = match policy {
                     ArbitrationPolicy::Priority => overlay
                         .and_then(|o| self.overlays.get(o))

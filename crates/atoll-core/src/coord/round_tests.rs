@@ -221,7 +221,10 @@ fn the_fifth_successive_refusal_escalates_and_takes_a_lower_priority_loan() {
             Some(&NackReason::LastCore { island: n("l") }),
             "#{k}"
         );
-        assert_eq!(p.nack_count(&n("high"), Resource::Cores), k as u32);
+        assert_eq!(
+            p.nack_count(&n("high"), Resource::Cores),
+            u32::try_from(k).unwrap()
+        );
     }
     let r = p.handle(ms(50), &n("hi"), &m);
     assert_eq!(moves(&r), ["lo->hi:1"], "{r}");

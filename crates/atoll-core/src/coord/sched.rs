@@ -7,6 +7,7 @@ use super::effect::{BoostKind, Change};
 use super::message::{Limit, NackReason, Op};
 use super::types::{Direction, Resource, UnitKnobs};
 use super::{CoordConfig, MAX_WEIGHT, MIN_WEIGHT};
+use crate::num::{saturating_u32, saturating_u64};
 use crate::spec::{RealtimePolicy, SchedPolicy};
 use crate::Name;
 
@@ -199,7 +200,7 @@ fn tune_fair(
                     Limit::WholeIsland { cpus: v.cpus },
                 ));
             }
-            ((f64::from(w) * cfg.weight_step).ceil() as u32)
+            saturating_u32((f64::from(w) * cfg.weight_step).ceil())
                 .max(w + 1)
                 .min(MAX_WEIGHT)
         }
@@ -210,7 +211,7 @@ fn tune_fair(
                     resource: Resource::CpuTime,
                 });
             }
-            ((f64::from(w) / cfg.weight_step).floor() as u32)
+            saturating_u32((f64::from(w) / cfg.weight_step).floor())
                 .min(w - 1)
                 .max(MIN_WEIGHT)
         }
@@ -228,7 +229,7 @@ fn tune_fair(
 
 /// One budget step, in µs, of a realtime island.
 pub(crate) fn rt_step_us(rt: &RealtimePolicy, cfg: &CoordConfig) -> u64 {
-    ((cfg.rt_step * rt.period_us as f64).round() as u64).max(1)
+    saturating_u64((cfg.rt_step * rt.period_us as f64).round()).max(1)
 }
 
 fn tune_rt(

@@ -39,6 +39,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::IsolationError;
+use crate::num::saturating_usize;
 use crate::topology::Topology;
 use crate::{CpuSet, Name};
 
@@ -155,7 +156,7 @@ pub fn home_cpus(
     let entitled: Vec<f64> = asked.iter().map(|a| a * factor).collect();
     let whole: Vec<usize> = entitled
         .iter()
-        .map(|e| (e + EPS).floor() as usize)
+        .map(|e| saturating_usize((e + EPS).floor()))
         .collect();
     let frac: Vec<f64> = entitled
         .iter()
@@ -211,7 +212,7 @@ pub fn home_cpus(
         }
     }
     // Step 4: pool from split cores first, spare is what is left.
-    let pool_size = (frac.iter().sum::<f64>() - EPS).ceil().max(0.0) as usize;
+    let pool_size = saturating_usize((frac.iter().sum::<f64>() - EPS).ceil());
     let mut order: Vec<u32> = Vec::new();
     for split in [true, false] {
         for (g, group) in groups.iter().enumerate() {

@@ -58,6 +58,7 @@ use serde::{Deserialize, Serialize};
 
 use super::cpu::{lend_order, EPS};
 use super::{check_range, check_sample, water_fill, Claim, HomeLayout, IsolationError};
+use crate::num::{saturating_u64, saturating_usize};
 use crate::spec::{IsolationMode, SharePolicy};
 use crate::topology::Topology;
 use crate::{CpuSet, Name};
@@ -604,7 +605,7 @@ impl CpuLender {
                 .min(limit);
             }
             claims.push(Claim {
-                weight: ((e * 1000.0).round() as u64).max(1),
+                weight: saturating_u64((e * 1000.0).round()).max(1),
                 demand,
             });
         }
@@ -774,7 +775,7 @@ impl CpuLender {
 pub const SETTLED_SLACK: f64 = 0.1;
 
 fn cpus_for(cpus: f64) -> usize {
-    (cpus - EPS).ceil().max(0.0) as usize
+    saturating_usize((cpus - EPS).ceil())
 }
 
 #[cfg(test)]

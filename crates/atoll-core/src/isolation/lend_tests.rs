@@ -593,7 +593,7 @@ fn a_saturated_unit_whose_tasks_do_not_wait_does_not_borrow() {
     }
     let at = at.expect("b never returned the CPU");
     assert!(
-        at >= 30 + c.return_after.as_millis() as u64,
+        at >= 30 + u64::try_from(c.return_after.as_millis()).unwrap(),
         "returned at {at} ms"
     );
     // Without a pressure reading the same b keeps it (usage + headroom).

@@ -52,6 +52,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::{check_range, check_sample, water_fill, Claim, IsolationError};
+use crate::num::saturating_u64;
 use crate::spec::{IsolationMode, SharePolicy};
 use crate::Name;
 
@@ -281,7 +282,7 @@ impl MemoryPolicy {
             }
         }
         let cfg = self.config;
-        let r = (total as f64 * reserve) as u64;
+        let r = saturating_u64(total as f64 * reserve);
         self.borrowed.retain(|u, _| seen.contains(u));
         self.revocations.retain(|u, _| seen.contains(u));
         if mode == IsolationMode::Smp {
@@ -328,7 +329,7 @@ impl MemoryPolicy {
                 demand[i] = u64::MAX;
             } else {
                 idle[i] = u.entitled.saturating_sub(u.used);
-                let needed = (u.used as f64 / cfg.release).ceil() as u64;
+                let needed = saturating_u64((u.used as f64 / cfg.release).ceil());
                 demand[i] = needed.saturating_sub(u.entitled).min(prev[i]);
             }
         }
@@ -357,7 +358,7 @@ impl MemoryPolicy {
         let mut next = water_fill(pool, &claims);
 
         // Hysteresis: no small steps up; small steps down only if needed.
-        let step = (total as f64 * cfg.min_change) as u64;
+        let step = saturating_u64(total as f64 * cfg.min_change);
         for (n, &p) in next.iter_mut().zip(&prev) {
             if *n > p && *n - p < step {
                 *n = p;

@@ -162,7 +162,7 @@ pub(crate) fn peer_credentials(s: &UnixStream) -> io::Result<Caller> {
         gid: 0,
     };
     let size = std::mem::size_of::<libc::ucred>();
-    let mut len = size as libc::socklen_t;
+    let mut len = libc::socklen_t::try_from(size).expect("ucred is 12 bytes");
     // SAFETY: the fd is a valid socket owned by `s`; `cred` is a writable
     // `ucred` and `len` holds its exact size, as SO_PEERCRED requires.
     let rc = unsafe {

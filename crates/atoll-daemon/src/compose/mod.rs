@@ -199,6 +199,11 @@ impl Composer {
         self.all = Some(why);
     }
 
+    /// Why every group is to be written at the next flush, if it is.
+    pub fn all_reason(&self) -> Option<&Reason> {
+        self.all.as_ref()
+    }
+
     /// Whether anything waits for a [`flush`](Self::flush).
     pub fn pending(&self) -> bool {
         self.all.is_some() || !self.touched.is_empty()

@@ -44,6 +44,7 @@ use atoll_core::backend::{BackendError, Fallback, Monitor};
 use atoll_core::clock::Clock;
 use atoll_core::comm::NetMonitor;
 use atoll_core::decision::Reason;
+use atoll_core::num::saturating_usize;
 use atoll_core::plan::GroupPath;
 use atoll_core::process::{CgroupMembership, ProcessTable, SystemMonitor, TaskControl};
 use atoll_core::spec::PlatformSpec;
@@ -503,9 +504,11 @@ impl Controller {
         if changed.is_empty() {
             return;
         }
+        // Bound for what is writing every group (a reload), else the plan.
+        let why = self.compose.all_reason().cloned().unwrap_or(Reason::Config);
         for g in changed {
             self.compose.forget(&g);
-            self.compose.touch(g, Reason::Config);
+            self.compose.touch(g, why.clone());
         }
         self.reg.mark_dirty();
         let _ = self
@@ -534,7 +537,7 @@ impl Controller {
             &mut *self.env.backend,
             &mut self.log,
             now,
-            count as usize,
+            saturating_usize(count),
         );
         for g in &groups {
             self.let_go_of_moved(g, now);

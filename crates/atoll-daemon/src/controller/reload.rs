@@ -205,6 +205,9 @@ impl Controller {
             .register_runtime_overlays(&self.reg, now, &mut self.compose);
         self.apps.reconfigure(self.reg.spec());
         self.adoption.rescan();
+        // Every group is written again for the reload (not as a plain
+        // change of plan), so each decision names it.
+        self.flushed_generation = self.reg.generation();
         self.compose.touch_all(why);
         let refused = self.settle();
         self.carry_out_priorities(now);

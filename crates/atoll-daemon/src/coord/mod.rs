@@ -58,7 +58,7 @@ use atoll_core::coord::{CoordConfig, CoordError, Message, NackReason, PlatformMa
 use atoll_core::decision::Reason;
 use atoll_core::plan::{CpuMax, GroupSettings, RtBudget, RT_PERIOD_US};
 use atoll_core::process::ProcessTable;
-use atoll_core::spec::{IslandSpec, PlatformSpec, ReactPolicy, SchedPolicy, DEFAULT_CPU_PERIOD_US};
+use atoll_core::spec::{IslandSpec, PlatformSpec, ReactPolicy, SchedPolicy};
 use atoll_core::topology::Topology;
 use atoll_core::{CpuSet, Name};
 use atoll_proto::coord::OverlayOrigin;
@@ -365,10 +365,7 @@ impl Coordination {
 
 /// `cpu.max` for a cap in CPUs (the kernel's least quota is 1 ms).
 pub(crate) fn cpu_max(cpus: f64) -> CpuMax {
-    CpuMax {
-        quota_us: ((cpus * DEFAULT_CPU_PERIOD_US as f64).round() as u64).max(1000),
-        period_us: DEFAULT_CPU_PERIOD_US,
-    }
+    CpuMax::for_cpus(cpus)
 }
 
 /// When a refused message may be sent again, if the reason says.

@@ -67,7 +67,9 @@ use atoll_core::events::{ProcEvent, ProcEventBatch, ProcEventError, ProcEventSou
 #[cfg(any(test, feature = "testutils"))]
 pub use fake::{FakeEvents, FakeEventsHandle};
 pub(crate) use socket::poll_ms;
-use socket::{bind_group, io_error, local_port, open_socket, set_recv_buffer, Slots};
+use socket::{
+    bind_group, io_error, local_port, netlink_family, open_socket, set_recv_buffer, socklen, Slots,
+};
 use wire::{Kind, Message, SeqCheck, SeqTracker};
 
 /// [`ProcEventSource::kind`] of the connector.
@@ -359,7 +361,7 @@ impl ProcConnector {
         let req = wire::mcast_request(op, 0, self.port, self.port);
         // SAFETY: sockaddr_nl is plain data; all-zero is a valid value.
         let mut kernel: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        kernel.nl_family = libc::AF_NETLINK as libc::sa_family_t;
+        kernel.nl_family = netlink_family();
         // nl_pid 0: the kernel; nl_groups 0: not multicast to the other
         // listeners.
         loop {
@@ -373,7 +375,7 @@ impl ProcConnector {
                     req.len(),
                     0,
                     (&kernel as *const libc::sockaddr_nl).cast(),
-                    std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+                    socklen::<libc::sockaddr_nl>(),
                 )
             };
             if rc >= 0 {

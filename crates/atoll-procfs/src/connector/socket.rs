@@ -15,6 +15,18 @@ pub(super) const SLOTS: usize = 64;
 /// a longer one is reported truncated (`MSG_TRUNC`), never cut silently.
 const SLOT_LEN: usize = 256;
 
+/// `size_of::<T>()` as the `socklen_t` a socket call takes: only small C
+/// structs (a netlink address, an int) are passed, far below 4 GiB.
+pub(super) fn socklen<T>() -> libc::socklen_t {
+    libc::socklen_t::try_from(std::mem::size_of::<T>())
+        .expect("a socket argument is a small C struct")
+}
+
+/// `AF_NETLINK` (16) as the `sa_family_t` (u16) of a `sockaddr_nl`.
+pub(super) fn netlink_family() -> libc::sa_family_t {
+    libc::sa_family_t::try_from(libc::AF_NETLINK).expect("AF_NETLINK is 16")
+}
+
 /// Receive buffers for one `recvmmsg(2)` and what it said of each datagram.
 pub(super) struct Slots {
     data: [[u8; SLOT_LEN]; SLOTS],
@@ -48,7 +60,7 @@ impl Slots {
             iovs[i].iov_len = SLOT_LEN;
             let h = &mut hdrs[i].msg_hdr;
             h.msg_name = (&mut addrs[i] as *mut libc::sockaddr_nl).cast();
-            h.msg_namelen = std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t;
+            h.msg_namelen = socklen::<libc::sockaddr_nl>();
             h.msg_iov = &mut iovs[i];
             h.msg_iovlen = 1;
         }
@@ -59,15 +71,16 @@ impl Slots {
             libc::recvmmsg(
                 fd.as_raw_fd(),
                 hdrs.as_mut_ptr(),
-                max as libc::c_uint,
+                libc::c_uint::try_from(max).expect("max <= SLOTS"),
                 libc::MSG_DONTWAIT,
                 std::ptr::null_mut(),
             )
         };
-        if rc < 0 {
+        // A negative count is an error.
+        let Ok(n) = usize::try_from(rc) else {
             return Err(io::Error::last_os_error());
-        }
-        let n = (rc as usize).min(max);
+        };
+        let n = n.min(max);
         for i in 0..n {
             let h = &hdrs[i];
             self.meta[i] = (
@@ -120,7 +133,10 @@ pub(super) fn open_socket() -> Result<OwnedFd, ConnectorError> {
 /// `net.core.rmem_max` but needs `CAP_NET_ADMIN`, else `SO_RCVBUF`);
 /// returns what the kernel granted.
 pub(super) fn set_recv_buffer(fd: &OwnedFd, bytes: usize) -> Result<usize, ConnectorError> {
-    let value = bytes.min(i32::MAX as usize / 2) as libc::c_int;
+    // At most half of c_int::MAX (the kernel doubles it); more saturates.
+    let value = libc::c_int::try_from(bytes)
+        .unwrap_or(libc::c_int::MAX)
+        .min(libc::c_int::MAX / 2);
     let set = |opt: libc::c_int| {
         // SAFETY: the pointer and size describe `value`, which lives for
         // the call; `fd` is a valid socket.
@@ -130,7 +146,7 @@ pub(super) fn set_recv_buffer(fd: &OwnedFd, bytes: usize) -> Result<usize, Conne
                 libc::SOL_SOCKET,
                 opt,
                 (&value as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                socklen::<libc::c_int>(),
             )
         };
         if rc == 0 {
@@ -146,7 +162,7 @@ pub(super) fn set_recv_buffer(fd: &OwnedFd, bytes: usize) -> Result<usize, Conne
         })?;
     }
     let mut granted: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    let mut len = socklen::<libc::c_int>();
     // SAFETY: the pointers describe `granted` and `len`, which live for the
     // call; the kernel writes at most `len` bytes.
     let rc = unsafe {
@@ -164,7 +180,8 @@ pub(super) fn set_recv_buffer(fd: &OwnedFd, bytes: usize) -> Result<usize, Conne
             source: io::Error::last_os_error(),
         });
     }
-    Ok(granted.max(0) as usize)
+    // A negative size (never seen) reads as none.
+    Ok(usize::try_from(granted).unwrap_or(0))
 }
 
 /// Binds the socket to the proc events multicast group; the kernel picks
@@ -172,7 +189,7 @@ pub(super) fn set_recv_buffer(fd: &OwnedFd, bytes: usize) -> Result<usize, Conne
 pub(super) fn bind_group(fd: &OwnedFd) -> Result<(), ConnectorError> {
     // SAFETY: sockaddr_nl is plain data; all-zero is a valid value.
     let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-    addr.nl_family = libc::AF_NETLINK as libc::sa_family_t;
+    addr.nl_family = netlink_family();
     addr.nl_groups = wire::CN_IDX_PROC;
     // SAFETY: the pointer and size describe `addr`, which lives for the
     // call.
@@ -180,7 +197,7 @@ pub(super) fn bind_group(fd: &OwnedFd) -> Result<(), ConnectorError> {
         libc::bind(
             fd.as_raw_fd(),
             (&addr as *const libc::sockaddr_nl).cast(),
-            std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+            socklen::<libc::sockaddr_nl>(),
         )
     };
     if rc == 0 {
@@ -205,7 +222,7 @@ pub(super) fn bind_group(fd: &OwnedFd) -> Result<(), ConnectorError> {
 pub(super) fn local_port(fd: &OwnedFd) -> Result<u32, ConnectorError> {
     // SAFETY: sockaddr_nl is plain data; all-zero is a valid value.
     let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t;
+    let mut len = socklen::<libc::sockaddr_nl>();
     // SAFETY: the pointers describe `addr` and `len`, which live for the
     // call; the kernel writes at most `len` bytes.
     let rc = unsafe {
@@ -228,7 +245,7 @@ pub(super) fn local_port(fd: &OwnedFd) -> Result<u32, ConnectorError> {
 /// must not become a busy loop) and capped.
 pub(crate) fn poll_ms(timeout: Duration) -> libc::c_int {
     let ms = timeout.as_nanos().div_ceil(1_000_000);
-    ms.min(libc::c_int::MAX as u128) as libc::c_int
+    libc::c_int::try_from(ms).unwrap_or(libc::c_int::MAX)
 }
 
 pub(super) fn io_error(op: &'static str, error: io::Error) -> ProcEventError {

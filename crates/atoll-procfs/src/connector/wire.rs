@@ -212,7 +212,11 @@ pub enum WireError {
 /// filter, so the sequence numbers have no gaps by design).
 pub fn mcast_request(op: u32, seq: u32, ack: u32, port: u32) -> [u8; MCAST_REQUEST_LEN] {
     let mut b = [0u8; MCAST_REQUEST_LEN];
-    put_u32(&mut b, 0, MCAST_REQUEST_LEN as u32);
+    put_u32(
+        &mut b,
+        0,
+        u32::try_from(MCAST_REQUEST_LEN).expect("a 40-byte message"),
+    );
     put_u16(&mut b, 4, NLMSG_DONE);
     put_u16(&mut b, 6, 0);
     put_u32(&mut b, 8, seq);

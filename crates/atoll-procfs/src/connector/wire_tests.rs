@@ -8,7 +8,7 @@ use super::*;
 /// `pad` is false).
 fn nlmsg(buf: &mut Vec<u8>, kind: u16, payload: &[u8], pad: bool) {
     let len = NLMSG_HDRLEN + payload.len();
-    buf.extend_from_slice(&(len as u32).to_ne_bytes());
+    buf.extend_from_slice(&u32::try_from(len).unwrap().to_ne_bytes());
     buf.extend_from_slice(&kind.to_ne_bytes());
     buf.extend_from_slice(&0u16.to_ne_bytes());
     buf.extend_from_slice(&0u32.to_ne_bytes());
@@ -26,7 +26,7 @@ fn cn(idx: u32, seq: u32, ack: u32, data: &[u8]) -> Vec<u8> {
     p.extend_from_slice(&1u32.to_ne_bytes());
     p.extend_from_slice(&seq.to_ne_bytes());
     p.extend_from_slice(&ack.to_ne_bytes());
-    p.extend_from_slice(&(data.len() as u16).to_ne_bytes());
+    p.extend_from_slice(&u16::try_from(data.len()).unwrap().to_ne_bytes());
     p.extend_from_slice(&0u16.to_ne_bytes());
     p.extend_from_slice(data);
     p
@@ -221,7 +221,7 @@ fn truncated_headers_and_lengths_are_errors() {
     ));
     assert!(out.is_empty());
     // nlmsg_len larger than the datagram, and smaller than a header.
-    for len in [good.len() as u32 + 4, 8] {
+    for len in [u32::try_from(good.len()).unwrap() + 4, 8] {
         let mut b = good.clone();
         b[0..4].copy_from_slice(&len.to_ne_bytes());
         let (r, _) = parse(&b);
@@ -498,8 +498,9 @@ fn sequence_numbers_are_checked_per_cpu() {
 fn valid_datagram(kinds: &[u32]) -> Vec<u8> {
     let mut b = Vec::new();
     for (i, k) in kinds.iter().enumerate() {
-        let ev = event(*k, i as u32, &[7, 7, 8, 8, 9, 9]);
-        nlmsg(&mut b, NLMSG_DONE, &cn(CN_IDX_PROC, i as u32, 0, &ev), true);
+        let i = u32::try_from(i).unwrap();
+        let ev = event(*k, i, &[7, 7, 8, 8, 9, 9]);
+        nlmsg(&mut b, NLMSG_DONE, &cn(CN_IDX_PROC, i, 0, &ev), true);
     }
     b
 }
@@ -560,8 +561,9 @@ proptest! {
         let d = parse_datagram(&b, &mut out).unwrap();
         prop_assert_eq!(d.messages, kinds.len());
         for (i, m) in out.iter().enumerate() {
-            prop_assert_eq!(m.seq, i as u32);
-            prop_assert_eq!(m.cpu, i as u32);
+            let i = u32::try_from(i).unwrap();
+            prop_assert_eq!(m.seq, i);
+            prop_assert_eq!(m.cpu, i);
         }
     }
 

@@ -71,7 +71,8 @@ fn about(events: &[ProcEvent], pid: u32) -> Vec<ProcEvent> {
 
 fn gettid() -> u32 {
     // SAFETY: gettid takes no arguments and cannot fail.
-    unsafe { libc::gettid() as u32 }
+    let tid = unsafe { libc::gettid() };
+    u32::try_from(tid).unwrap()
 }
 
 #[test]

@@ -27,6 +27,7 @@
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 
+use atoll_core::num::saturating_u64;
 use atoll_core::plan::GroupPath;
 
 use super::{Engine, Ev, Next};
@@ -89,7 +90,7 @@ pub(super) struct Disk {
 impl Disk {
     pub(super) fn new(spec: DiskSpec) -> Self {
         Self {
-            capacity: (spec.capacity_gb * 1e9) as u64,
+            capacity: saturating_u64(spec.capacity_gb * 1e9),
             ns_per_byte: 1e9 / (spec.bandwidth_mb_s * 1e6),
             spec,
             head: 0,
@@ -114,7 +115,7 @@ impl Disk {
         }
         let s = &self.spec;
         let ms = s.seek_min_ms + (s.seek_full_ms - s.seek_min_ms) * d as f64 / self.capacity as f64;
-        (ms * 1e6).round() as u64
+        saturating_u64((ms * 1e6).round())
     }
 
     fn push(&mut self, mut io: Io, weight: f64) {
@@ -151,7 +152,7 @@ impl Engine {
         else {
             return;
         };
-        let size = ((request_kb * 1024.0).round() as u64).max(1);
+        let size = saturating_u64((request_kb * 1024.0).round()).max(1);
         let slots = (d.capacity / size).max(1);
         self.threads[th].pos = self.apps[app].rng.below(slots) * size;
     }
@@ -177,7 +178,7 @@ impl Engine {
             return;
         }
         self.threads[th].count += 1;
-        let bytes = ((request_kb * 1024.0).round() as u64).max(1);
+        let bytes = saturating_u64((request_kb * 1024.0).round()).max(1);
         let slots = (capacity / bytes).max(1);
         let pos = match pattern {
             Pattern::Sequential => {
@@ -225,7 +226,7 @@ impl Engine {
         }
         let Some(io) = d.pop() else { return };
         let seek = d.seek(io.pos);
-        let xfer = (io.bytes as f64 * d.ns_per_byte).ceil() as u64;
+        let xfer = saturating_u64((io.bytes as f64 * d.ns_per_byte).ceil());
         d.head = (io.pos + io.bytes).min(d.capacity);
         d.busy_ns += seek + xfer;
         d.seek_ns += seek;

@@ -56,7 +56,7 @@ impl Engine {
         let inst = &self.apps[a].insts[i];
         Some(MalleableState {
             app: self.spec.apps[a].name.clone(),
-            max_threads: inst.threads.len() as u32,
+            max_threads: inst.thread_count(),
             threads: inst.want,
             rounds_done: inst.round,
             paused: inst.paused,
@@ -77,7 +77,7 @@ impl Engine {
             return false;
         }
         let inst = &mut self.apps[a].insts[i];
-        inst.want = n.min(inst.threads.len() as u32);
+        inst.want = n.min(inst.thread_count());
         if inst.paused && inst.want > 0 {
             let sim = self.sim.clone();
             let mut st = sim.lock();
@@ -91,14 +91,14 @@ impl Engine {
     /// thread count it wants (see the module docs).
     pub(super) fn start_round(&mut self, st: &mut SimState, app: usize, i: usize) {
         let inst = &mut self.apps[app].insts[i];
-        let n = inst.want.min(inst.threads.len() as u32);
+        let n = inst.want.min(inst.thread_count());
         inst.cur = n;
         inst.arrived = 0;
         inst.paused = n == 0;
         let ths = inst.threads.clone();
         for (k, th) in ths.into_iter().enumerate() {
             let state = self.threads[th].state;
-            if (k as u32) < n {
+            if k < n as usize {
                 match state {
                     TState::Running(_) => self.step(st, th, Next::Compute),
                     TState::Blocked => self.wake(st, th, Next::Compute),

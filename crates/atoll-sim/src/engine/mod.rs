@@ -46,6 +46,7 @@ mod report;
 mod stream;
 mod threads;
 
+use atoll_core::num::saturating_u64;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
@@ -126,6 +127,14 @@ struct ThreadRt {
     count: u64,
     /// Reply bytes delivered to it, not yet read.
     inbox: u64,
+}
+
+impl Inst {
+    /// How many threads it has. They come from the workload's `threads`,
+    /// a `u32`, so the count fits.
+    fn thread_count(&self) -> u32 {
+        u32::try_from(self.threads.len()).expect("a workload's thread count is a u32")
+    }
 }
 
 /// A queued job of a queue-serving instance, with its bytes on the socket.
@@ -329,7 +338,7 @@ impl Engine {
             spec: workload,
         };
         for i in 0..e.spec.apps.len() {
-            let at = now.saturating_add((e.spec.apps[i].start_ms * 1e6).round() as u64);
+            let at = now.saturating_add(saturating_u64((e.spec.apps[i].start_ms * 1e6).round()));
             e.at(at, Ev::Start(i));
         }
         Ok(e)

@@ -4,6 +4,8 @@
 
 use std::collections::HashMap;
 
+use atoll_core::num::saturating_u64;
+
 use super::{Engine, Ev, Job, Next, TState};
 use crate::state::SimState;
 use crate::workload::NetworkSpec;
@@ -39,7 +41,7 @@ pub(super) struct Net {
 impl Net {
     pub(super) fn new(spec: &NetworkSpec) -> Self {
         Self {
-            latency_ns: (spec.latency_us * 1e3).round() as u64,
+            latency_ns: saturating_u64((spec.latency_us * 1e3).round()),
             ns_per_byte: 8.0 / spec.bandwidth_gbps,
             links: HashMap::new(),
         }
@@ -79,7 +81,7 @@ impl Engine {
         }
         let free = self.net.links.entry(to_pid).or_insert(0);
         let start = (*free).max(self.now);
-        let tx = (bytes as f64 * self.net.ns_per_byte).ceil() as u64;
+        let tx = saturating_u64((bytes as f64 * self.net.ns_per_byte).ceil());
         *free = start + tx;
         let arrive = start + tx + self.net.latency_ns;
         self.at(

@@ -10,6 +10,8 @@
 //! services (arrival at the instance to reply sent).
 
 use super::net::Dest;
+use atoll_core::num::saturating_u64;
+
 use super::{Engine, Job, Next, Origin, Req};
 use crate::state::SimState;
 use crate::workload::Program;
@@ -210,7 +212,7 @@ impl Engine {
                 let inst = self.threads[th].inst;
                 self.apps[app].insts[inst].answered += 1;
                 if think_ms > 0.0 {
-                    let until = self.now + (think_ms * 1e6).round() as u64;
+                    let until = self.now + saturating_u64((think_ms * 1e6).round());
                     self.sleep_until(st, th, until);
                 } else {
                     self.step(st, th, Next::Issue);
@@ -293,7 +295,7 @@ impl Engine {
             } else {
                 1.0 / rate
             };
-            let at = self.now + ((gap_s * 1e9).round() as u64).max(1);
+            let at = self.now + saturating_u64((gap_s * 1e9).round()).max(1);
             self.at(at, super::Ev::Generate(app, inst));
         }
     }

@@ -4,6 +4,7 @@
 //! series (per app: CPU rate now, cumulative CPU, threads by state, queue
 //! lengths, bytes waiting in sockets).
 
+use atoll_core::num::saturating_usize;
 use serde::{Deserialize, Serialize};
 
 use super::{Engine, TState};
@@ -35,7 +36,7 @@ impl LatencyReport {
         let mut v = ns.to_vec();
         v.sort_unstable();
         let rank = |p: f64| {
-            let k = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len());
+            let k = saturating_usize((p * v.len() as f64).ceil()).clamp(1, v.len());
             v[k - 1] as f64 / 1e6
         };
         Some(Self {

@@ -18,6 +18,8 @@
 //!   finishes when the last chunk has played.
 
 use super::net::Dest;
+use atoll_core::num::saturating_u64;
+
 use super::{Engine, Ev, Job, Next};
 use crate::state::SimState;
 use crate::workload::Program;
@@ -83,7 +85,7 @@ impl Playback {
         }
         self.version += 1;
         self.playing
-            .then(|| now + (self.level / self.rate).ceil() as u64)
+            .then(|| now + saturating_u64((self.level / self.rate).ceil()))
     }
 }
 
@@ -102,8 +104,8 @@ fn params(p: &Program) -> Option<(f64, u64, f64, u64)> {
     let rate = rate_kbps * 1000.0 / 8.0 / 1e9;
     let chunk = (chunk_kb * 1024.0).round().max(1.0);
     let interval = chunk / rate;
-    let total = ((duration_ms * 1e6) / interval).ceil().max(1.0) as u64;
-    Some((rate, chunk as u64, interval, total))
+    let total = saturating_u64(((duration_ms * 1e6) / interval).ceil()).max(1);
+    Some((rate, saturating_u64(chunk), interval, total))
 }
 
 impl Engine {
@@ -166,10 +168,9 @@ impl Engine {
         let stream = &mut self.apps[app].streams[s];
         let n = stream.next;
         stream.next += 1;
-        let more = stream
-            .next
-            .lt(&stream.total)
-            .then(|| stream.start + (stream.next as f64 * stream.interval_ns).round() as u64);
+        let more = stream.next.lt(&stream.total).then(|| {
+            stream.start + saturating_u64((stream.next as f64 * stream.interval_ns).round())
+        });
         let server_inst = stream.server_inst;
         let i = &mut self.apps[app].insts[server_inst];
         if !i.alive {

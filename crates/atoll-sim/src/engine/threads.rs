@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use atoll_core::num::saturating_u64;
+
 use super::{AppRt, Engine, Ev, Inst, Next, TState, ThreadRt};
 use crate::state::SimState;
 use crate::workload::{parse_policy, Program};
@@ -27,7 +29,7 @@ impl Engine {
         for _ in 0..spec.instances {
             let pid = st.spawn(&spec.unit, spec.uid, Some(exe.clone()));
             if let Some(p) = st.procs.get_mut(&pid) {
-                p.memory = (spec.memory_mb * 1024.0 * 1024.0).round() as u64;
+                p.memory = saturating_u64((spec.memory_mb * 1024.0 * 1024.0).round());
                 p.net.sockets = u32::from(networked);
             }
             let mut tids = vec![pid];
@@ -88,7 +90,7 @@ impl Engine {
                 }
                 Program::Malleable { .. } => {
                     let inst = &mut self.apps[app].insts[i];
-                    inst.want = ths.len() as u32;
+                    inst.want = inst.thread_count();
                     self.start_round(st, app, i);
                 }
                 Program::Hog { cpu_ms } => {

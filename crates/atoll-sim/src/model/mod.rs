@@ -95,6 +95,7 @@ use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap};
 use std::time::Duration;
 
+use atoll_core::num::saturating_u64;
 use atoll_core::plan::{GroupPath, TaskPolicy};
 
 use crate::state::{CpuCounters, Location, SimState, Thread, TidMap};
@@ -205,7 +206,7 @@ impl Class {
             return None;
         }
         let dt = ((target - self.work0) / speed).max(0.0).ceil();
-        Some(self.t0.saturating_add(dt.min(1e18) as u64))
+        Some(self.t0.saturating_add(saturating_u64(dt.min(1e18))))
     }
 }
 

@@ -106,7 +106,7 @@ fn incremental_allocations_match_full_ones() {
     let mut incremental = 0;
     for step in 0..400 {
         for _ in 0..1 + rng.below(3) {
-            let t = tids[rng.below(tids.len() as u64) as usize];
+            let t = tids[usize::try_from(rng.below(tids.len() as u64)).unwrap()];
             let on = !s.threads[&t].acct.runnable;
             s.set_thread_runnable(t, on);
         }

@@ -24,6 +24,8 @@
 
 use std::time::Duration;
 
+use atoll_core::num::saturating_u64;
+
 use super::{ClassId, Model, PolicyKind, Tree};
 
 impl Tree {
@@ -60,6 +62,6 @@ impl Model {
             return 0;
         }
         let slice_ns = slice.map_or(self.base_slice_ns as f64, |d| d.as_nanos() as f64);
-        (busy / len * slice_ns / 2.0).round() as u64
+        saturating_u64((busy / len * slice_ns / 2.0).round())
     }
 }

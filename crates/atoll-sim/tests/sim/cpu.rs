@@ -189,7 +189,10 @@ fn idle_policy_and_idle_groups_yield() {
     busy_in(&mut sim, "fg");
     busy_in(&mut sim, "bg");
     sim.advance(secs(1.0));
-    assert_eq!(usage(&sim, "bg"), (share * 1e6).floor() as u64);
+    assert_eq!(
+        usage(&sim, "bg"),
+        atoll_core::num::saturating_u64((share * 1e6).floor())
+    );
 }
 
 #[test]

@@ -19,7 +19,7 @@ fn this_machine_reads_back_as_two_cores_one_l3_one_node() {
     assert_eq!(t.cores.len(), 2);
     for (i, core) in t.cores.iter().enumerate() {
         assert_eq!(core.index, i);
-        assert_eq!(core.core_id, i as u32);
+        assert_eq!(core.core_id, u32::try_from(i).unwrap());
         assert_eq!(core.package, 0);
         assert_eq!(core.cpus, set(&i.to_string()));
         assert_eq!(core.kind, None);
@@ -102,14 +102,14 @@ fn numa4_64_has_four_nodes_of_two_llcs() {
     assert_eq!(t.packages[0].cpus, set("0-63"));
     assert_eq!(t.nodes.len(), 4);
     for (k, node) in t.nodes.iter().enumerate() {
-        let k = k as u32;
+        let k = u32::try_from(k).unwrap();
         assert_eq!(node.id, k);
         assert_eq!(node.cpus, set(&format!("{}-{}", 16 * k, 16 * k + 15)));
         assert_eq!(node.memory_bytes, 32 * GIB);
     }
     assert_eq!(t.llcs.len(), 8);
     for (i, llc) in t.llcs.iter().enumerate() {
-        let first = 8 * i as u32;
+        let first = 8 * u32::try_from(i).unwrap();
         assert_eq!(llc.cpus, set(&format!("{first}-{}", first + 7)));
         assert_eq!(t.nodes_of(&llc.cpus), set(&(i / 2).to_string()));
     }
@@ -124,15 +124,17 @@ fn hybrid_has_core_and_atom_kinds_capacities_and_one_l3() {
     assert_eq!(t.cpus.len(), 16);
     assert_eq!(t.cores.len(), 12);
     for (i, core) in t.cores.iter().take(4).enumerate() {
-        let first = 2 * i as u32;
+        let i = u32::try_from(i).unwrap();
+        let first = 2 * i;
         assert_eq!(core.cpus, set(&format!("{first}-{}", first + 1)));
-        assert_eq!(core.core_id, 4 * i as u32);
+        assert_eq!(core.core_id, 4 * i);
         assert_eq!(core.kind.as_deref(), Some("core"));
     }
     for (i, core) in t.cores.iter().skip(4).enumerate() {
-        let cpu = 8 + i as u32;
+        let i = u32::try_from(i).unwrap();
+        let cpu = 8 + i;
         assert_eq!(core.cpus, set(&cpu.to_string()));
-        assert_eq!(core.core_id, 16 + i as u32);
+        assert_eq!(core.core_id, 16 + i);
         assert_eq!(core.kind.as_deref(), Some("atom"));
     }
     for (id, cpu) in &t.cpus {
