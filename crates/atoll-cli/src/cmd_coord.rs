@@ -296,45 +296,48 @@ pub fn coordinate(cmd: &CoordCmd) -> anyhow::Result<ExitCode> {
 /// `atoll overlay ls|show`.
 pub fn overlay(cmd: &OverlayCmd) -> anyhow::Result<ExitCode> {
     use atoll_proto::Request;
-    let (socket, json) = match cmd {
-        OverlayCmd::Ls { socket, json } | OverlayCmd::Show { socket, json, .. } => (socket, *json),
+    let (socket, request) = match cmd {
+        OverlayCmd::Ls { socket, json } => return show(socket, *json, None),
+        OverlayCmd::Show { socket, name, json } => return show(socket, *json, Some(name)),
         OverlayCmd::Add {
             socket,
             name,
             flags,
-        } => {
-            let request = Request::OverlayAdd {
+        } => (
+            socket,
+            Request::OverlayAdd {
                 overlay: name.clone(),
                 settings: flags.settings(),
-            };
-            return crate::cmd_runtime::overlay_change(socket, request);
-        }
+            },
+        ),
         OverlayCmd::Set {
             socket,
             name,
             flags,
-        } => {
-            let request = Request::OverlaySet {
+        } => (
+            socket,
+            Request::OverlaySet {
                 overlay: name.clone(),
                 settings: flags.settings(),
-            };
-            return crate::cmd_runtime::overlay_change(socket, request);
-        }
-        OverlayCmd::Rm { socket, name } => {
-            let request = Request::OverlayRm {
+            },
+        ),
+        OverlayCmd::Rm { socket, name } => (
+            socket,
+            Request::OverlayRm {
                 overlay: name.clone(),
-            };
-            return crate::cmd_runtime::overlay_change(socket, request);
-        }
+            },
+        ),
     };
+    crate::cmd_runtime::overlay_change(socket, request)
+}
+
+/// `overlay ls` (no `name`) and `overlay show NAME`.
+fn show(socket: &SocketArg, json: bool, name: Option<&String>) -> anyhow::Result<ExitCode> {
     let overlays = Client::connect(&socket.socket)?.overlays()?;
-    let text = match cmd {
-        OverlayCmd::Ls { .. } if json => serde_json::to_string_pretty(&overlays)? + "\n",
-        OverlayCmd::Ls { .. } => render_coord::overlay_table(&overlays),
-        OverlayCmd::Add { .. } | OverlayCmd::Set { .. } | OverlayCmd::Rm { .. } => {
-            unreachable!("answered above")
-        }
-        OverlayCmd::Show { name, .. } => {
+    let text = match name {
+        None if json => serde_json::to_string_pretty(&overlays)? + "\n",
+        None => render_coord::overlay_table(&overlays),
+        Some(name) => {
             let Some(o) = overlays.iter().find(|o| o.name == *name) else {
                 let names: Vec<&str> = overlays.iter().map(|o| o.name.as_str()).collect();
                 if names.is_empty() {

@@ -9,6 +9,7 @@
 mod common;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use atoll_core::clock::ManualClock;
 use atoll_core::coord::{Direction, Message, Resource};
@@ -20,10 +21,11 @@ use atoll_core::spec::{
     UnitSpec, DEFAULT_EPOCH,
 };
 use atoll_daemon::controller::{Controller, Env, Options};
+use atoll_daemon::units::EMPTY_GRACE;
 use atoll_proto::runtime::{OverlaySettings, UnitSettings};
 use atoll_proto::{ErrorCode, Reply, Request, ResponseEnvelope};
 use atoll_sim::{Location, SimPlatform};
-use common::sim::{ask, controller, epochs, n, reply, set, topo8, user, ROOT};
+use common::sim::{ask, controller, n, reply, set, topo8, user, ROOT};
 
 /// Islands `a` (CPUs 1-3, users' units allowed) and `b` (4-7); configured
 /// unit `api` in `a`, entitled to 1 CPU.
@@ -80,6 +82,16 @@ fn unit_add(unit: &str, island: &str, settings: UnitSettings) -> Request {
     }
 }
 
+/// Runs the loop past the time an empty runtime unit is kept
+/// ([`EMPTY_GRACE`]): one periodic step that sees it empty, then one
+/// after the grace.
+fn past_the_grace(sim: &SimPlatform, c: &mut Controller) {
+    for wait in [Duration::from_secs(2), EMPTY_GRACE + Duration::from_secs(2)] {
+        sim.advance(wait);
+        c.epoch();
+    }
+}
+
 fn refused(r: ResponseEnvelope) -> (ErrorCode, String) {
     let e = r.err.unwrap_or_else(|| panic!("accepted: {:?}", r.ok));
     (e.code, e.message)
@@ -113,6 +125,22 @@ fn a_unit_added_at_run_time_gets_its_entitlement_and_gives_processes_back() {
     assert_eq!(s.cpu_weight, Some(150), "weight from cpus");
     assert_eq!(s.memory.max, Some(1 << 30));
 
+    // Empty, a declared unit stays; a unit `adopt` made does not.
+    let brief = sim.spawn("brief", 0, None);
+    let scratch = Request::Adopt {
+        unit: "scratch".into(),
+        pid: brief,
+        island: Some("b".into()),
+    };
+    reply(ask(&mut c, ROOT, scratch));
+    sim.exit(brief).unwrap();
+    past_the_grace(&sim, &mut c);
+    assert!(
+        c.registry().unit("scratch").is_none(),
+        "an empty unit adopt made goes"
+    );
+    assert!(c.registry().unit("job").is_some(), "a declared unit stays");
+
     let pid = sim.spawn("worker", 0, None);
     let origin = sim.location(pid).unwrap();
     let adopt = Request::Adopt {
@@ -136,8 +164,6 @@ fn a_unit_added_at_run_time_gets_its_entitlement_and_gives_processes_back() {
     assert_eq!(s.cpu_weight, Some(200));
     assert_eq!(s.memory.max, Some(1 << 30), "keys not given stay");
 
-    // Empty or not, a declared unit is not swept away.
-    epochs(&sim, &mut c, 2);
     let rm = Request::UnitRm { unit: "job".into() };
     let r = reply(ask(&mut c, ROOT, rm));
     assert_eq!(
@@ -413,7 +439,6 @@ fn run_time_units_and_overlays_survive_a_crash() {
     };
     reply(ask(&mut c, ROOT, unit_add("job", "b", settings)));
     let pid = sim.spawn("worker", 0, None);
-    let origin = sim.location(pid).unwrap();
     let adopt = Request::Adopt {
         unit: "job".into(),
         pid,
@@ -444,9 +469,13 @@ fn run_time_units_and_overlays_survive_a_crash() {
         .expect("the overlay is registered again");
     assert_eq!(shop.units, vec![(n("b"), n("job")), (n("a"), n("api"))]);
     assert_eq!(reply(ask(&mut c, ROOT, Request::ConfigDump {})), before);
-    // Not swept while empty: it was declared.
-    epochs(&sim, &mut c, 3);
-    assert!(c.registry().unit("job").is_some());
+    // After the crash it is still declared: empty, it stays.
+    sim.exit(pid).unwrap();
+    past_the_grace(&sim, &mut c);
+    assert!(
+        c.registry().unit("job").is_some(),
+        "a declared unit stays when empty"
+    );
     reply(ask(
         &mut c,
         ROOT,
@@ -455,8 +484,48 @@ fn run_time_units_and_overlays_survive_a_crash() {
         },
     ));
     reply(ask(&mut c, ROOT, Request::UnitRm { unit: "job".into() }));
-    assert_eq!(sim.location(pid), Some(origin));
     c.teardown().unwrap();
+}
+
+#[test]
+fn a_reload_keeps_run_time_units_and_registers_their_overlays_again() {
+    let sim = SimPlatform::new(topo8(), "atoll-rt-reload", ManualClock::new());
+    let mut c = started(&sim);
+    reply(ask(
+        &mut c,
+        ROOT,
+        unit_add("job", "b", UnitSettings::default()),
+    ));
+    let add = Request::OverlayAdd {
+        overlay: "shop".into(),
+        settings: latency_over(&["job", "api"]),
+    };
+    reply(ask(&mut c, ROOT, add));
+    let mut next = spec();
+    next.units[0].entitlement.cpus = Some(0.5);
+    c.reload(next.clone()).unwrap();
+    assert!(c.registry().unit("job").is_some());
+    let shop = c
+        .coordination()
+        .manager()
+        .unwrap()
+        .overlay(&n("shop"))
+        .cloned();
+    assert_eq!(
+        shop.expect("registered again").units,
+        vec![(n("b"), n("job")), (n("a"), n("api"))]
+    );
+    // An island that goes takes its run-time units, and their overlays.
+    next.islands.retain(|i| i.name.as_str() != "b");
+    c.reload(next).unwrap();
+    assert!(c.registry().unit("job").is_none());
+    assert!(c.registry().runtime_overlays().is_empty());
+    assert!(c
+        .coordination()
+        .manager()
+        .unwrap()
+        .overlay(&n("shop"))
+        .is_none());
 }
 
 #[test]

@@ -28,6 +28,7 @@
 mod reload;
 mod requests;
 mod runtime;
+mod runtime_overlay;
 mod start;
 mod status;
 mod teardown;
