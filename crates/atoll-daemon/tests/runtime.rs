@@ -398,6 +398,52 @@ fn overlays_span_units_made_at_run_time() {
         .overlay(&n("shop"))
         .is_none());
     assert!(c.registry().runtime_overlays().is_empty());
+    // A `register` message over a run-time unit works as well; such an
+    // overlay is removed, not changed, with the run-time requests.
+    let register = Request::Coordinate {
+        from: None,
+        message: Message::Register {
+            overlay: atoll_core::coord::OverlaySpec {
+                name: n("msg"),
+                priority: 1,
+                units: vec![(n("a"), n("ran"))],
+                property: atoll_core::coord::Property::ThroughputFloor { per_s: 5.0 },
+            },
+        },
+    };
+    let Reply::Coordinated {
+        reply: answer,
+        text,
+    } = reply(ask(&mut c, ROOT, register))
+    else {
+        panic!("not coordinated")
+    };
+    assert!(answer.is_ack(), "{text}");
+    let set_msg = Request::OverlaySet {
+        overlay: "msg".into(),
+        settings: OverlaySettings {
+            priority: Some(2),
+            ..Default::default()
+        },
+    };
+    let (_, msg) = refused(ask(&mut c, ROOT, set_msg));
+    assert!(
+        msg.contains("registered with a coordination message"),
+        "{msg}"
+    );
+    reply(ask(
+        &mut c,
+        ROOT,
+        Request::OverlayRm {
+            overlay: "msg".into(),
+        },
+    ));
+    assert!(c
+        .coordination()
+        .manager()
+        .unwrap()
+        .overlay(&n("msg"))
+        .is_none());
     // An overlay decision names its units, so `atoll why ran` shows it.
     let about_ran = c.decisions().query(Some("ran"), 100);
     assert!(
