@@ -4,15 +4,22 @@
 #   bash clients/test.sh [CARGO_TARGET_DIR]   (default: ${CARGO_TARGET_DIR:-target})
 #
 # 1. builds libatoll_client (cargo build -p atoll-client-c) and checks that
-#    the header declares exactly the functions the shared library exports;
-# 2. compiles the C example against it, dynamically and statically, and runs
-#    it against the fake daemon (clients/python/fake_daemon.py), which checks
-#    every request line against clients/fixtures/wire.json; checks the
-#    example's output and exit status;
+#    the header declares exactly the functions the shared library exports,
+#    and that its soname is libatoll_client.so.MAJOR;
+# 2. installs it into a temp prefix (crates/atoll-client-c/install.sh: the
+#    soname symlinks, the header, atoll.pc); compiles the C example and a
+#    version check (header and library agree) from there with `pkg-config
+#    --cflags --libs atoll`, dynamically and statically; runs the example
+#    against the fake daemon (clients/python/tests/fake_daemon.py), which
+#    checks every request line against clients/fixtures/wire.json; checks
+#    the example's output and exit status;
 # 3. compiles the reconfigurable-application example (awm_loop.c) the same
 #    way and runs it against the fake daemon through a whole session
 #    (register, new working mode, wait, resume, reports, done);
-# 4. runs the Python example the same way, then the Python unit tests;
+# 4. installs the Python package (pip install --no-index clients/python:
+#    offline) into a fresh virtual environment in a temp dir and runs the
+#    Python example and the unit tests (clients/python/tests) with it, from
+#    outside the source tree, so that they test the installed package;
 # 5. builds the sample reconfigurable application (the Rust example
 #    awm_parallel) and runs it unmanaged and without a daemon;
 # 6. as root with 2+ CPUs: starts the real daemon (cgroups under a root of
@@ -28,6 +35,7 @@ target=${1:-${CARGO_TARGET_DIR:-target}}
 case $target in /*) ;; *) target=$root/$target ;; esac
 lib=$target/debug
 python=${PYTHON:-python3}
+fake_daemon=clients/python/tests/fake_daemon.py
 cc=${CC:-cc}
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/atoll-clients.XXXXXX")
@@ -70,23 +78,89 @@ elif diff -u "$work/header.txt" "$work/exported.txt"; then
 else
     fail "header (-) and libatoll_client.so (+) differ"
 fi
+version=$(sed -n 's/^#define ATOLL_VERSION_STRING "\(.*\)"$/\1/p' "$header")
+major=${version%%.*}
+soname=$(readelf -d "$lib/libatoll_client.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+if [ -n "$version" ] && [ "$soname" = "libatoll_client.so.$major" ]; then
+    pass "soname $soname (version $version)"
+else
+    fail "soname '$soname', want libatoll_client.so.MAJOR of version '$version'"
+fi
 
-echo "== compile the C examples"
-cflags=(-std=c99 -Wall -Wextra -Werror -I crates/atoll-client-c/include)
-for name in report_latency awm_loop; do
+echo "== install into a prefix"
+# C programs link against an installed copy: the library's soname is
+# libatoll_client.so.MAJOR, which only an install provides (as a symlink).
+command -v pkg-config >/dev/null || { echo "FAIL: pkg-config is not installed" >&2; exit 1; }
+prefix=$work/prefix
+pkglib=$prefix/lib
+if ! bash crates/atoll-client-c/install.sh --no-build --prefix "$prefix" 2>"$work/install.err"; then
+    echo "FAIL: install.sh: $(cat "$work/install.err")" >&2
+    exit 1
+fi
+for f in libatoll_client.so "libatoll_client.so.$major" "libatoll_client.so.$version" \
+    libatoll_client.a pkgconfig/atoll.pc; do
+    [ -e "$pkglib/$f" ] || fail "install: no $pkglib/$f"
+done
+[ -f "$prefix/include/atoll.h" ] || fail "install: no $prefix/include/atoll.h"
+if [ "$(readlink "$pkglib/libatoll_client.so")" = "libatoll_client.so.$major" ] &&
+    [ "$(readlink "$pkglib/libatoll_client.so.$major")" = "libatoll_client.so.$version" ]; then
+    pass "installed: libatoll_client.so -> .so.$major -> .so.$version"
+else
+    fail "install: the soname symlinks are wrong: $(ls -l "$pkglib")"
+fi
+export PKG_CONFIG_PATH=$pkglib/pkgconfig
+pc_version=$(pkg-config --modversion atoll)
+[ "$pc_version" = "$version" ] || fail "pkg-config --modversion atoll: '$pc_version', want $version"
+read -ra pc_shared <<<"$(pkg-config --cflags --libs atoll) -Wl,-rpath,$(pkg-config --variable=libdir atoll)"
+# Static: the library's archive, with the system libraries it needs
+# (Libs.private), which stay shared.
+pc_static=(-Wl,-Bstatic -latoll_client -Wl,-Bdynamic)
+for w in $(pkg-config --cflags --static --libs atoll); do
+    [ "$w" = -latoll_client ] || pc_static+=("$w")
+done
+unset PKG_CONFIG_PATH
+
+echo "== compile the C examples with pkg-config (shared and static)"
+cflags=(-std=c99 -Wall -Wextra -Werror)
+cat >"$work/version.c" <<'C'
+#include <stdio.h>
+#include <string.h>
+#include <atoll.h>
+int main(void) {
+    printf("header %s (%d.%d.%d), library %s\n", ATOLL_VERSION_STRING, ATOLL_VERSION_MAJOR,
+           ATOLL_VERSION_MINOR, ATOLL_VERSION_PATCH, atoll_version());
+    return strcmp(ATOLL_VERSION_STRING, atoll_version()) != 0;
+}
+C
+for name in version report_latency awm_loop; do
     example=crates/atoll-client-c/examples/$name.c
-    "$cc" "${cflags[@]}" "$example" -o "$work/$name" \
-        -L"$lib" -latoll_client -Wl,-rpath,"$lib"
-    "$cc" "${cflags[@]}" "$example" -o "$work/${name}_static" \
-        "$lib/libatoll_client.a" -lgcc_s -lutil -lrt -lpthread -lm -ldl
-    if ldd "$work/${name}_static" | grep -q libatoll_client; then
+    [ "$name" = version ] && example=$work/version.c
+    "$cc" "${cflags[@]}" "$example" -o "$work/$name" "${pc_shared[@]}"
+    "$cc" "${cflags[@]}" "$example" -o "$work/${name}_static" "${pc_static[@]}"
+    needed=$(readelf -d "$work/$name" | sed -n 's/.*(NEEDED).*\[\(libatoll[^]]*\)\]/\1/p')
+    loaded=$(ldd "$work/$name" | awk '/libatoll_client/ { print $3 }')
+    if [ "$needed" != "libatoll_client.so.$major" ]; then
+        fail "$name needs '$needed', want libatoll_client.so.$major"
+    elif [ "$loaded" != "$pkglib/libatoll_client.so.$major" ]; then
+        fail "$name loads '$loaded', not $pkglib/libatoll_client.so.$major"
+    elif ldd "$work/${name}_static" | grep -q libatoll_client; then
         fail "the static build of $name links libatoll_client.so"
+    else
+        pass "$name compiled (shared: needs $needed; static)"
     fi
-    pass "$name compiled (shared and static)"
     # The C examples are also compiled as C++: the header must be usable there.
     if command -v c++ >/dev/null; then
-        c++ -x c++ -fsyntax-only -Wall -Werror -I crates/atoll-client-c/include "$example" &&
+        c++ -x c++ -fsyntax-only -Wall -Werror -I "$prefix/include" "$example" &&
             pass "header compiles as C++ ($name)" || fail "header does not compile as C++ ($name)"
+    fi
+done
+for v in version version_static; do
+    status=0
+    out=$("$work/$v") || status=$?
+    if [ "$status" = 0 ] && [ "$out" = "header $version ($version), library $version" ]; then
+        pass "$v: $out"
+    else
+        fail "$v: status $status, '$out'"
     fi
 done
 
@@ -101,7 +175,7 @@ run_case() {
     local sock=$work/$name.sock status=0 arg
     local cmd=()
     for arg in "$@"; do cmd+=("${arg//@SOCK/$sock}"); done
-    "$python" clients/python/fake_daemon.py --socket "$sock" --steps "$steps" --timeout 20 \
+    "$python" "$fake_daemon" --socket "$sock" --steps "$steps" --timeout 20 \
         2>"$work/$name.fake" &
     fake_pid=$!
     for _ in $(seq 1 200); do
@@ -181,6 +255,22 @@ done: 10 cycles, 0 changes, 0 suspensions" "" -- \
 run_case awm_loop-unknown app_register_unknown 1 "" \
     "register: error -13: not found: no recipe named nosuch" -- "$work/awm_loop" -s @SOCK nosuch
 
+echo "== install the Python package into a fresh virtual environment"
+# Offline: the build backend (clients/python/build_backend) needs only the
+# standard library, so pip has nothing to fetch (--no-index).
+venv=$work/venv
+if "$python" -m venv "$venv" >"$work/venv.log" 2>&1 &&
+    "$venv/bin/python" -m pip install --no-index clients/python >>"$work/venv.log" 2>&1; then
+    python=$venv/bin/python
+    where=$(cd "$work" && "$python" -c 'import atoll_client; print(atoll_client.__file__)')
+    case $where in
+        "$venv"/*) pass "pip install clients/python: atoll_client from $where" ;;
+        *) fail "the venv imports atoll_client from $where" ;;
+    esac
+else
+    fail "pip install clients/python in a fresh venv: $(tail -20 "$work/venv.log")"
+fi
+
 echo "== Python example against the fake daemon"
 py_example=clients/python/examples/report_latency.py
 run_case py-holds report_holds 0 "holds: the property of overlay shop holds" "" -- \
@@ -190,8 +280,8 @@ run_case py-not-holding report_not_holding 0 "$not_holding" "" -- \
 run_case py-not-found report_not_found 1 "" "not_found: no overlay nosuch" -- \
     "$python" "$py_example" --socket @SOCK nosuch 1
 
-echo "== Python unit tests"
-if "$python" -m unittest discover -s clients/python -p 'test_*.py'; then
+echo "== Python unit tests (the installed package, run from $work)"
+if (cd "$work" && "$python" -m unittest discover -s "$root/clients/python/tests" -p 'test_*.py'); then
     pass "python unittest"
 else
     fail "python unittest"
@@ -290,7 +380,6 @@ TOML
         # Python: AppRuntime with an inline recipe: run 10 cycles as told, leave.
         if "$python" - "$sock" "$last" >"$work/real-py.out" 2>&1 <<'PY'
 import sys
-sys.path.insert(0, "clients/python")
 from atoll_client import AppRuntime, Client, load_recipe
 sock, last = sys.argv[1], sys.argv[2]
 recipe = load_recipe("clients/recipes/awm_parallel.toml")

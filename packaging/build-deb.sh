@@ -3,15 +3,19 @@
 #
 #   bash packaging/build-deb.sh [--no-build]     # prints the .deb's path last
 #
-# 1. cargo build --release -p atoll-cli (skipped with --no-build);
+# 1. cargo build --release -p atoll-cli -p atoll-client-c (skipped with
+#    --no-build);
 # 2. generates the man pages (`atoll man`) and the bash, zsh and fish
 #    completions (`atoll completions SHELL`) into
-#    $CARGO_TARGET_DIR/release/pkg/;
+#    $CARGO_TARGET_DIR/release/pkg/, and stages the C client library there
+#    (crates/atoll-client-c/install.sh --prefix /usr: the shared library,
+#    stripped, with its soname symlinks, atoll.h and atoll.pc);
 # 3. cargo deb -p atoll-cli --no-build: the binary (stripped), the systemd
 #    unit packaging/systemd/atoll.service, /etc/atoll/atoll.toml (a
-#    conffile), the man pages and completions (see [package.metadata.deb]
-#    in crates/atoll-cli/Cargo.toml). The package is written to
-#    $CARGO_TARGET_DIR/debian/.
+#    conffile), the man pages and completions, the library (see
+#    [package.metadata.deb] in crates/atoll-cli/Cargo.toml). The package
+#    is written to $CARGO_TARGET_DIR/debian/;
+# 4. packaging/check-deb.sh checks its paths.
 #
 # Installs cargo-deb with `cargo install --locked cargo-deb` when it is
 # missing (about 2 minutes on 2 cores). The package does not enable or
@@ -23,7 +27,7 @@ build=1
 for arg in "$@"; do
     case "$arg" in
         --no-build) build=0 ;;
-        -h | --help) sed -n '2,18p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
         *) echo "usage: $0 [--no-build]" >&2; exit 2 ;;
     esac
 done
@@ -34,7 +38,7 @@ if ! cargo deb --version >/dev/null 2>&1; then
     cargo install --locked cargo-deb >&2
 fi
 if [ "$build" = 1 ]; then
-    cargo build --release --locked -p atoll-cli >&2
+    cargo build --release --locked -p atoll-cli -p atoll-client-c >&2
 fi
 atoll="${target}/release/atoll"
 [ -x "$atoll" ] || { echo "build-deb: no ${atoll} (build it, or drop --no-build)" >&2; exit 1; }
@@ -47,6 +51,10 @@ gzip -9n "${pkg}"/man1/*.1
 "$atoll" completions bash >"${pkg}/completions/atoll.bash"
 "$atoll" completions zsh >"${pkg}/completions/_atoll"
 "$atoll" completions fish >"${pkg}/completions/atoll.fish"
+CARGO_TARGET_DIR="$target" bash crates/atoll-client-c/install.sh --no-build --release \
+    --prefix /usr --destdir "${pkg}/c" --no-static --strip
 
 # cargo deb prints the package's path on stdout.
-cargo deb -p atoll-cli --no-build --strip --no-separate-debug-symbols --output "${target}/debian/"
+deb=$(cargo deb -p atoll-cli --no-build --strip --no-separate-debug-symbols --output "${target}/debian/")
+bash packaging/check-deb.sh "$deb" >&2
+echo "$deb"

@@ -9,9 +9,10 @@
 #      which installs them into ~/.cache/atoll-tools when missing
 #   2. cargo test: unit tests on fake sysfs/cgroupfs/proc trees, plus the
 #      real cgroup v1 tests on this machine (they skip themselves, saying why,
-#      when not root or when the v1 hierarchies are not writable) and `atoll
-#      top` under tmux (installs tmux); then the C and Python client
-#      libraries against a fake daemon (clients/test.sh)
+#      when not root or when the v1 hierarchies are not writable), `atoll
+#      top` under tmux (installs tmux) and a real Prometheus scraping a daemon
+#      (installs Debian's prometheus); then the C and Python client libraries
+#      against a fake daemon (clients/test.sh)
 #   3. the qemu VM tests: real cgroup v2 kernels (Debian's 6.12 from
 #      backports and its stable 6.1), 8 vCPUs, 2 NUMA nodes (installs
 #      qemu-system-x86, busybox-static and the kernel images); then the
@@ -66,17 +67,34 @@ if [ "$run_unit" = 1 ]; then
     { apt-get update -q && apt-get install -y -q tmux; } >/dev/null ||
       echo "tmux could not be installed: the tmux test of atoll top will say it skipped"
   fi
+  # The Prometheus test (crates/atoll-cli/tests/metrics_scrape.rs) runs
+  # Debian's prometheus itself; the package's service is not started (a
+  # policy-rc.d refuses it while installing, unless one is already there).
+  if ! command -v prometheus >/dev/null 2>&1; then
+    echo "== installing prometheus"
+    policy=/usr/sbin/policy-rc.d
+    own_policy=0
+    if [ ! -e "$policy" ]; then
+      printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod 755 "$policy" && own_policy=1
+    fi
+    { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus; } >/dev/null ||
+      echo "could not install prometheus: the Prometheus test will skip"
+    if [ "$own_policy" = 1 ]; then rm -f "$policy"; fi
+  fi
   echo "== cargo test"
   test_log="${CARGO_TARGET_DIR:-target}/cargo-test.log"
   mkdir -p "$(dirname "$test_log")"
   cargo test --workspace --locked 2>&1 | tee "$test_log" || { status=1; echo "cargo test FAILED (see the errors above)"; }
   # One closing line for the whole cargo run, from cargo's own per-binary lines.
   awk '/^test result:/ { p += $4; f += $6; i += $8 } END { printf "cargo: %d passed, %d failed, %d skipped\n", p, f, i }' "$test_log"
-  # The C and Python client libraries need a C compiler, nm and python3.
+  # The C and Python client libraries need a C compiler, nm, pkg-config,
+  # python3 and its venv module (pip in a fresh virtual environment).
   missing=""
   command -v cc >/dev/null 2>&1 || missing="$missing gcc"
   command -v nm >/dev/null 2>&1 || missing="$missing binutils"
+  command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
   command -v python3 >/dev/null 2>&1 || missing="$missing python3"
+  python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing="$missing python3-venv"
   if [ -n "$missing" ]; then
     echo "== installing${missing}"
     # shellcheck disable=SC2086 # a list of package names

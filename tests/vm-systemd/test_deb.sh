@@ -1,6 +1,7 @@
 # shellcheck shell=sh
 # atoll's .deb (packaging/build-deb.sh, passed with --deb) installs the
-# binary, the unit, /etc/atoll/atoll.toml, man pages and completions; the
+# binary, the unit, /etc/atoll/atoll.toml, man pages and completions, and
+# the C client library (its soname symlinks, header and atoll.pc); the
 # unit passes systemd-analyze verify and is not enabled by the install.
 # shellcheck source=tests/vm-systemd/sdlib.sh
 . "$VMT_DIR/sdlib.sh"
@@ -9,7 +10,8 @@ install_debs
 files=$(dpkg -L atoll) || fail "dpkg -L atoll: package not installed"
 for f in /usr/bin/atoll /usr/lib/systemd/system/atoll.service /etc/atoll/atoll.toml \
     /usr/share/man/man1/atoll.1.gz /usr/share/man/man1/atoll-daemon.1.gz \
-    /usr/share/bash-completion/completions/atoll; do
+    /usr/share/bash-completion/completions/atoll /usr/include/atoll.h \
+    /usr/lib/pkgconfig/atoll.pc /usr/lib/libatoll_client.so /usr/lib/libatoll_client.so.0; do
     echo "$files" | grep -qx "$f" || fail "$f is not in the package"
     [ -e "$f" ] || fail "$f is in the package but not on disk"
 done

@@ -7,15 +7,13 @@ acts) and prints the answer.
 
 Prints "holds: ..." or "does not hold: ..." (with what the overlay's policy
 did about it) and exits 0; on an error prints it to stderr and exits 1.
+Needs the package: pip install clients/python.
 """
 
 import argparse
-import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from atoll_client import DEFAULT_SOCKET, AtollError, Client  # noqa: E402
+from atoll_client import DEFAULT_SOCKET, AtollError, Client
 
 
 def main() -> int:

@@ -41,8 +41,8 @@ pub struct DaemonArgs {
     /// `atoll`.
     #[arg(long)]
     cgroup_root: Option<String>,
-    /// The API socket.
-    #[arg(long, default_value = atoll_proto::DEFAULT_SOCKET)]
+    /// The API socket (the flag wins over $ATOLL_SOCKET).
+    #[arg(long, env = "ATOLL_SOCKET", default_value = atoll_proto::DEFAULT_SOCKET)]
     socket: PathBuf,
     /// Where the state file lives.
     #[arg(long, default_value = "/var/lib/atoll")]

@@ -9,7 +9,9 @@
 //! The command runs as the caller, with the caller's environment; the daemon
 //! only moves it. Our exit code is the command's (128 + N if killed by
 //! signal N). SIGTERM, SIGHUP and SIGQUIT sent to us are passed on to it;
-//! SIGINT from the terminal reaches it directly.
+//! SIGINT from the terminal reaches it directly. Standard output is the
+//! command's: the line saying where it runs goes to standard error (with
+//! `--json`, as a JSON object: `{"pid", "unit", "island", "created"}`).
 
 use std::ffi::CString;
 use std::path::Path;
@@ -38,6 +40,7 @@ pub fn run(
     unit: &str,
     island: Option<&str>,
     argv: &[String],
+    json: bool,
 ) -> anyhow::Result<ExitCode> {
     let mut client = Client::connect(socket)?;
     let cargs: Vec<CString> = argv
@@ -70,6 +73,12 @@ pub fn run(
     let child_pid = u32::try_from(pid).expect("fork returned a positive pid in the parent");
     let adopted = client.adopt(unit, child_pid, island);
     match adopted {
+        Ok(a) if json => {
+            eprintln!(
+                "{}",
+                serde_json::to_string(&crate::cmd_client::adopted_json(child_pid, &a))?
+            );
+        }
         Ok(a) => {
             eprintln!(
                 "atoll: pid {pid} runs in unit {} (island {}){}",

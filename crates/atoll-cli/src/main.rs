@@ -45,22 +45,21 @@ enum Cmd {
         json: bool,
     },
     /// Validate a platform description; print what it resolves to.
-    CheckConfig {
-        /// The TOML file (`-` for the embedded default).
-        file: PathBuf,
-        /// Validate against the machine read from this sysfs root.
-        #[arg(long, default_value = atoll_topology::DEFAULT_SYSFS_ROOT)]
-        sysfs_root: PathBuf,
-    },
+    CheckConfig(cmd_local::CheckConfigArgs),
     /// Run the daemon in the foreground.
     Daemon(cmd_daemon::DaemonArgs),
     /// Islands, units, processes and usage.
     Status {
         #[command(flatten)]
         socket: SocketArg,
-        /// Print the API's JSON.
+        /// Print the API's JSON (with --watch: one compact document a line).
         #[arg(long)]
         json: bool,
+        /// Ask again every SECONDS (default 2) until Ctrl-C.
+        #[arg(long, value_name = "SECONDS", num_args = 0..=1,
+              default_missing_value = cmd_client::WATCH_DEFAULT,
+              value_parser = cmd_client::parse_interval)]
+        watch: Option<std::time::Duration>,
     },
     /// A live view: islands, units, overlays, applications and the latest
     /// decisions, refreshed every --interval (`?` lists the keys; `q` quits).
@@ -76,6 +75,9 @@ enum Cmd {
         /// Island for a new unit.
         #[arg(long)]
         island: Option<String>,
+        /// Say where the command runs as JSON (on standard error).
+        #[arg(long)]
+        json: bool,
         /// The command and its arguments.
         #[arg(last = true, required = true, num_args = 1..)]
         command: Vec<String>,
@@ -93,6 +95,9 @@ enum Cmd {
         /// Island for a new unit.
         #[arg(long)]
         island: Option<String>,
+        /// Print JSON: {"pid", "unit", "island", "created"}.
+        #[arg(long)]
+        json: bool,
     },
     /// Why things are where they are: recent decisions with their reasons.
     Why {
@@ -120,11 +125,17 @@ enum Cmd {
     Reload {
         #[command(flatten)]
         socket: SocketArg,
+        /// Print JSON: {"changes": [...]}.
+        #[arg(long)]
+        json: bool,
     },
     /// Tear down and stop the daemon (root only).
     Stop {
         #[command(flatten)]
         socket: SocketArg,
+        /// Print JSON: {"stopped": true, "left": [...]}.
+        #[arg(long)]
+        json: bool,
     },
     /// Units created at run time with an entitlement: `add`, `set`, `rm`.
     #[command(subcommand)]
@@ -169,8 +180,8 @@ enum Cmd {
 /// The daemon's socket.
 #[derive(Debug, Clone, clap::Args)]
 struct SocketArg {
-    /// The daemon's API socket.
-    #[arg(long, default_value = atoll_proto::DEFAULT_SOCKET)]
+    /// The daemon's API socket (the flag wins over $ATOLL_SOCKET).
+    #[arg(long, env = "ATOLL_SOCKET", default_value = atoll_proto::DEFAULT_SOCKET)]
     socket: PathBuf,
 }
 
@@ -192,9 +203,13 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Cmd::Topology { sysfs_root, json } => cmd_local::topology(&sysfs_root, json),
-        Cmd::CheckConfig { file, sysfs_root } => cmd_local::check_config(&file, &sysfs_root),
+        Cmd::CheckConfig(args) => cmd_local::check_config(&args),
         Cmd::Daemon(args) => cmd_daemon::daemon(args),
-        Cmd::Status { socket, json } => cmd_client::status(&socket.socket, json),
+        Cmd::Status {
+            socket,
+            json,
+            watch,
+        } => cmd_client::status(&socket.socket, json, watch),
         Cmd::Top(args) => top::run::top(&args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(anyhow::Error::from),
@@ -202,14 +217,16 @@ fn main() -> ExitCode {
             socket,
             unit,
             island,
+            json,
             command,
-        } => cmd_run::run(&socket.socket, &unit, island.as_deref(), &command),
+        } => cmd_run::run(&socket.socket, &unit, island.as_deref(), &command, json),
         Cmd::Adopt {
             socket,
             unit,
             pid,
             island,
-        } => cmd_client::adopt(&socket.socket, &unit, pid, island.as_deref()),
+            json,
+        } => cmd_client::adopt(&socket.socket, &unit, pid, island.as_deref(), json),
         Cmd::Why {
             socket,
             subject,
@@ -217,8 +234,8 @@ fn main() -> ExitCode {
             json,
         } => cmd_client::why(&socket.socket, subject.as_deref(), limit, json),
         Cmd::Apps { socket, json } => cmd_apps::apps(&socket.socket, json),
-        Cmd::Reload { socket } => cmd_client::reload(&socket.socket),
-        Cmd::Stop { socket } => cmd_client::stop(&socket.socket),
+        Cmd::Reload { socket, json } => cmd_client::reload(&socket.socket, json),
+        Cmd::Stop { socket, json } => cmd_client::stop(&socket.socket, json),
         Cmd::Unit(cmd) => cmd_runtime::unit(&cmd),
         Cmd::Overlay(cmd) => cmd_coord::overlay(&cmd),
         Cmd::Config(cmd) => cmd_runtime::config(&cmd),

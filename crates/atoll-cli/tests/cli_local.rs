@@ -1,8 +1,10 @@
 //! The commands that need no daemon and no root: `check-config` says what a
-//! platform description takes from the rest of the machine, `completions`
-//! and `man` generate from the CLI itself.
+//! platform description takes from the rest of the machine (from a file,
+//! standard input or the embedded default, in words or JSON),
+//! `completions` and `man` generate from the CLI itself.
 
-use std::process::Command;
+use std::io::Write;
+use std::process::{Command, Stdio};
 
 fn atoll(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_atoll"))
@@ -41,12 +43,96 @@ fn sysfs() -> tempfile::TempDir {
     dir
 }
 
+/// `atoll ARGS` with `input` on standard input: (exit code, stdout, stderr).
+fn atoll_stdin(args: &[&str], input: &str) -> (Option<i32>, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_atoll"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run atoll");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+const TWO_ISLANDS: &str = "[host]\ncpus = \"0\"\n\n[island.web]\ncpus = \"1-2\"\n\n\
+                           [island.batch]\ncpus = \"3\"\n\n[unit.api]\nisland = \"web\"\n";
+
+#[test]
+fn check_config_dash_reads_standard_input() {
+    let sys = sysfs();
+    let root = sys.path().to_str().unwrap();
+    let (code, out, err) = atoll_stdin(&["check-config", "-", "--sysfs-root", root], TWO_ISLANDS);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.starts_with("<stdin>: ok\n"), "{out}");
+    assert!(out.contains("web") && out.contains("batch"), "{out}");
+    assert!(out.contains("api"), "{out}");
+
+    // A mistake is reported at its line and column of standard input.
+    let (code, out, err) = atoll_stdin(
+        &["check-config", "-", "--sysfs-root", root],
+        "[island.web]\ncpus = 7\n",
+    );
+    assert_eq!(code, Some(1), "{out}");
+    assert!(err.contains("<stdin>:2:"), "{err}");
+
+    // The embedded default is --default now; both at once make no sense.
+    let (code, _, _) = atoll_stdin(&["check-config", "-", "--default"], "");
+    assert_eq!(code, Some(2));
+}
+
+#[test]
+fn check_config_json_gives_the_spec_or_the_errors() {
+    let sys = sysfs();
+    let root = sys.path().to_str().unwrap();
+    let (code, out, err) = atoll_stdin(
+        &["check-config", "-", "--json", "--sysfs-root", root],
+        TWO_ISLANDS,
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["source"], "<stdin>");
+    assert_eq!(v["ok"], true);
+    let islands = v["spec"]["islands"].to_string();
+    assert!(
+        islands.contains("\"web\"") && islands.contains("\"batch\""),
+        "{v}"
+    );
+    assert!(v["effects"].is_array(), "{v}");
+
+    let (code, out, _) = atoll_stdin(
+        &["check-config", "-", "--json", "--sysfs-root", root],
+        "[island.web]\ncpus = 7\n",
+    );
+    assert_eq!(code, Some(1));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["ok"], false);
+    let e = &v["errors"][0];
+    assert_eq!(
+        (&e["source"], &e["line"]),
+        (&"<stdin>".into(), &2.into()),
+        "{v}"
+    );
+    assert!(e["message"].as_str().is_some_and(|m| !m.is_empty()), "{v}");
+}
+
 #[test]
 fn the_embedded_default_takes_nothing_and_says_so() {
     let sys = sysfs();
     let (ok, out, err) = atoll(&[
         "check-config",
-        "-",
+        "--default",
         "--sysfs-root",
         sys.path().to_str().unwrap(),
     ]);
@@ -125,7 +211,7 @@ fn the_packaged_config_is_the_embedded_default() {
     let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../../packaging/atoll.toml");
     let (ok, packaged, err) = atoll(&["check-config", file, "--sysfs-root", root]);
     assert!(ok, "{err}");
-    let (ok, embedded, err) = atoll(&["check-config", "-", "--sysfs-root", root]);
+    let (ok, embedded, err) = atoll(&["check-config", "--default", "--sysfs-root", root]);
     assert!(ok, "{err}");
     // Everything but the first line, which names the file.
     let body = |s: &str| s.split_once('\n').map(|(_, b)| b.to_string()).unwrap();

@@ -8,7 +8,10 @@
  * register with a recipe of working modes, learn the working mode and
  * resources assigned, follow suspensions, and report cycles against a goal
  * (the atoll_app_* functions below). Link with -latoll_client
- * (libatoll_client.so or .a, built by `cargo build -p atoll-client-c`).
+ * (libatoll_client.so, soname libatoll_client.so.0, or libatoll_client.a,
+ * built by `cargo build -p atoll-client-c`); installed (the .deb, or
+ * crates/atoll-client-c/install.sh), `pkg-config --cflags --libs atoll`
+ * gives the flags.
  *
  *     atoll_client *c = atoll_connect(NULL);
  *     if (!c) { fprintf(stderr, "%s\n", atoll_last_message(NULL)); return 1; }
@@ -36,6 +39,14 @@ extern "C" {
 
 /* The socket atoll_connect(NULL) connects to. */
 #define ATOLL_DEFAULT_SOCKET "/run/atoll/atoll.sock"
+
+/* The version of atoll this header belongs to (the crate's version; the
+ * soname's number is the major). atoll_version() says which library was
+ * loaded. */
+#define ATOLL_VERSION_MAJOR 0
+#define ATOLL_VERSION_MINOR 1
+#define ATOLL_VERSION_PATCH 0
+#define ATOLL_VERSION_STRING "0.1.0"
 
 /* Return codes. */
 enum atoll_status {
@@ -81,6 +92,9 @@ enum atoll_app_state {
 
 /* One connection to the daemon. */
 typedef struct atoll_client atoll_client;
+
+/* The version of the library loaded, "MAJOR.MINOR.PATCH" (static). */
+const char *atoll_version(void);
 
 /* Connects to socket_path (NULL: ATOLL_DEFAULT_SOCKET). NULL on failure,
  * with the reason in atoll_last_message(NULL). */

@@ -158,3 +158,51 @@ fn the_parsers_see_what_they_should() {
     assert!(!c.contains("atoll_fake") && !c.contains("atoll_no"));
     assert!(c.contains("atoll_real"));
 }
+
+/// The value of `#define NAME VALUE` in the header.
+fn header_define(name: &str) -> String {
+    let prefix = format!("#define {name} ");
+    let mut found = HEADER
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix(&prefix));
+    let value = found.next().unwrap_or_else(|| panic!("no {prefix}"));
+    assert!(found.next().is_none(), "{name} twice");
+    value.trim().to_string()
+}
+
+#[test]
+fn the_header_version_is_the_crate_version() {
+    assert_eq!(
+        header_define("ATOLL_VERSION_MAJOR"),
+        env!("CARGO_PKG_VERSION_MAJOR")
+    );
+    assert_eq!(
+        header_define("ATOLL_VERSION_MINOR"),
+        env!("CARGO_PKG_VERSION_MINOR")
+    );
+    assert_eq!(
+        header_define("ATOLL_VERSION_PATCH"),
+        env!("CARGO_PKG_VERSION_PATCH")
+    );
+    assert_eq!(
+        header_define("ATOLL_VERSION_STRING"),
+        format!("\"{}\"", env!("CARGO_PKG_VERSION"))
+    );
+    // SAFETY: atoll_version returns a static NUL-terminated string.
+    let loaded = unsafe { std::ffi::CStr::from_ptr(crate::atoll_version()) };
+    assert_eq!(loaded.to_str(), Ok(env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn the_python_package_has_the_crate_version() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../clients/python");
+    let pyproject = std::fs::read_to_string(format!("{root}/pyproject.toml")).unwrap();
+    let want = format!("version = \"{}\"", env!("CARGO_PKG_VERSION"));
+    assert!(
+        pyproject.lines().any(|l| l == want),
+        "pyproject.toml: no {want}"
+    );
+    let init = std::fs::read_to_string(format!("{root}/src/atoll_client/__init__.py")).unwrap();
+    let want = format!("__version__ = \"{}\"", env!("CARGO_PKG_VERSION"));
+    assert!(init.lines().any(|l| l == want), "__init__.py: no {want}");
+}

@@ -281,6 +281,21 @@ impl AtollClient {
     }
 }
 
+/// The version of this library, `MAJOR.MINOR.PATCH` (the crate's version:
+/// `ATOLL_VERSION_STRING` of the header it was built with). A static
+/// string.
+#[no_mangle]
+pub extern "C" fn atoll_version() -> *const c_char {
+    VERSION.as_ptr()
+}
+
+/// [`atoll_version`]'s string.
+const VERSION: &CStr =
+    match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
+        Ok(v) => v,
+        Err(_) => panic!("the crate version has no NUL"),
+    };
+
 /// Connects to the daemon's socket (`NULL`: the default socket,
 /// `/run/atoll/atoll.sock`). Returns NULL on failure, with the reason in
 /// `atoll_last_message(NULL)`.

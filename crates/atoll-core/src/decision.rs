@@ -194,7 +194,49 @@ pub enum Reason {
     },
 }
 
+impl Action {
+    /// The action's kind as its wire tag names it (`apply_group`,
+    /// `move_process`, ...): a label for counting decisions.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::ApplyGroup { .. } => "apply_group",
+            Self::RemoveGroup { .. } => "remove_group",
+            Self::MoveProcess { .. } => "move_process",
+            Self::RestoreProcess { .. } => "restore_process",
+            Self::SetPolicy { .. } => "set_policy",
+            Self::Fallback(_) => "fallback",
+            Self::CreateUnit { .. } => "create_unit",
+            Self::RemoveUnit { .. } => "remove_unit",
+            Self::SetUnit { .. } => "set_unit",
+            Self::SetOverlay { .. } => "set_overlay",
+            Self::Boost { .. } => "boost",
+        }
+    }
+}
+
 impl Reason {
+    /// The reason's kind as its wire tag names it (`config`, `rule`,
+    /// `isolation`, ..., `combined`): a label for counting decisions.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Config => "config",
+            Self::Rule { .. } => "rule",
+            Self::HostAdoptAll => "host_adopt_all",
+            Self::Api { .. } => "api",
+            Self::Teardown => "teardown",
+            Self::Recover { .. } => "recover",
+            Self::RtBudget { .. } => "rt_budget",
+            Self::Isolation { .. } => "isolation",
+            Self::Coordination { .. } => "coordination",
+            Self::KernelRefused { .. } => "kernel_refused",
+            Self::Comm { .. } => "comm",
+            Self::Apps { .. } => "apps",
+            Self::Housekeeping { .. } => "housekeeping",
+            Self::Reload { .. } => "reload",
+            Self::Combined { .. } => "combined",
+        }
+    }
+
     /// One reason for all of `causes` (duplicates dropped): the cause
     /// itself when there is one, [`Reason::Combined`] when there are more,
     /// `None` when there is none.
@@ -373,6 +415,50 @@ mod millis {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kinds_are_the_wire_tags() {
+        let actions = [
+            Action::MoveProcess {
+                pid: 1,
+                comm: "x".into(),
+                to: GroupPath::from_relative("a/b"),
+            },
+            Action::RemoveGroup {
+                path: GroupPath::from_relative("a"),
+            },
+            Action::RemoveUnit { unit: "b".into() },
+            Action::SetUnit {
+                unit: "b".into(),
+                change: "cpus 1 -> 2".into(),
+            },
+            Action::SetOverlay {
+                overlay: "o".into(),
+                change: "removed".into(),
+            },
+        ];
+        let reasons = [
+            Reason::Config,
+            Reason::HostAdoptAll,
+            Reason::Isolation { detail: "d".into() },
+            Reason::KernelRefused { error: "e".into() },
+            Reason::Combined {
+                causes: vec![Reason::Config, Reason::Teardown],
+            },
+        ];
+        for action in &actions {
+            for why in &reasons {
+                let d = Decision {
+                    at: Duration::ZERO,
+                    action: action.clone(),
+                    why: why.clone(),
+                };
+                let json = serde_json::to_value(&d).unwrap();
+                assert_eq!(json["action"], d.action.kind(), "{json}");
+                assert_eq!(json["why"]["reason"], d.why.kind(), "{json}");
+            }
+        }
+    }
 
     #[test]
     fn decisions_read_as_sentences_and_roundtrip_as_json() {

@@ -48,6 +48,7 @@ use atoll_proto::{ErrorCode, Request, ResponseEnvelope, MAX_LINE, PROTOCOL_VERSI
 
 use crate::command::{Caller, Command};
 use crate::publish::Board;
+use crate::telemetry::requests;
 
 /// Why the socket could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -350,15 +351,20 @@ fn connection(stream: UnixStream, caller: Caller, shared: &Shared) {
                     continue;
                 }
                 last = Instant::now();
-                if shared.stop.load(Ordering::Acquire) {
-                    ResponseEnvelope::err(
+                let (op, reply) = if shared.stop.load(Ordering::Acquire) {
+                    let reply = ResponseEnvelope::err(
                         request_id(&line),
                         ErrorCode::ShuttingDown,
                         "the daemon is shutting down",
-                    )
+                    );
+                    (requests::op_index_of_line(&line), reply)
                 } else {
                     answer_as(&line, caller, shared)
+                };
+                if let Some(board) = &shared.board {
+                    board.request_counters().count(op, &reply);
                 }
+                reply
             }
             Next::TooLong(len) => {
                 let reply = ResponseEnvelope::err(
@@ -368,6 +374,9 @@ fn connection(stream: UnixStream, caller: Caller, shared: &Shared) {
                         "request line of {len}+ bytes is longer than the limit of {MAX_LINE}; closing the connection"
                     ),
                 );
+                if let Some(board) = &shared.board {
+                    board.request_counters().count(requests::INVALID, &reply);
+                }
                 let _ = out.write_all(atoll_proto::encode(&reply).as_bytes());
                 return;
             }
@@ -425,12 +434,23 @@ fn clip(mut s: String) -> String {
 }
 
 /// Answers one request line for `caller`: reads from the board, changes
-/// through the loop (paced).
-fn answer_as(line: &[u8], caller: Caller, shared: &Shared) -> ResponseEnvelope {
+/// through the loop (paced). Returns the reply with the request's
+/// operation (an index in [`requests::OPS`]).
+fn answer_as(line: &[u8], caller: Caller, shared: &Shared) -> (usize, ResponseEnvelope) {
     let envelope = match decode(line) {
         Ok(e) => e,
-        Err(reply) => return *reply,
+        Err(reply) => return (requests::op_index_of_line(line), *reply),
     };
+    let op = requests::op_index(&envelope.request);
+    (op, answer_request(envelope, caller, shared))
+}
+
+/// Answers a decoded request (see [`answer_as`]).
+fn answer_request(
+    envelope: atoll_proto::RequestEnvelope,
+    caller: Caller,
+    shared: &Shared,
+) -> ResponseEnvelope {
     let id = envelope.id;
     if let Some(board) = &shared.board {
         let wake = || {

@@ -3,7 +3,7 @@
 //! The control loop records; the API threads answer `atoll why` from the
 //! same ring through a [`DecisionReader`], without waiting for the loop.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use atoll_core::decision::{Action, Decision, Reason};
@@ -13,10 +13,13 @@ pub const KEPT: usize = 4096;
 
 type Ring = Arc<RwLock<VecDeque<Decision>>>;
 
-/// Recent decisions, oldest first. Only the control loop records.
+/// Recent decisions, oldest first, and how many of each kind were made.
+/// Only the control loop records.
 #[derive(Debug, Default)]
 pub struct DecisionLog {
     ring: Ring,
+    /// Every decision recorded, by (action, reason) kind.
+    counts: BTreeMap<(&'static str, &'static str), u64>,
 }
 
 /// Reads the decision log from another thread.
@@ -73,6 +76,10 @@ impl DecisionLog {
             }
             _ => tracing::info!(target: "atoll::decision", "{d}"),
         }
+        *self
+            .counts
+            .entry((d.action.kind(), d.why.kind()))
+            .or_default() += 1;
         let mut ring = write(&self.ring);
         if ring.len() == KEPT {
             ring.pop_front();
@@ -84,6 +91,12 @@ impl DecisionLog {
     /// oldest first.
     pub fn query(&self, subject: Option<&str>, limit: usize) -> Vec<Decision> {
         query(&read(&self.ring), subject, limit)
+    }
+
+    /// Decisions recorded since start (not only those kept), by action and
+    /// reason.
+    pub fn counts(&self) -> Vec<(&'static str, &'static str, u64)> {
+        self.counts.iter().map(|((a, r), n)| (*a, *r, *n)).collect()
     }
 
     /// Number of decisions kept.
@@ -180,5 +193,7 @@ mod tests {
         }
         assert_eq!(log.len(), KEPT);
         assert_eq!(log.query(None, 1).len(), 1);
+        // The counts go on past the ring.
+        assert_eq!(log.counts(), [("move_process", "config", KEPT as u64 + 10)]);
     }
 }

@@ -34,4 +34,5 @@ pub mod run;
 pub mod services;
 pub mod setup;
 pub mod state;
+pub mod telemetry;
 pub mod units;

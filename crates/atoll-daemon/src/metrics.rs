@@ -6,17 +6,19 @@
 //! the host partition appears as island `host`, a name no island may take)
 //! and `atoll_unit_*` (labels `island`, `unit`). A value the backend cannot
 //! read is omitted, never reported as zero; a family with no sample is not
-//! rendered at all. Times are in seconds, sizes in bytes.
+//! rendered at all. Times are in seconds, sizes in bytes. Beside the
+//! groups, the daemon's own figures ([`crate::telemetry`]): what epochs and
+//! their steps cost (histograms), API requests by operation and result,
+//! decisions by action and reason, and the standard `process_*` metrics.
 //!
 //! [`serve_metrics`] answers `GET /metrics` (and `HEAD`) from the status the
-//! control loop publishes ([`crate::publish`]); it never reads the kernel
-//! itself, and a flood of scrapes costs the loop one status per
+//! control loop publishes ([`crate::publish`]) and the API threads' reply
+//! counters; it never reads the kernel itself, and a flood of scrapes costs the loop one status per
 //! [`crate::publish::FRESH`] at most. Every response closes its connection.
 //! At most [`MAX_CONNECTIONS`] connections are served at once, at most
 //! [`MAX_PER_PEER`] from one address; a connection that has not sent its
 //! whole request head within [`REQUEST_DEADLINE`] is closed.
 
-use std::fmt::Write as _;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -31,6 +33,8 @@ use atoll_proto::StatusReport;
 use crate::api::{serve_connections, Admission, Admitted};
 use crate::command::Command;
 use crate::publish::Board;
+use crate::telemetry::Telemetry;
+use text::{decimal, labels, Out};
 
 const COUNTER: &str = "counter";
 const GAUGE: &str = "gauge";
@@ -159,7 +163,11 @@ const OTHERS: &[(&str, &str, &str)] = &[
         "Time since the daemon started.",
     ),
     ("atoll_epochs_total", COUNTER, "Control-loop iterations."),
-    ("atoll_epoch_seconds", GAUGE, "Control-loop period."),
+    (
+        "atoll_epoch_seconds",
+        GAUGE,
+        "Configured control-loop period (what an epoch takes is atoll_epoch_duration_seconds).",
+    ),
     (
         "atoll_fallbacks",
         GAUGE,
@@ -270,38 +278,13 @@ pub fn families() -> Vec<(String, &'static str)> {
     out.extend(ISOLATION.iter().map(|(n, k, _, _)| (n.to_string(), *k)));
     out.extend(comm::COMM.iter().map(|(n, k, _, _)| (n.to_string(), *k)));
     out.extend(ACCOUNTS.iter().map(|(n, k, _, _)| (n.to_string(), *k)));
+    out.extend(own::OWN.iter().map(|(n, k, _)| (n.to_string(), *k)));
     for level in ["island", "unit"] {
         for s in STATS {
             out.push((format!("atoll_{level}_{}", s.suffix), s.kind));
         }
     }
     out
-}
-
-/// Escapes a label value: backslash, double quote and newline.
-fn escape(v: &str) -> String {
-    let mut out = String::with_capacity(v.len());
-    for c in v.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// `n` thousandths (or millionths) as an exact decimal, without trailing
-/// zeros: `1500, 3` -> `1.5`.
-fn decimal(n: u64, digits: u32) -> String {
-    let scale = 10u64.pow(digits);
-    let (int, frac) = (n / scale, n % scale);
-    if frac == 0 {
-        return int.to_string();
-    }
-    let frac = format!("{frac:0width$}", width = digits as usize);
-    format!("{int}.{}", frac.trim_end_matches('0'))
 }
 
 impl Val {
@@ -311,38 +294,6 @@ impl Val {
             Self::Micros(us) => decimal(us, 6),
         }
     }
-}
-
-/// Builds the exposition text one family at a time.
-struct Out {
-    text: String,
-}
-
-impl Out {
-    /// Writes a family: HELP and TYPE, then its samples; nothing at all when
-    /// there are no samples.
-    fn family(&mut self, name: &str, kind: &str, help: &str, samples: Vec<(String, String)>) {
-        if samples.is_empty() {
-            return;
-        }
-        let _ = writeln!(self.text, "# HELP {name} {help}");
-        let _ = writeln!(self.text, "# TYPE {name} {kind}");
-        for (labels, value) in samples {
-            if labels.is_empty() {
-                let _ = writeln!(self.text, "{name} {value}");
-            } else {
-                let _ = writeln!(self.text, "{name}{{{labels}}} {value}");
-            }
-        }
-    }
-}
-
-fn labels(pairs: &[(&str, &str)]) -> String {
-    pairs
-        .iter()
-        .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 fn help_of(name: &str) -> &'static str {
@@ -362,8 +313,9 @@ fn other(out: &mut Out, name: &str, samples: Vec<(String, String)>) {
     out.family(name, kind, help_of(name), samples);
 }
 
-/// Renders a status snapshot in the Prometheus text format.
-pub fn render(status: &StatusReport) -> String {
+/// Renders a status snapshot and the daemon's own figures in the
+/// Prometheus text format.
+pub fn render(status: &StatusReport, telemetry: &Telemetry) -> String {
     let mut out = Out {
         text: String::new(),
     };
@@ -508,6 +460,7 @@ pub fn render(status: &StatusReport) -> String {
             out.family(name, kind, help, vec![(String::new(), get(a).render())]);
         }
     }
+    own::render(&mut out, telemetry);
     out.text
 }
 
@@ -672,8 +625,12 @@ fn connection(
         let wake = || {
             let _ = tx.send(Command::Refresh);
         };
-        return match board.status(&wake) {
-            Some(status) => respond(&mut stream, 200, &render(&status), with_body),
+        return match board.scrape(&wake) {
+            Some((status, telemetry)) => {
+                let mut telemetry = (*telemetry).clone();
+                telemetry.requests = board.request_counters().snapshot();
+                respond(&mut stream, 200, &render(&status, &telemetry), with_body)
+            }
             None => respond(
                 &mut stream,
                 503,
@@ -687,7 +644,12 @@ fn connection(
         return respond(&mut stream, 503, "the daemon is shutting down\n", with_body);
     }
     match reply_rx.recv_timeout(SNAPSHOT_TIMEOUT) {
-        Ok(status) => respond(&mut stream, 200, &render(&status), with_body),
+        Ok(status) => respond(
+            &mut stream,
+            200,
+            &render(&status, &Telemetry::default()),
+            with_body,
+        ),
         Err(_) => respond(
             &mut stream,
             503,
@@ -739,5 +701,7 @@ fn linger(stream: &mut TcpStream) {
 }
 
 mod comm;
+mod own;
 #[cfg(test)]
 mod tests;
+mod text;

@@ -31,6 +31,8 @@ use atoll_proto::coord::OverlayStatus;
 use atoll_proto::StatusReport;
 
 use crate::decisions::DecisionReader;
+use crate::telemetry::requests::RequestCounters;
+use crate::telemetry::Telemetry;
 
 /// A status this young is served without asking for a new one.
 pub const FRESH: Duration = Duration::from_millis(250);
@@ -61,6 +63,8 @@ pub struct View {
 #[derive(Clone, Debug)]
 struct Built {
     report: Arc<StatusReport>,
+    /// The daemon's own figures, copied with it.
+    telemetry: Arc<Telemetry>,
     at: Instant,
     /// Requests handled before it was built.
     requests: u64,
@@ -81,6 +85,8 @@ struct Inner {
     /// Requests the loop has handled.
     requests: AtomicU64,
     decisions: DecisionReader,
+    /// API replies by operation and result, counted by the API threads.
+    counters: RequestCounters,
 }
 
 /// Where the loop publishes and readers read. Cheap to clone.
@@ -99,6 +105,7 @@ impl Board {
                 wanted: AtomicBool::new(false),
                 requests: AtomicU64::new(0),
                 decisions,
+                counters: RequestCounters::default(),
             }),
         }
     }
@@ -113,6 +120,11 @@ impl Board {
     /// The decision log.
     pub fn decisions(&self) -> &DecisionReader {
         &self.inner.decisions
+    }
+
+    /// API replies by operation and result.
+    pub fn request_counters(&self) -> &RequestCounters {
+        &self.inner.counters
     }
 
     /// The last view.
@@ -131,14 +143,16 @@ impl Board {
         self.inner.wanted.swap(false, Ordering::AcqRel)
     }
 
-    /// Publishes `view`, and `status` if one was built.
-    pub fn publish(&self, view: View, status: Option<StatusReport>) {
+    /// Publishes `view`, and `status` (with the daemon's own figures) if
+    /// one was built.
+    pub fn publish(&self, view: View, status: Option<(StatusReport, Telemetry)>) {
         let requests = self.inner.requests.load(Ordering::Acquire);
         let mut shelf = self.shelf();
         shelf.view = Arc::new(view);
-        if let Some(report) = status {
+        if let Some((report, telemetry)) = status {
             shelf.status = Some(Built {
                 report: Arc::new(report),
+                telemetry: Arc::new(telemetry),
                 at: Instant::now(),
                 requests,
             });
@@ -151,14 +165,14 @@ impl Board {
     /// request handled since it was built, younger than [`STALE`]), and
     /// whether a newer one is to be asked for (not current, or older than
     /// [`FRESH`]).
-    fn check(&self, shelf: &Shelf) -> (Option<Arc<StatusReport>>, bool, bool) {
+    fn check(&self, shelf: &Shelf) -> (Option<Built>, bool, bool) {
         let requests = self.inner.requests.load(Ordering::Acquire);
         match &shelf.status {
             Some(b) => {
                 let age = b.at.elapsed();
                 let current = b.requests == requests;
                 (
-                    Some(Arc::clone(&b.report)),
+                    Some(b.clone()),
                     current && age <= STALE,
                     !current || age > FRESH,
                 )
@@ -179,6 +193,16 @@ impl Board {
     /// the loop (at most [`WAIT`]; then the last one, if any). `wake` wakes
     /// the loop; it runs only for the first of the readers asking.
     pub fn status(&self, wake: &dyn Fn()) -> Option<Arc<StatusReport>> {
+        self.built(wake).map(|b| b.report)
+    }
+
+    /// A status to serve, as [`status`](Self::status), with the daemon's
+    /// own figures built with it.
+    pub fn scrape(&self, wake: &dyn Fn()) -> Option<(Arc<StatusReport>, Arc<Telemetry>)> {
+        self.built(wake).map(|b| (b.report, b.telemetry))
+    }
+
+    fn built(&self, wake: &dyn Fn()) -> Option<Built> {
         let since = Instant::now();
         let mut shelf = self.shelf();
         loop {
@@ -251,7 +275,7 @@ mod tests {
         while !b.take_wanted() {
             std::thread::yield_now();
         }
-        b.publish(View::default(), Some(report(1)));
+        b.publish(View::default(), Some((report(1), Telemetry::default())));
         assert_eq!(waiter.join().unwrap(), (Some(1), 1));
         // Fresh: served as it is, nobody is woken.
         let woken = AtomicBool::new(false);
@@ -270,7 +294,7 @@ mod tests {
         while !b.take_wanted() {
             std::thread::yield_now();
         }
-        b.publish(View::default(), Some(report(2)));
+        b.publish(View::default(), Some((report(2), Telemetry::default())));
         assert_eq!(waiter.join().unwrap(), Some(2));
     }
 }

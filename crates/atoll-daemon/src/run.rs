@@ -271,7 +271,7 @@ fn serve(ctrl: &mut Controller, cmd: Command, board: Option<&Board>) -> Flow {
 /// Publishes what readers may see, with a new status if one was asked for.
 fn publish(ctrl: &Controller, board: Option<&Board>) {
     if let Some(b) = board {
-        let status = b.take_wanted().then(|| ctrl.status());
+        let status = b.take_wanted().then(|| (ctrl.status(), ctrl.telemetry()));
         b.publish(ctrl.view(), status);
     }
 }

@@ -270,6 +270,9 @@ pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
     };
     let comm = spec.comm.is_some();
     let mut controller = Controller::new(env, spec, opts);
+    // What an epoch costs is measured in real time whatever the backend.
+    controller.set_stopwatch(Arc::new(MonotonicClock::new()));
+    controller.set_self_reader(&o.proc_root);
     controller.set_config_source(match &o.config {
         Some(path) => {
             let (path, topo) = (path.clone(), topo_for_reload);

@@ -32,8 +32,8 @@ fn parse_interval(s: &str) -> Result<Duration, String> {
 /// Flags of `atoll top`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct TopArgs {
-    /// The daemon's API socket.
-    #[arg(long, default_value = atoll_proto::DEFAULT_SOCKET)]
+    /// The daemon's API socket (the flag wins over $ATOLL_SOCKET).
+    #[arg(long, env = "ATOLL_SOCKET", default_value = atoll_proto::DEFAULT_SOCKET)]
     pub socket: PathBuf,
     /// Seconds between refreshes (0.1 to 3600; `2` or `2s`).
     #[arg(long, default_value = "1", value_parser = parse_interval)]

@@ -361,17 +361,18 @@ fn changing_requests_are_paced_per_uid_and_root_is_not() {
     };
     let adopt = "{\"v\":1,\"id\":3,\"op\":\"adopt\",\"unit\":\"x\",\"pid\":7}";
     for _ in 0..2 {
-        assert!(answer_as(adopt.as_bytes(), user, &shared).ok.is_some());
+        assert!(answer_as(adopt.as_bytes(), user, &shared).1.ok.is_some());
     }
-    let r = answer_as(adopt.as_bytes(), user, &shared);
+    let (op, r) = answer_as(adopt.as_bytes(), user, &shared);
+    assert_eq!(crate::telemetry::requests::OPS[op], "adopt");
     let e = r.err.expect("paced");
     assert_eq!((r.id, e.code), (3, ErrorCode::Busy));
     assert!(e.message.contains("uid 1000"), "{}", e.message);
     let other = Caller { uid: 1001, ..user };
-    assert!(answer_as(adopt.as_bytes(), other, &shared).ok.is_some());
+    assert!(answer_as(adopt.as_bytes(), other, &shared).1.ok.is_some());
     let root = Caller { uid: 0, ..user };
     for _ in 0..5 {
-        assert!(answer_as(adopt.as_bytes(), root, &shared).ok.is_some());
+        assert!(answer_as(adopt.as_bytes(), root, &shared).1.ok.is_some());
     }
 }
 
@@ -403,7 +404,10 @@ fn reads_come_from_the_board_and_never_reach_the_loop() {
         discovery: None,
         warnings: Vec::new(),
     };
-    board.publish(crate::publish::View::default(), Some(status));
+    board.publish(
+        crate::publish::View::default(),
+        Some((status, crate::telemetry::Telemetry::default())),
+    );
     let (shared, callers) = shared(Some(board), 1.0, 1.0);
     let user = Caller {
         uid: 1000,
@@ -414,13 +418,14 @@ fn reads_come_from_the_board_and_never_reach_the_loop() {
     // the loop (which would answer `status` with a wrong id).
     for id in 0..50 {
         let line = format!("{{\"v\":1,\"id\":{id},\"op\":\"status\"}}");
-        let r = answer_as(line.as_bytes(), user, &shared);
+        let (op, r) = answer_as(line.as_bytes(), user, &shared);
+        assert_eq!(crate::telemetry::requests::OPS[op], "status");
         assert_eq!(r.id, id);
         match r.ok {
             Some(Reply::Status(s)) => assert_eq!(s.epochs, 42),
             other => panic!("{other:?}"),
         }
-        let r = answer_as(b"{\"v\":1,\"id\":1,\"op\":\"why\"}", user, &shared);
+        let r = answer_as(b"{\"v\":1,\"id\":1,\"op\":\"why\"}", user, &shared).1;
         assert!(matches!(r.ok, Some(Reply::Decisions { .. })), "{r:?}");
     }
     assert!(callers.try_recv().is_err(), "a read reached the loop");
@@ -429,7 +434,8 @@ fn reads_come_from_the_board_and_never_reach_the_loop() {
         b"{\"v\":1,\"id\":2,\"op\":\"app_poll\",\"app\":9}",
         user,
         &shared,
-    );
+    )
+    .1;
     assert_eq!(r.err.unwrap().code, ErrorCode::NotFound);
 }
 
@@ -493,5 +499,43 @@ fn answer_takes_the_id_from_an_unparseable_request_when_it_can() {
         e.message.contains("limit") || e.message.contains("invalid"),
         "{}",
         e.message
+    );
+}
+
+#[test]
+fn every_reply_is_counted_by_op_and_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("atoll.sock");
+    let listener = bind(&path).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let (ctx, _callers) = mpsc::channel();
+    fake_loop(rx, ctx);
+    let log = crate::decisions::DecisionLog::default();
+    let board = crate::publish::Board::new(log.reader());
+    let stop = Arc::new(AtomicBool::new(false));
+    let h = serve_with(listener, tx, Arc::clone(&stop), opts(), Some(board.clone()));
+    let s = UnixStream::connect(&path).unwrap();
+    let mut c = Conn {
+        reader: BufReader::new(s.try_clone().unwrap()),
+        writer: s,
+    };
+    c.send("not json\n");
+    c.send("{\"v\":1,\"id\":1,\"op\":\"adopt\",\"unit\":\"u\",\"pid\":5}\n");
+    c.send("{\"v\":9,\"id\":2,\"op\":\"adopt\",\"unit\":\"u\",\"pid\":5}\n");
+    // Answered from the board: no such application.
+    c.send("{\"v\":1,\"id\":3,\"op\":\"app_poll\",\"app\":9}\n");
+    for _ in 0..4 {
+        c.recv().expect("a reply");
+    }
+    stop.store(true, Ordering::Release);
+    h.join().unwrap();
+    assert_eq!(
+        board.request_counters().snapshot(),
+        [
+            ("adopt", "ok", 1),
+            ("adopt", "unsupported_version", 1),
+            ("app_poll", "not_found", 1),
+            ("invalid", "bad_request", 1),
+        ]
     );
 }

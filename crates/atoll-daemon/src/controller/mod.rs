@@ -26,6 +26,7 @@
 //! and the simulator drive it step by step.
 
 mod reload;
+mod repair;
 mod requests;
 mod runtime;
 mod runtime_overlay;
@@ -45,8 +46,6 @@ use atoll_core::backend::{BackendError, Fallback, Monitor};
 use atoll_core::clock::Clock;
 use atoll_core::comm::NetMonitor;
 use atoll_core::decision::Reason;
-use atoll_core::num::saturating_usize;
-use atoll_core::plan::GroupPath;
 use atoll_core::process::{CgroupMembership, ProcessTable, SystemMonitor, TaskControl};
 use atoll_core::spec::PlatformSpec;
 use atoll_core::{CpuSet, Name};
@@ -168,6 +167,8 @@ pub struct Controller {
     comm: Comm,
     apps: Apps,
     services: Services,
+    /// What epochs cost, the daemon's own figures (see [`crate::telemetry`]).
+    meter: crate::telemetry::Meter,
     epochs: u64,
     started_at: Duration,
     last_periodic: Duration,
@@ -228,6 +229,7 @@ impl Controller {
     /// A controller for `spec`; call [`Controller::start`] next.
     pub fn new(env: Env, spec: PlatformSpec, opts: Options) -> Self {
         let now = env.clock.now();
+        let meter = crate::telemetry::Meter::new(Arc::clone(&env.clock));
         let coord = Coordination::new(&spec, &opts.topology);
         let apps = Apps::new(&spec);
         let persist = Persist::new(opts.state_dir.clone());
@@ -247,6 +249,7 @@ impl Controller {
             comm: Comm::default(),
             apps,
             services: Services::default(),
+            meter,
             epochs: 0,
             started_at: now,
             last_periodic: now,
@@ -274,6 +277,8 @@ impl Controller {
     /// moves follow, and the state file is saved if anything it holds
     /// changed.
     pub fn epoch(&mut self) {
+        use crate::telemetry::epoch::Step;
+        let mut watch = self.meter.stopwatch();
         self.epochs += 1;
         let now = self.now();
         let periodic = now.saturating_sub(self.last_periodic) >= RECONCILE_EVERY;
@@ -292,12 +297,19 @@ impl Controller {
             self.adoption
                 .step(&mut p, self.opts.self_pid, epoch, periodic);
         }
+        watch.lap(Step::Adoption);
         self.guard_rt_budgets(now);
+        watch.lap(Step::RtGuard);
         self.sample_loads(now);
+        watch.lap(Step::Load);
         self.coordinate(now);
+        watch.lap(Step::Coordination);
         self.isolate(now);
+        watch.lap(Step::Isolation);
         self.communicate(now);
+        watch.lap(Step::Comm);
         self.manage_apps(now);
+        watch.lap(Step::Apps);
         if periodic {
             let mut p = placement(
                 &mut self.env,
@@ -312,9 +324,12 @@ impl Controller {
         }
         self.settle();
         self.repair();
+        watch.lap(Step::Compose);
         let _ = self
             .persist
             .save_if_changed(&mut self.reg, &*self.env.backend);
+        watch.lap(Step::State);
+        self.meter.record(&watch);
     }
 
     fn guard_rt_budgets(&mut self, now: Duration) {
@@ -515,76 +530,6 @@ impl Controller {
         let _ = self
             .persist
             .save_if_changed(&mut self.reg, &*self.env.backend);
-    }
-
-    /// Checks this epoch's slice of the groups for drift (see
-    /// [`Composer::repair_next`]): each group once per repair interval.
-    fn repair(&mut self) {
-        let groups = self.reg.plan().groups.len() as f64;
-        let round = self
-            .repair_every
-            .as_secs_f64()
-            .max(groups / REPAIR_RATE)
-            .max(1e-3);
-        self.repair_owed += groups * self.epoch_len().as_secs_f64() / round;
-        let count = self.repair_owed.floor();
-        if count < 1.0 {
-            return;
-        }
-        self.repair_owed -= count;
-        let now = self.now();
-        let groups = self.compose.repair_next(
-            &self.reg,
-            &mut *self.env.backend,
-            &mut self.log,
-            now,
-            saturating_usize(count),
-        );
-        for g in &groups {
-            self.let_go_of_moved(g, now);
-        }
-        self.remove_strays_in(&groups);
-        if self.compose.pending() {
-            self.settle();
-        }
-    }
-
-    /// The processes recorded in unit group `g` that someone moved out of
-    /// it are let go of (a decision): atoll does not fight whoever moved
-    /// them, and does not report them as its own.
-    fn let_go_of_moved(&mut self, g: &GroupPath, now: Duration) {
-        if self.services.bound(g).is_some() {
-            return; // its processes are where systemd keeps them
-        }
-        for pid in self.reg.managed_in(g) {
-            let Ok(info) = self.env.procs.info(pid) else {
-                continue; // gone: the next adoption step forgets it
-            };
-            let now_in = self.env.backend.group_of(&info.cgroups);
-            if now_in.as_ref() == Some(g) {
-                continue;
-            }
-            let to = info
-                .cgroups
-                .unified()
-                .or_else(|| info.cgroups.controller("cpu"))
-                .unwrap_or("?")
-                .to_string();
-            self.reg.forget(pid);
-            self.log.record(atoll_core::decision::Decision {
-                at: now,
-                action: atoll_core::decision::Action::RestoreProcess {
-                    pid,
-                    to: to.clone(),
-                },
-                why: Reason::Housekeeping {
-                    detail: format!(
-                        "pid {pid} ({}) left {g}: someone moved it to {to}; atoll lets it go",
-                        info.comm
-                    ),
-                },
-            });
-        }
     }
 
     /// Every group is checked for drift once in `every`, or more slowly on

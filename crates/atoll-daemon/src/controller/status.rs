@@ -115,3 +115,26 @@ impl Controller {
         })
     }
 }
+
+impl Controller {
+    /// The daemon's own figures: what epochs cost, the decisions made, the
+    /// process (read now, when a reader is set). Built with each status the
+    /// metrics ask for, never in an epoch.
+    pub fn telemetry(&self) -> crate::telemetry::Telemetry {
+        self.meter.telemetry(self.log.counts())
+    }
+
+    /// Times epochs with `clock` (by default the injected clock, which in
+    /// the simulator does not move within an epoch; the daemon gives a
+    /// monotonic one).
+    pub fn set_stopwatch(&mut self, clock: std::sync::Arc<dyn atoll_core::clock::Clock>) {
+        self.meter.set_clock(clock);
+    }
+
+    /// Reads the daemon's own process figures (`process_*` metrics) under
+    /// `proc_root`.
+    pub fn set_self_reader(&mut self, proc_root: &std::path::Path) {
+        self.meter
+            .set_process(crate::telemetry::process::SelfReader::new(proc_root));
+    }
+}

@@ -13,6 +13,7 @@ use atoll_core::CpuSet;
 use atoll_proto::{HostStatus, IslandStatus, UnitOrigin, UnitStatus};
 
 use super::*;
+use crate::telemetry::Telemetry;
 
 fn psi(some_us: u64, full_us: Option<u64>) -> Psi {
     let line = |us| PsiLine {
@@ -133,9 +134,27 @@ fn full_report() -> StatusReport {
     r
 }
 
+/// Figures for every family of the daemon's own.
+pub(super) fn full_telemetry() -> Telemetry {
+    let mut epochs = crate::telemetry::epoch::EpochStats::default();
+    epochs.epoch.observe(std::time::Duration::from_micros(700));
+    epochs.steps[0].observe(std::time::Duration::from_micros(40));
+    Telemetry {
+        epochs: Some(epochs),
+        decisions: vec![("apply_group", "config", 3)],
+        requests: vec![("status", "ok", 2)],
+        process: Some(crate::telemetry::process::ProcessStats {
+            cpu_seconds: 0.25,
+            resident_bytes: 4096,
+            open_fds: 7,
+            start_time_seconds: 1.5e9,
+        }),
+    }
+}
+
 #[test]
 fn renders_families_with_help_type_and_labelled_samples() {
-    let text = render(&report());
+    let text = render(&report(), &Telemetry::default());
     let expected = "\
 # HELP atoll_info Constant 1, labelled with the backend, version and root group.
 # TYPE atoll_info gauge
@@ -146,7 +165,7 @@ atoll_uptime_seconds 61.5
 # HELP atoll_epochs_total Control-loop iterations.
 # TYPE atoll_epochs_total counter
 atoll_epochs_total 2050
-# HELP atoll_epoch_seconds Control-loop period.
+# HELP atoll_epoch_seconds Configured control-loop period (what an epoch takes is atoll_epoch_duration_seconds).
 # TYPE atoll_epoch_seconds gauge
 atoll_epoch_seconds 0.03
 # HELP atoll_fallbacks Knobs the kernel refused, now replaced by a fallback.
@@ -212,20 +231,74 @@ fn unknown_values_are_omitted_not_zero() {
     r.host.stats = GroupStats::default();
     r.islands[0].stats = GroupStats::default();
     r.units[0].stats = GroupStats::default();
-    let text = render(&r);
+    let text = render(&r, &Telemetry::default());
     for (name, _) in families() {
         // Stats the backend does not give, and isolation and comm figures
         // of units without any (smp mode, no `[comm]`), must be absent.
         let is_stat = STATS.iter().any(|s| name.ends_with(s.suffix))
             || ISOLATION.iter().any(|(n, ..)| *n == name)
             || super::comm::COMM.iter().any(|(n, ..)| *n == name)
-            || ACCOUNTS.iter().any(|(n, ..)| *n == name);
+            || ACCOUNTS.iter().any(|(n, ..)| *n == name)
+            || super::own::OWN.iter().any(|(n, ..)| *n == name);
         assert_eq!(
             text.contains(&format!("\n{name}")),
             !is_stat,
             "{name} in:\n{text}"
         );
     }
+}
+
+/// Checks the series of histogram `name` that follow its TYPE line: per
+/// label set, buckets with increasing `le` and non-decreasing counts, ending
+/// with `le="+Inf"` equal to `_count`, then `_sum`.
+fn check_histogram(name: &str, lines: &mut std::iter::Peekable<std::str::Lines<'_>>) {
+    let mut series = 0;
+    while lines.peek().is_some_and(|l| !l.starts_with('#')) {
+        let (mut last_le, mut last_n, mut inf) = (-1.0f64, 0u64, None);
+        while let Some(l) = lines
+            .peek()
+            .filter(|l| l.starts_with(&format!("{name}_bucket{{")))
+        {
+            let (le, n) = bucket(l);
+            assert!(le > last_le, "le not increasing at {l:?}");
+            assert!(n >= last_n, "count decreasing at {l:?}");
+            (last_le, last_n) = (le, n);
+            if le.is_infinite() {
+                inf = Some(n);
+            }
+            lines.next();
+        }
+        let inf = inf.unwrap_or_else(|| panic!("{name}: no le=\"+Inf\" bucket"));
+        let sum = lines.next().expect("_sum");
+        assert!(sum.starts_with(&format!("{name}_sum")), "{sum}");
+        assert!(sum.rsplit(' ').next().unwrap().parse::<f64>().is_ok());
+        let count = lines.next().expect("_count");
+        assert!(count.starts_with(&format!("{name}_count")), "{count}");
+        assert_eq!(
+            count.rsplit(' ').next().unwrap(),
+            inf.to_string(),
+            "{count}"
+        );
+        series += 1;
+    }
+    assert!(series > 0, "{name} has no series");
+}
+
+/// The `le` and count of a bucket line.
+fn bucket(line: &str) -> (f64, u64) {
+    let le = line
+        .split("le=\"")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap();
+    let le = if le == "+Inf" {
+        f64::INFINITY
+    } else {
+        le.parse().unwrap()
+    };
+    (le, line.rsplit(' ').next().unwrap().parse().unwrap())
 }
 
 /// The metric families in `text`, checking that each one's samples come
@@ -241,17 +314,21 @@ fn rendered_families(text: &str) -> BTreeSet<(String, String)> {
             let kind = ty
                 .strip_prefix(&format!("# TYPE {name} "))
                 .unwrap_or_else(|| panic!("TYPE for {name}, got {ty:?}"));
-            assert!(matches!(kind, "counter" | "gauge"), "{ty}");
+            assert!(matches!(kind, "counter" | "gauge" | "histogram"), "{ty}");
             assert!(
                 name.ends_with("_total") == (kind == "counter"),
                 "{name} is a {kind}"
             );
+            if kind == "histogram" {
+                check_histogram(&name, &mut lines);
+            }
             let fam = (name.clone(), kind.to_string());
             assert!(seen.insert(fam.clone()), "{name} rendered twice");
             current = Some(fam);
             continue;
         }
-        let (name, _) = current.as_ref().expect("a sample before any HELP");
+        let (name, kind) = current.as_ref().expect("a sample before any HELP");
+        assert_ne!(kind, "histogram", "{line:?} after the histogram's series");
         let sample = line.split(['{', ' ']).next().unwrap();
         assert_eq!(sample, name, "sample {line:?} outside its family");
         let value = line.rsplit(' ').next().unwrap();
@@ -272,7 +349,8 @@ fn documented_metrics() -> BTreeSet<String> {
         .skip(1)
         .step_by(2)
         .filter(|t| {
-            t.starts_with("atoll_") && t.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+            (t.starts_with("atoll_") || t.starts_with("process_"))
+                && t.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
         })
         .map(str::to_string)
         .collect()
@@ -280,7 +358,7 @@ fn documented_metrics() -> BTreeSet<String> {
 
 #[test]
 fn every_family_has_help_and_type_and_is_documented() {
-    let rendered = rendered_families(&render(&full_report()));
+    let rendered = rendered_families(&render(&full_report(), &full_telemetry()));
     let all: BTreeSet<(String, String)> = families()
         .into_iter()
         .map(|(n, k)| (n, k.to_string()))
@@ -293,14 +371,14 @@ fn every_family_has_help_and_type_and_is_documented() {
     assert!(missing.is_empty(), "undocumented metrics: {missing:?}");
     assert!(stale.is_empty(), "documented but not rendered: {stale:?}");
     // The partial report's families are well-formed too.
-    rendered_families(&render(&report()));
+    rendered_families(&render(&report(), &Telemetry::default()));
 }
 
 #[test]
 fn label_values_are_escaped() {
     let mut r = report();
     r.root = "a\"b\\c\nd".into();
-    let text = render(&r);
+    let text = render(&r, &Telemetry::default());
     assert!(text.contains("root=\"a\\\"b\\\\c\\nd\"} 1\n"), "{text}");
     assert_eq!(decimal(1_000_000, 6), "1");
     assert_eq!(decimal(1_234_500, 6), "1.2345");
@@ -374,7 +452,7 @@ fn serves_metrics_over_http() {
         "{head}"
     );
     assert!(head.contains("Connection: close"), "{head}");
-    assert_eq!(body, render(&report()));
+    assert_eq!(body, render(&report(), &Telemetry::default()));
 
     let (code, _, body) = http(addr, b"HEAD /metrics HTTP/1.0\r\n\r\n");
     assert_eq!((code, body.as_str()), (200, ""));

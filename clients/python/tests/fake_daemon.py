@@ -34,7 +34,7 @@ import sys
 import threading
 from typing import Any, Dict, List, Optional, Tuple
 
-FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "wire.json")
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fixtures", "wire.json")
 _TEMPLATE = '{"v":1,"id":0,'
 
 

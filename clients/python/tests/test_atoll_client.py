@@ -4,28 +4,30 @@ The fake checks every request line byte for byte against the exchanges of
 clients/fixtures/wire.json, which are generated from the daemon's Rust
 types, and answers with their canned replies.
 
-Run: python3 -m unittest discover -s clients/python -v
+Run against the installed package (pip install clients/python), from
+outside the source tree: python3 -m unittest discover -s clients/python/tests -v
+(clients/test.sh does it in a fresh virtual environment).
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import io
 import json
 import os
 import shutil
-import sys
 import tempfile
 import threading
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import atoll_client  # noqa: E402
-from atoll_client import Ack, AtollError, Client, Nack, ProtocolError, Reported  # noqa: E402
-import fake_daemon  # noqa: E402
-from fake_daemon import FakeDaemon, load_exchanges  # noqa: E402
+import atoll_client
+import atoll_client.client
+import atoll_client.runtime
+from atoll_client import Ack, AtollError, Client, Nack, ProtocolError, Reported
+import fake_daemon
+from fake_daemon import FakeDaemon, load_exchanges
 
 EXCHANGES = load_exchanges()
 
@@ -218,6 +220,23 @@ class ClientSideTest(FakeDaemonTest):
     def test_defaults_match_the_daemon(self) -> None:
         self.assertEqual(atoll_client.DEFAULT_SOCKET, "/run/atoll/atoll.sock")
         self.assertEqual(atoll_client.PROTOCOL_VERSION, 1)
+
+
+class InstalledPackageTest(unittest.TestCase):
+    """These tests are meant to run against the installed package, typed."""
+
+    def test_the_installed_distribution_is_the_one_imported(self) -> None:
+        # Fails when atoll_client comes from the source tree (no metadata)
+        # or from another installation than the one imported.
+        dist = importlib.metadata.distribution("atoll-client")
+        self.assertEqual(dist.version, atoll_client.__version__)
+        files = {os.path.realpath(dist.locate_file(f)) for f in dist.files or ()}
+        for module in (atoll_client, atoll_client.client, atoll_client.runtime):
+            self.assertIn(os.path.realpath(module.__file__), files)
+
+    def test_it_says_it_is_typed(self) -> None:
+        marker = os.path.join(os.path.dirname(atoll_client.__file__), "py.typed")
+        self.assertTrue(os.path.isfile(marker), marker)
 
 
 class FakeDaemonProgramTest(unittest.TestCase):

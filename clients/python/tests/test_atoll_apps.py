@@ -2,19 +2,18 @@
 atoll_client against the fake daemon (every request line checked byte for
 byte against clients/fixtures/wire.json), on a fake clock.
 
-Run: python3 -m unittest discover -s clients/python -v
+Run against the installed package (pip install clients/python), from
+outside the source tree: python3 -m unittest discover -s clients/python/tests -v
+(clients/test.sh does it in a fresh virtual environment).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from atoll_client import (  # noqa: E402
+from atoll_client import (
     AppRuntime,
     Assignment,
     AtollError,
@@ -24,9 +23,9 @@ from atoll_client import (  # noqa: E402
     normalize_recipe,
     parse_recipe,
 )
-from test_atoll_client import EXCHANGES, FakeDaemonTest  # noqa: E402
+from test_atoll_client import EXCHANGES, FakeDaemonTest
 
-RECIPE_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "recipes", "awm_parallel.toml")
+RECIPE_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "recipes", "awm_parallel.toml")
 REASON = "priority level 0 needs the room"
 
 
