@@ -51,6 +51,9 @@ pub enum OverlayCmd {
         name: String,
         #[command(flatten)]
         flags: crate::cmd_runtime::OverlayFlags,
+        /// Print the API's reply as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Change an overlay added at run time: the options given replace
     /// theirs; it is registered again, so what it tuned or borrowed ends
@@ -62,6 +65,9 @@ pub enum OverlayCmd {
         name: String,
         #[command(flatten)]
         flags: crate::cmd_runtime::OverlayFlags,
+        /// Print the API's reply as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Deregister an overlay added at run time (root only).
     Rm {
@@ -69,6 +75,9 @@ pub enum OverlayCmd {
         socket: SocketArg,
         /// The overlay.
         name: String,
+        /// Print the API's reply as JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -296,15 +305,17 @@ pub fn coordinate(cmd: &CoordCmd) -> anyhow::Result<ExitCode> {
 /// `atoll overlay ls|show`.
 pub fn overlay(cmd: &OverlayCmd) -> anyhow::Result<ExitCode> {
     use atoll_proto::Request;
-    let (socket, request) = match cmd {
+    let (socket, json, request) = match cmd {
         OverlayCmd::Ls { socket, json } => return show(socket, *json, None),
         OverlayCmd::Show { socket, name, json } => return show(socket, *json, Some(name)),
         OverlayCmd::Add {
             socket,
             name,
             flags,
+            json,
         } => (
             socket,
+            *json,
             Request::OverlayAdd {
                 overlay: name.clone(),
                 settings: flags.settings(),
@@ -314,21 +325,24 @@ pub fn overlay(cmd: &OverlayCmd) -> anyhow::Result<ExitCode> {
             socket,
             name,
             flags,
+            json,
         } => (
             socket,
+            *json,
             Request::OverlaySet {
                 overlay: name.clone(),
                 settings: flags.settings(),
             },
         ),
-        OverlayCmd::Rm { socket, name } => (
+        OverlayCmd::Rm { socket, name, json } => (
             socket,
+            *json,
             Request::OverlayRm {
                 overlay: name.clone(),
             },
         ),
     };
-    crate::cmd_runtime::overlay_change(socket, request)
+    crate::cmd_runtime::overlay_change(socket, json, request)
 }
 
 /// `overlay ls` (no `name`) and `overlay show NAME`.

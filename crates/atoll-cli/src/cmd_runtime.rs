@@ -79,6 +79,9 @@ pub enum UnitCmd {
         island: Option<String>,
         #[command(flatten)]
         flags: UnitFlags,
+        /// Print the API's reply as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Change a unit created at run time: the options given replace theirs.
     Set {
@@ -88,6 +91,9 @@ pub enum UnitCmd {
         name: String,
         #[command(flatten)]
         flags: UnitFlags,
+        /// Print the API's reply as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Remove a unit created at run time: its processes go back where they
     /// came from.
@@ -96,6 +102,9 @@ pub enum UnitCmd {
         socket: SocketArg,
         /// The unit.
         name: String,
+        /// Print the API's reply as JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -170,14 +179,16 @@ fn unexpected(reply: &Reply) -> anyhow::Error {
 
 /// `atoll unit add|set|rm`.
 pub fn unit(cmd: &UnitCmd) -> anyhow::Result<ExitCode> {
-    let (socket, request) = match cmd {
+    let (socket, json, request) = match cmd {
         UnitCmd::Add {
             socket,
             name,
             island,
             flags,
+            json,
         } => (
             socket,
+            *json,
             Request::UnitAdd {
                 unit: name.clone(),
                 island: island.clone(),
@@ -188,16 +199,25 @@ pub fn unit(cmd: &UnitCmd) -> anyhow::Result<ExitCode> {
             socket,
             name,
             flags,
+            json,
         } => (
             socket,
+            *json,
             Request::UnitSet {
                 unit: name.clone(),
                 settings: flags.settings(),
             },
         ),
-        UnitCmd::Rm { socket, name } => (socket, Request::UnitRm { unit: name.clone() }),
+        UnitCmd::Rm { socket, name, json } => {
+            (socket, *json, Request::UnitRm { unit: name.clone() })
+        }
     };
-    match ask(&socket.socket, request)? {
+    let reply = ask(&socket.socket, request)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&reply)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    match reply {
         Reply::Unit {
             unit,
             island,
@@ -224,8 +244,17 @@ pub fn unit(cmd: &UnitCmd) -> anyhow::Result<ExitCode> {
 }
 
 /// `atoll overlay add|set|rm`.
-pub fn overlay_change(socket: &SocketArg, request: Request) -> anyhow::Result<ExitCode> {
-    let text = match ask(&socket.socket, request)? {
+pub fn overlay_change(
+    socket: &SocketArg,
+    json: bool,
+    request: Request,
+) -> anyhow::Result<ExitCode> {
+    let reply = ask(&socket.socket, request)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&reply)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let text = match reply {
         Reply::Overlay { overlay } => render_coord::overlay_detail(&overlay),
         Reply::OverlayRemoved { overlay } => format!("overlay {overlay} removed\n"),
         other => return Err(unexpected(&other)),

@@ -129,8 +129,10 @@ fn units_and_overlays_at_run_time_and_the_dump_of_the_result() {
     let summary = ok(&check);
     assert!(summary.contains("units: 2"), "{summary}");
 
-    let said = ok(&atoll(&socket, &["overlay", "rm", "shop"]));
-    assert!(said.contains("overlay shop removed"), "{said}");
+    let said = ok(&atoll(&socket, &["overlay", "rm", "shop", "--json"]));
+    let v: serde_json::Value = serde_json::from_str(&said).unwrap();
+    assert_eq!(v["kind"], "overlay_removed", "{said}");
+    assert_eq!(v["overlay"], "shop", "{said}");
     let said = ok(&atoll(&socket, &["unit", "rm", "job"]));
     assert!(said.contains("unit job removed"), "{said}");
 
