@@ -8,6 +8,7 @@
 #   --smoke    quick check for CI: build every target, run each over its
 #              seed corpus plus 5000 executions, in a throw-away corpus
 #   TARGET     config proto netdiag_wire procfs cgroup_stats state
+#              proc_connector
 #              (default: all of them)
 #
 # Installs cargo-fuzz if missing (it needs the nightly toolchain), builds the
@@ -24,7 +25,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-all_targets=(config proto netdiag_wire procfs cgroup_stats state)
+all_targets=(config proto netdiag_wire procfs cgroup_stats state proc_connector)
 mode="time"
 limit=60
 targets=()
@@ -33,7 +34,7 @@ while [ $# -gt 0 ]; do
     --runs) mode=runs; limit=${2:?--runs needs a number}; shift 2 ;;
     --time) mode="time"; limit=${2:?--time needs seconds}; shift 2 ;;
     --smoke) mode=smoke; limit=""; shift ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
     *)
       if [[ " ${all_targets[*]} " != *" $1 "* ]]; then

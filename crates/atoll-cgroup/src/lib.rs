@@ -212,6 +212,9 @@ impl<F: CgroupFs> Monitor for CgroupBackend<F> {
     fn freeze_state(&self, path: &GroupPath) -> Result<Option<FreezeState>, BackendError> {
         both!(self, b => b.freeze_state(path))
     }
+    fn cpu_pressure_file(&self, path: &GroupPath) -> Option<std::path::PathBuf> {
+        both!(self, b => b.cpu_pressure_file(path))
+    }
 }
 
 #[cfg(test)]

@@ -724,6 +724,13 @@ impl<F: CgroupFs> Monitor for Cgroup1Backend<F> {
         })
     }
 
+    /// In the cpu hierarchy, where kernels booted with `cgroup1 psi` show
+    /// it.
+    fn cpu_pressure_file(&self, path: &GroupPath) -> Option<PathBuf> {
+        let file = self.dir_in(&self.paths.cpu, path).join("cpu.pressure");
+        self.fs.exists(&file).then_some(file)
+    }
+
     fn freeze_state(&self, path: &GroupPath) -> Result<Option<FreezeState>, BackendError> {
         if !self.fs.exists(&self.dir(path)) {
             return Err(BackendError::NoGroup(path.clone()));

@@ -555,6 +555,20 @@ fn pressure_when_the_kernel_exposes_it_for_v1() {
     assert_eq!(s.cpu_pressure.unwrap().some.avg10, 3.0);
     assert!(s.memory_pressure.is_some() && s.io_pressure.is_some());
     assert!(b.capabilities().psi);
+    assert_eq!(
+        b.cpu_pressure_file(&gp("web/api")),
+        Some(p.cpu.join("atoll/web/api/cpu.pressure")),
+        "in the cpu hierarchy"
+    );
+    assert_eq!(b.cpu_pressure_file(&gp("gone")), None);
+}
+
+#[test]
+fn no_pressure_file_without_cgroup1_psi() {
+    let (_, _, mut b) = backend();
+    tree(&mut b);
+    assert_eq!(b.cpu_pressure_file(&gp("web/api")), None);
+    assert_eq!(b.cpu_pressure_file(&GroupPath::root()), None);
 }
 
 #[test]

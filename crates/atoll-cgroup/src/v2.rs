@@ -811,6 +811,11 @@ impl<F: CgroupFs> Monitor for Cgroup2Backend<F> {
         })
     }
 
+    fn cpu_pressure_file(&self, path: &GroupPath) -> Option<PathBuf> {
+        let file = self.dir(path).join("cpu.pressure");
+        self.fs.exists(&file).then_some(file)
+    }
+
     fn freeze_state(&self, path: &GroupPath) -> Result<Option<FreezeState>, BackendError> {
         let dir = self.dir(path);
         if !self.fs.exists(&dir) {

@@ -652,6 +652,21 @@ fn remove_retries_busy_and_tolerates_missing() {
 }
 
 #[test]
+fn the_cpu_pressure_file_is_named_where_it_exists() {
+    let (fake, _, mut b) = backend(ALL);
+    tree(&mut b);
+    let d = b.dir(&gp("web/api"));
+    assert_eq!(
+        b.cpu_pressure_file(&gp("web/api")),
+        Some(d.join("cpu.pressure"))
+    );
+    assert_eq!(b.cpu_pressure_file(&gp("web/none")), None, "no group");
+    // A kernel without PSI shows no pressure files.
+    fake.remove_file(&d.join("cpu.pressure"));
+    assert_eq!(b.cpu_pressure_file(&gp("web/api")), None);
+}
+
+#[test]
 fn stats_read_every_file() {
     let (fake, _, mut b) = backend(ALL);
     tree(&mut b);

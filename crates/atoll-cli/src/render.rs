@@ -67,6 +67,17 @@ pub fn status(r: &StatusReport) -> String {
             ),
         };
     }
+    if let Some(p) = r.pressure.as_ref().filter(|p| p.armed + p.read > 0) {
+        let why = p
+            .reason
+            .as_ref()
+            .map_or(String::new(), |r| format!(" ({r})"));
+        let _ = writeln!(
+            o,
+            "pressure   {}: {} units wait on a trigger, {} read every epoch, {} triggers fired{why}",
+            p.source, p.armed, p.read, p.fired
+        );
+    }
     if r.host.cpus.is_empty() {
         let _ = writeln!(o, "host       (no host partition)");
     } else {

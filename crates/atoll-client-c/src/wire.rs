@@ -185,6 +185,13 @@ fn status_report() -> StatusReport {
         accounts: None,
         comm: None,
         discovery: None,
+        pressure: Some(atoll_proto::coord::PressureSource {
+            source: "triggers".into(),
+            reason: None,
+            armed: 1,
+            read: 0,
+            fired: 2,
+        }),
         warnings: Vec::new(),
     }
 }

@@ -472,6 +472,16 @@ pub trait Monitor: Send {
     /// Only the parts of the stats in `select` (the others are `None`);
     /// backends that read everything at once may return more.
     fn stats_of(&self, path: &GroupPath, select: StatSelect) -> Result<GroupStats, BackendError>;
+    /// The group's CPU pressure file (PSI: `cpu.pressure`), on which a
+    /// [`PressureWatch`](crate::pressure::PressureWatch) can arm a trigger;
+    /// `None` where the backend has none for it: the group does not exist,
+    /// the kernel shows no per-group pressure (cgroup v1 without the
+    /// `cgroup1 psi` boot option, no PSI), or the backend is not a kernel
+    /// (the default).
+    fn cpu_pressure_file(&self, path: &GroupPath) -> Option<PathBuf> {
+        let _ = path;
+        None
+    }
     /// Where the freezer has the group's tasks; `None` where the backend has
     /// no freezer for it (the default for backends that do not model one).
     fn freeze_state(&self, path: &GroupPath) -> Result<Option<FreezeState>, BackendError> {

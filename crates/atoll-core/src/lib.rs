@@ -4,8 +4,8 @@
 //! [`topology`](topology::Topology), the [`spec`](spec::PlatformSpec) of
 //! islands and units, the [`plan`](plan::plan) that turns a spec into a cgroup
 //! hierarchy, and the traits through which the kernel ([`backend`]), the
-//! process table ([`process`]), process events ([`events`]) and time
-//! ([`clock`]) come in. No module reads a file, a global or the system
+//! process table ([`process`]), process events ([`events`]), pressure
+//! triggers ([`pressure`]) and time ([`clock`]) come in. No module reads a file, a global or the system
 //! clock, so the same code runs against real cgroups, fake trees in a temp
 //! dir, and the simulator.
 //!
@@ -26,6 +26,7 @@ pub mod layout;
 pub mod name;
 pub mod num;
 pub mod plan;
+pub mod pressure;
 pub mod process;
 pub mod spec;
 pub mod topology;

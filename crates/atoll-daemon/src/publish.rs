@@ -255,6 +255,7 @@ mod tests {
             accounts: None,
             comm: None,
             discovery: None,
+            pressure: None,
             warnings: Vec::new(),
         }
     }

@@ -299,6 +299,16 @@ pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
             }
         }
         controller.set_recv_queues(Box::new(crate::coord::ProcRecvQueues::new(&o.proc_root)));
+        match atoll_procfs::psi_watch::PsiGroupWatch::open(&o.proc_root) {
+            Some(w) => {
+                let w = w.with_limit(trigger_limit());
+                controller.set_pressure_watch(Box::new(w));
+            }
+            None => controller.set_pressure_averages(format!(
+                "no {}: the kernel has no PSI, or was booted with psi=0",
+                o.proc_root.join("pressure/cpu").display()
+            )),
+        }
         if comm {
             // Opened only when asked for: the monitor keeps a netlink socket.
             let monitor = atoll_netdiag::DiagMonitor::new(atoll_netdiag::MonitorOptions {
@@ -313,8 +323,26 @@ pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
         }
     } else {
         controller.set_process_scan("the simulated machine's processes are its own");
+        controller.set_pressure_averages("the simulated machine has no pressure files");
     }
     Ok((controller, description))
+}
+
+/// Most PSI triggers the daemon arms: a quarter of its descriptor limit
+/// (each holds an open file; the API's connections need the rest), at
+/// most [`DEFAULT_LIMIT`](atoll_procfs::psi_watch::DEFAULT_LIMIT) x 4.
+fn trigger_limit() -> usize {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid out-pointer for getrlimit.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
+    let default = atoll_procfs::psi_watch::DEFAULT_LIMIT;
+    if rc != 0 {
+        return default;
+    }
+    usize::try_from(lim.rlim_cur / 4).map_or(default * 4, |n| n.min(default * 4))
 }
 
 /// A simulated machine of the same shape, whose clock follows the wall

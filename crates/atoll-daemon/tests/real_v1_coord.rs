@@ -160,3 +160,85 @@ fn coordination_on_the_real_cgroup1_kernel() {
     c.teardown().unwrap();
     assert!(!paths.cpuset.join(&root).exists());
 }
+
+/// `react_pressure` with the real PSI watch on the real cgroup v1 backend:
+/// where the cpu hierarchy shows per-group pressure (`cgroup1 psi` on the
+/// kernel command line) the unit waits on a trigger on its `cpu.pressure`;
+/// elsewhere every unit is read every epoch and the status says why. Which
+/// one comes from the kernel, and each is checked.
+#[test]
+fn react_pressure_on_the_real_cgroup1_kernel() {
+    let real = match common::real_v1() {
+        Ok(r) => r,
+        Err(why) => {
+            println!("skipped: {why}");
+            return;
+        }
+    };
+    let Some(watch) = atoll_procfs::psi_watch::PsiGroupWatch::open(Path::new("/proc")) else {
+        println!("skipped: no /proc/pressure/cpu (no PSI)");
+        return;
+    };
+    let (topo, root, paths) = (real.topo.clone(), real.root.clone(), real.paths().clone());
+    let mems = topo.all_nodes();
+    let spec = PlatformSpec {
+        host: HostSpec {
+            cpus: CpuSet::new(),
+            mems: mems.clone(),
+            adopt_all: false,
+        },
+        islands: vec![IslandSpec {
+            name: n("a"),
+            cpus: topo.online(),
+            mems,
+            policy: SchedPolicy::Fair,
+            arbitration: Default::default(),
+            exclusive: false,
+            access: Default::default(),
+        }],
+        units: vec![UnitSpec {
+            name: n("u1"),
+            island: n("a"),
+            entitlement: Entitlement::default(),
+            adopt: vec![],
+            rt_priority: None,
+        }],
+        default_island: None,
+        epoch: DEFAULT_EPOCH,
+        isolation: Default::default(),
+        overlays: vec![OverlayConfig {
+            name: n("shop"),
+            priority: 1,
+            units: vec![n("u1")],
+            property: Property::LatencyPercentile {
+                percentile: 99.0,
+                bound_us: 1000,
+            },
+            react: atoll_core::spec::ReactPolicy {
+                pressure: Some(20.0),
+                ..Default::default()
+            },
+        }],
+        comm: None,
+        apps: Default::default(),
+    };
+    let clock = ManualClock::new();
+    let mut c = real.start(spec, &clock);
+    c.set_pressure_watch(Box::new(watch));
+    for _ in 0..3 {
+        clock.advance(DEFAULT_EPOCH);
+        c.epoch();
+    }
+    let s = c.status().pressure.expect("a pressure source");
+    let file = paths.cpu.join(&root).join("a/u1/cpu.pressure");
+    println!("{} exists: {}; {s:?}", file.display(), file.exists());
+    if file.exists() {
+        assert_eq!((s.source.as_str(), s.armed, s.read), ("triggers", 1, 0));
+    } else {
+        assert_eq!((s.source.as_str(), s.armed, s.read), ("averages", 0, 1));
+        let why = s.reason.unwrap_or_default();
+        assert!(why.contains("cgroup1 psi"), "{why}");
+    }
+    c.teardown().unwrap();
+    assert!(!paths.cpu.join(&root).exists());
+}

@@ -17,6 +17,10 @@
 //!   they happen, instead of listing `/proc` to find them.
 //! - [`psi::PsiWatch`] waits on PSI triggers: the kernel says when a
 //!   resource's pressure crosses a threshold.
+//!   [`psi_watch::PsiGroupWatch`] implements
+//!   [`PressureWatch`](atoll_core::pressure::PressureWatch) with them, one
+//!   trigger per group's `cpu.pressure` (and
+//!   [`FakePressureWatch`](psi_watch::FakePressureWatch) for tests).
 //!
 //! Nothing here reads a global: every path starts at the root a [`ProcFs`]
 //! was given, and every system call names its thread explicitly (thread id 0,
@@ -27,6 +31,7 @@ pub mod connector;
 #[cfg(any(test, feature = "testutils"))]
 pub mod fake;
 pub mod psi;
+pub mod psi_watch;
 mod sched;
 mod slice;
 mod stat;

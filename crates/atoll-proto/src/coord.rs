@@ -77,3 +77,27 @@ pub struct LoanStatus {
     /// The island that has it now.
     pub borrower: String,
 }
+
+/// How the daemon follows the CPU pressure of the units that overlays
+/// watch (`react_pressure`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PressureSource {
+    /// `triggers`: a unit that is not tuned up waits on a PSI trigger on
+    /// its group's `cpu.pressure` and is read only after it fires;
+    /// `averages`: every watched unit's pressure is read every epoch.
+    pub source: String,
+    /// Why averages are read: for every unit (`source` is `averages`), or
+    /// for some of them.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Units waiting on a trigger now.
+    #[serde(default)]
+    pub armed: u64,
+    /// Watched units whose pressure is read every epoch now (tuned up,
+    /// after their trigger fired, or without a trigger).
+    #[serde(default)]
+    pub read: u64,
+    /// Triggers fired so far.
+    #[serde(default)]
+    pub fired: u64,
+}

@@ -536,6 +536,9 @@ pub struct StatusReport {
     /// How the daemon finds new processes.
     #[serde(default)]
     pub discovery: Option<Discovery>,
+    /// How the daemon follows the CPU pressure of watched units.
+    #[serde(default)]
+    pub pressure: Option<coord::PressureSource>,
     /// What the daemon could not do or know, in words (a damaged state file
     /// it recovered from, processes whose origin it lost, ...).
     #[serde(default)]

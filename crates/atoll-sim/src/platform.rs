@@ -86,6 +86,20 @@ impl SimPlatform {
         s.model.tree = None;
     }
 
+    /// Whether groups name a CPU pressure file
+    /// ([`Monitor::cpu_pressure_file`]): off by default, as the simulated
+    /// machine has no PSI. On, every group names one under `/sim` (no file
+    /// is there), so that a test can arm a fake pressure watch on it.
+    pub fn set_pressure_files(&self, on: bool) {
+        self.lock().pressure_files = on;
+    }
+
+    /// How many times `path`'s CPU pressure was read (`stats_of` selecting
+    /// it).
+    pub fn pressure_reads(&self, path: &GroupPath) -> u64 {
+        self.lock().pressure_reads.get(path).copied().unwrap_or(0)
+    }
+
     /// `execve` in `pid`: a new `comm` (cut to 15 bytes) and `exe`.
     pub fn exec(&self, pid: u32, comm: &str, exe: Option<&str>) -> Result<(), ProcessError> {
         self.lock().exec(pid, comm, exe.map(PathBuf::from))
@@ -313,6 +327,18 @@ impl Monitor for SimPlatform {
         self.lock().groups.contains_key(path)
     }
 
+    /// `None` unless [`SimPlatform::set_pressure_files`] turned them on.
+    fn cpu_pressure_file(&self, path: &GroupPath) -> Option<PathBuf> {
+        let s = self.lock();
+        (s.pressure_files && s.groups.contains_key(path)).then(|| {
+            let mut p = PathBuf::from("/sim").join(&s.root);
+            if !path.is_root() {
+                p.push(path.as_str());
+            }
+            p.join("cpu.pressure")
+        })
+    }
+
     fn children(&self, path: &GroupPath) -> Result<Vec<String>, BackendError> {
         let s = self.lock();
         if !s.groups.contains_key(path) {
@@ -365,6 +391,9 @@ impl Monitor for SimPlatform {
             return Err(BackendError::NoGroup(path.clone()));
         }
         s.fold_group(path);
+        if select.cpu_pressure() {
+            *s.pressure_reads.entry(path.clone()).or_default() += 1;
+        }
         let prefix = format!("{}/", path.as_str());
         let within =
             |at: &GroupPath| path.is_root() || at == path || at.as_str().starts_with(&prefix);

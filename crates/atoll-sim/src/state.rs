@@ -180,6 +180,11 @@ pub(crate) struct SimState {
     /// Without it (as on Debian's kernels with cgroup v2) RT budgets cannot
     /// be set on groups and RT tasks may run in any group.
     pub rt_groups: bool,
+    /// Whether groups name a CPU pressure file (for tests that arm a fake
+    /// pressure watch on it; the simulated machine has no real one).
+    pub pressure_files: bool,
+    /// Group → how many times its CPU pressure was read.
+    pub pressure_reads: BTreeMap<GroupPath, u64>,
     /// The CPU model's classes, tree and completion heap.
     pub model: Model,
 }
@@ -203,6 +208,8 @@ impl SimState {
             next_pid: FIRST_USER_PID,
             modeled_until,
             rt_groups: true,
+            pressure_files: false,
+            pressure_reads: BTreeMap::new(),
             model,
         };
         s.insert_process(

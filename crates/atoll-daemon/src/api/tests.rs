@@ -402,6 +402,7 @@ fn reads_come_from_the_board_and_never_reach_the_loop() {
         accounts: None,
         comm: None,
         discovery: None,
+        pressure: None,
         warnings: Vec::new(),
     };
     board.publish(

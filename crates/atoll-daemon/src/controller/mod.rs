@@ -713,6 +713,19 @@ impl Controller {
         self.coord.set_recv_queues(reader);
     }
 
+    /// Units whose CPU pressure an overlay watches (`react_pressure`) wait
+    /// on triggers of `watch` while they are quiet, instead of being read
+    /// every epoch (see [`crate::coord::pressure`]).
+    pub fn set_pressure_watch(&mut self, watch: Box<dyn atoll_core::pressure::PressureWatch>) {
+        self.coord.set_pressure_watch(watch);
+    }
+
+    /// The CPU pressure of watched units is read every epoch, because
+    /// `why` (for the status).
+    pub fn set_pressure_averages(&mut self, why: impl Into<String>) {
+        self.coord.set_pressure_averages(why);
+    }
+
     /// Now, on the injected clock.
     pub fn now(&self) -> Duration {
         self.env.clock.now()

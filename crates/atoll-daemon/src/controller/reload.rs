@@ -194,10 +194,12 @@ impl Controller {
         }
         // Coordination starts again from the new description.
         let recv = self.coord.take_recv_queues();
+        let psi = self.coord.take_pressure_watcher();
         self.coord = Coordination::new(self.reg.spec(), &self.opts.topology);
         if let Some(r) = recv {
             self.coord.set_recv_queues(r);
         }
+        self.coord.set_pressure_watcher(psi);
         self.coord.sync_units(&self.reg);
         self.coord
             .register_config_overlays(self.reg.spec(), now, &mut self.compose);

@@ -90,6 +90,7 @@ impl Controller {
             accounts: self.env.system.accounts().ok(),
             comm: self.comm.status(spec.comm.as_ref()),
             discovery: Some(self.adoption.discovery()),
+            pressure: Some(self.coord.pressure_source()),
             warnings: self
                 .warnings
                 .iter()

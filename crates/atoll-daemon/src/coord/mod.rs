@@ -46,6 +46,7 @@
 mod api;
 mod apply;
 pub mod policy;
+pub mod pressure;
 mod react;
 pub mod recv;
 mod units;
@@ -172,8 +173,12 @@ pub struct Coordination {
     pub(crate) island_caps: BTreeMap<Name, f64>,
     /// Island → its load over the last epoch.
     pub(crate) loads: BTreeMap<Name, IslandLoad>,
-    /// Unit → its CPU pressure (%) over the last epoch it was sampled.
+    /// Unit → its CPU pressure (%) over the last epoch it was sampled
+    /// (while its trigger is armed: the last figure read, at most its
+    /// threshold).
     pub(crate) unit_pressure: BTreeMap<Name, f64>,
+    /// Where the pressure of watched units comes from.
+    psi: pressure::PressureWatcher,
     counters: BTreeMap<atoll_core::plan::GroupPath, Counters>,
     waits: WaitTracker,
     recv: Option<Box<dyn RecvQueues>>,
@@ -232,6 +237,7 @@ impl Coordination {
             island_caps: BTreeMap::new(),
             loads: BTreeMap::new(),
             unit_pressure: BTreeMap::new(),
+            psi: pressure::PressureWatcher::default(),
             counters: BTreeMap::new(),
             waits: WaitTracker::default(),
             recv: None,
@@ -247,10 +253,38 @@ impl Coordination {
         self.recv = Some(reader);
     }
 
+    /// Units whose pressure `react_pressure` watches wait on triggers of
+    /// `watch` where that serves (see [`pressure`]).
+    pub fn set_pressure_watch(&mut self, watch: Box<dyn atoll_core::pressure::PressureWatch>) {
+        self.psi.set_watch(watch);
+    }
+
+    /// The pressure of watched units is read every epoch, because `why`.
+    pub fn set_pressure_averages(&mut self, why: impl Into<String>) {
+        self.psi.set_averages(why);
+    }
+
+    /// How the pressure of watched units is followed, for the status.
+    pub fn pressure_source(&self) -> atoll_proto::coord::PressureSource {
+        self.psi.status()
+    }
+
     /// Takes back the reader of socket receive queues (to give it to the
     /// coordination of a reloaded configuration).
     pub fn take_recv_queues(&mut self) -> Option<Box<dyn RecvQueues>> {
         self.recv.take()
+    }
+
+    /// Takes back how the pressure of watched units is followed, its
+    /// triggers armed (to give it to the coordination of a reloaded
+    /// configuration: the next step disarms the groups no longer watched).
+    pub(crate) fn take_pressure_watcher(&mut self) -> pressure::PressureWatcher {
+        std::mem::take(&mut self.psi)
+    }
+
+    /// Follows the pressure of watched units as `watcher` did.
+    pub(crate) fn set_pressure_watcher(&mut self, watcher: pressure::PressureWatcher) {
+        self.psi = watcher;
     }
 
     /// The CPUs every island holds now.
@@ -447,7 +481,8 @@ impl Coordination {
         self.apply_coord(&expired, "", compose);
         if self.overlays.is_empty() {
             // Nothing to observe for: keep the epoch as cheap as without
-            // coordination.
+            // coordination (and hold no trigger).
+            self.psi.retain(&Default::default());
             return;
         }
         let samples = self.observe(inp);

@@ -2,11 +2,14 @@
 //!
 //! Islands are sampled every epoch (CPU time, throttled periods when a cap
 //! is in force, CPU pressure: two or three reads per island); units only
-//! when an overlay watches their pressure or their receive queues. The
+//! when an overlay watches their pressure (and then, where PSI triggers
+//! serve, only after a trigger fired or while tuned up: see
+//! [`pressure`](super::pressure)) or their receive queues. The
 //! reactive messages of one epoch are submitted together and arbitrated as
 //! one round, so overlays competing for the same island are ordered by its
 //! arbitration policy (see [`policy`](super::policy) for the rules).
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use atoll_core::backend::StatSelect;
@@ -15,6 +18,7 @@ use atoll_core::plan::GroupPath;
 use atoll_core::Name;
 
 use super::policy::{self, UtilWant, REACT_INTERVAL};
+use super::pressure::Step;
 use super::{retry_at, Coordination, Counters, Inputs};
 use crate::compose::Composer;
 use crate::load::IslandLoad;
@@ -81,6 +85,62 @@ impl Coordination {
         Some(p)
     }
 
+    /// The CPU pressure (%) this epoch of every unit an overlay watches
+    /// with `react_pressure`: read where it must be (see
+    /// [`pressure`](super::pressure)), once per unit however many overlays
+    /// watch it.
+    fn unit_pressures(
+        &mut self,
+        inp: &Inputs<'_>,
+        watched: &[(Name, atoll_core::spec::ReactPolicy)],
+    ) -> BTreeMap<Name, f64> {
+        // (island, unit) → the lowest threshold watching it.
+        let mut wanted: BTreeMap<(Name, Name), f64> = BTreeMap::new();
+        for (overlay, react) in watched {
+            let Some(p) = react.pressure else { continue };
+            let Some(spec) = self.manager().and_then(|m| m.overlay(overlay)) else {
+                continue;
+            };
+            for (island, unit) in &spec.units {
+                let t = wanted.entry((island.clone(), unit.clone())).or_insert(p);
+                *t = t.min(p);
+            }
+        }
+        for g in self.psi.begin(inp.mon) {
+            self.counters.remove(&g);
+        }
+        let groups: BTreeSet<GroupPath> =
+            wanted.keys().map(|(i, u)| GroupPath::unit(i, u)).collect();
+        self.psi.retain(&groups);
+        let mut out = BTreeMap::new();
+        for ((island, unit), threshold) in wanted {
+            let group = GroupPath::unit(&island, &unit);
+            let above = self.cpu_above_base(&unit);
+            match self
+                .psi
+                .before_read(&group, inp.now, threshold, above, inp.mon)
+            {
+                Step::Wait => continue,
+                Step::Armed => {
+                    self.counters.remove(&group);
+                    continue;
+                }
+                Step::Read => {}
+            }
+            let p = self.sample_unit_pressure(inp, &island, &unit);
+            if let Some(p) = p {
+                out.insert(unit.clone(), p);
+            }
+            let step = self
+                .psi
+                .after_read(&group, inp.now, p, threshold, above, inp.mon);
+            if step == Step::Armed {
+                self.counters.remove(&group);
+            }
+        }
+        out
+    }
+
     /// The overlays' reactive messages for this epoch, arbitrated as one
     /// round, and their effects applied.
     pub(super) fn react(&mut self, inp: &Inputs<'_>, compose: &mut Composer) {
@@ -92,6 +152,7 @@ impl Coordination {
             .filter(|(_, s)| !s.react.is_empty())
             .map(|(n, s)| (n.clone(), s.react))
             .collect();
+        let pressures = self.unit_pressures(inp, &watched);
         for (overlay, react) in watched {
             let Some(units) = self
                 .manager()
@@ -102,7 +163,7 @@ impl Coordination {
             };
             for (island, unit) in &units {
                 if let Some(threshold) = react.pressure {
-                    if let Some(p) = self.sample_unit_pressure(inp, island, unit) {
+                    if let Some(&p) = pressures.get(unit) {
                         let above = self.cpu_above_base(unit);
                         if let Some(dir) = policy::pressure_step(p, threshold, above) {
                             let cmp = if dir == Direction::Up { ">" } else { "<" };

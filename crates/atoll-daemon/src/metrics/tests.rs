@@ -72,6 +72,7 @@ fn report() -> StatusReport {
         accounts: None,
         comm: None,
         discovery: None,
+        pressure: None,
         warnings: Vec::new(),
         units: vec![UnitStatus {
             name: "api".into(),

@@ -502,6 +502,67 @@ impl SeqTracker {
     }
 }
 
+/// The size of the `proc_event` [`encode_message`] writes: what 6.x
+/// kernels send.
+pub const PROC_EVENT_LEN: usize = 40;
+
+/// Appends `m` to `out` as the kernel sends it: one `NLMSG_DONE` netlink
+/// message (sequence number `m.seq`, padded to 4 bytes) holding a `cn_msg`
+/// of [`CN_IDX_PROC`] and a [`PROC_EVENT_LEN`]-byte `proc_event`, with a
+/// zero timestamp. The inverse of [`parse_datagram`] for one message: what
+/// it parses encodes to bytes that parse to the same [`Message`] (an
+/// [`RawEvent::Other`] whose `what` is a known type is written as that type
+/// with zero fields, and so does not round-trip; the parser never makes
+/// one). For tests, fuzzing and fake sources: the daemon only parses.
+pub fn encode_message(m: &Message, out: &mut Vec<u8>) {
+    let mut ev = [0u8; PROC_EVENT_LEN];
+    let d = PROC_EVENT_HDRLEN;
+    let (kind, words): (u32, [u32; 4]) = match &m.event {
+        RawEvent::Ack { err } => (what::NONE, [*err, 0, 0, 0]),
+        RawEvent::Fork {
+            parent_pid,
+            parent_tgid,
+            child_pid,
+            child_tgid,
+        } => (
+            what::FORK,
+            [*parent_pid, *parent_tgid, *child_pid, *child_tgid],
+        ),
+        RawEvent::Exec { pid, tgid } => (what::EXEC, [*pid, *tgid, 0, 0]),
+        RawEvent::Id { pid, tgid, change } => match *change {
+            IdChange::Uid { real, effective } => (what::UID, [*pid, *tgid, real, effective]),
+            IdChange::Gid { real, effective } => (what::GID, [*pid, *tgid, real, effective]),
+        },
+        RawEvent::Comm { pid, tgid, comm } => {
+            ev[d + 8..d + 24].copy_from_slice(comm);
+            (what::COMM, [*pid, *tgid, 0, 0])
+        }
+        RawEvent::Exit { pid, tgid, code } => (what::EXIT, [*pid, *tgid, *code, 0]),
+        RawEvent::Other { what } => (*what, [0; 4]),
+    };
+    put_u32(&mut ev, 0, kind);
+    put_u32(&mut ev, 4, m.cpu);
+    let used = if kind == what::COMM { 2 } else { 4 };
+    for (i, w) in words.iter().take(used).enumerate() {
+        put_u32(&mut ev, d + 4 * i, *w);
+    }
+    let start = out.len();
+    let len = NLMSG_HDRLEN + CN_MSG_LEN + PROC_EVENT_LEN;
+    out.resize(start + align4(len), 0);
+    let b = &mut out[start..];
+    // 76 bytes: the conversions cannot fail.
+    put_u32(b, 0, u32::try_from(len).unwrap_or(u32::MAX));
+    put_u16(b, 4, NLMSG_DONE);
+    put_u32(b, 8, m.seq);
+    let c = NLMSG_HDRLEN;
+    put_u32(b, c, CN_IDX_PROC);
+    put_u32(b, c + 4, CN_VAL_PROC);
+    put_u32(b, c + 8, m.seq);
+    put_u32(b, c + 12, m.ack);
+    put_u16(b, c + 16, u16::try_from(PROC_EVENT_LEN).unwrap_or(u16::MAX));
+    b[c + CN_MSG_LEN..c + CN_MSG_LEN + PROC_EVENT_LEN].copy_from_slice(&ev);
+}
+
 fn align4(n: usize) -> usize {
     (n + 3) & !3
 }

@@ -147,3 +147,109 @@ fn a_removed_group_is_gone_not_fired() {
     assert_eq!(gone, ["cg-cpu", "cg-mem"]);
     assert_eq!(watch.keys().copied().collect::<Vec<_>>(), ["system"]);
 }
+
+/// A busy shell loop, killed and reaped on drop.
+struct Spinner(std::process::Child);
+
+impl Spinner {
+    /// A spinner pinned to `cpu`.
+    fn pinned(cpu: usize) -> Self {
+        let child = std::process::Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .spawn()
+            .expect("spawn sh");
+        // SAFETY: `set` is a zeroed cpu_set_t we own; CPU_SET writes within
+        // it; sched_setaffinity reads `size_of` bytes of it.
+        let rc = unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(
+                child.id() as libc::pid_t,
+                std::mem::size_of::<libc::cpu_set_t>(),
+                &set,
+            )
+        };
+        let s = Self(child);
+        assert_eq!(
+            rc,
+            0,
+            "pin the spinner: {}",
+            std::io::Error::last_os_error()
+        );
+        s
+    }
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_group_watch_fires_for_a_group_waiting_for_its_cpu() {
+    use atoll_core::plan::GroupPath;
+    use atoll_core::pressure::{PressureWatch, StallTrigger};
+
+    use crate::psi_watch::PsiGroupWatch;
+
+    if !is_root() {
+        eprintln!("skipped: not root");
+        return;
+    }
+    let Some(mut watch) = PsiGroupWatch::open(Path::new("/proc")) else {
+        eprintln!("skipped: no /proc/pressure/cpu");
+        return;
+    };
+    let Some(mount) = cgroup2_mount() else {
+        eprintln!("skipped: no cgroup2 mount");
+        return;
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let group = Group(mount.join(format!(
+        "atoll-psi-watch-test-{}-{nanos}",
+        std::process::id()
+    )));
+    if let Err(e) = std::fs::create_dir(&group.0) {
+        eprintln!("skipped: mkdir {}: {e}", group.0.display());
+        return;
+    }
+    let file = Resource::Cpu.cgroup_path(&group.0);
+    if !file.exists() {
+        eprintln!("skipped: no {} (PSI off for cgroups)", file.display());
+        return;
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cpu = cpus - 1;
+    {
+        // One spinner in the group and one outside it, on the same CPU: the
+        // group's task waits for it about half the time.
+        let inside = Spinner::pinned(cpu);
+        let _outside = Spinner::pinned(cpu);
+        std::fs::write(group.0.join("cgroup.procs"), inside.0.id().to_string())
+            .expect("move the spinner into the group");
+        let key = GroupPath::from_relative("web/api");
+        let window = watch.min_window();
+        let trigger = StallTrigger::percent_of(10.0, window);
+        watch.arm(&key, &file, trigger).expect("arm");
+        let deadline = Instant::now() + 3 * window + Duration::from_secs(2);
+        let mut fired = false;
+        while !fired && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+            let wake = watch.poll().expect("poll");
+            assert!(wake.gone.is_empty(), "{wake:?}");
+            fired = wake.fired.contains(&key);
+        }
+        assert!(
+            fired,
+            "no trigger {trigger:?} on {} while two spinners shared CPU {cpu}",
+            file.display()
+        );
+        watch.disarm(&key);
+        assert_eq!(watch.armed(), 0);
+    }
+    // The spinners are reaped: the group is empty and goes on drop.
+}
