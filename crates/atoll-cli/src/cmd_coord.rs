@@ -42,6 +42,43 @@ pub enum OverlayCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Register an overlay over units of any origin, configured or made at
+    /// run time; it survives a restart (root only).
+    Add {
+        #[command(flatten)]
+        socket: SocketArg,
+        /// The overlay.
+        name: String,
+        #[command(flatten)]
+        flags: crate::cmd_runtime::OverlayFlags,
+        /// Print the API's reply as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Change an overlay added at run time: the options given replace
+    /// theirs; it is registered again, so what it tuned or borrowed ends
+    /// (root only).
+    Set {
+        #[command(flatten)]
+        socket: SocketArg,
+        /// The overlay.
+        name: String,
+        #[command(flatten)]
+        flags: crate::cmd_runtime::OverlayFlags,
+        /// Print the API's reply as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Deregister an overlay added at run time (root only).
+    Rm {
+        #[command(flatten)]
+        socket: SocketArg,
+        /// The overlay.
+        name: String,
+        /// Print the API's reply as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Which way a tune goes.
@@ -267,14 +304,54 @@ pub fn coordinate(cmd: &CoordCmd) -> anyhow::Result<ExitCode> {
 
 /// `atoll overlay ls|show`.
 pub fn overlay(cmd: &OverlayCmd) -> anyhow::Result<ExitCode> {
-    let (socket, json) = match cmd {
-        OverlayCmd::Ls { socket, json } | OverlayCmd::Show { socket, json, .. } => (socket, *json),
+    use atoll_proto::Request;
+    let (socket, json, request) = match cmd {
+        OverlayCmd::Ls { socket, json } => return show(socket, *json, None),
+        OverlayCmd::Show { socket, name, json } => return show(socket, *json, Some(name)),
+        OverlayCmd::Add {
+            socket,
+            name,
+            flags,
+            json,
+        } => (
+            socket,
+            *json,
+            Request::OverlayAdd {
+                overlay: name.clone(),
+                settings: flags.settings(),
+            },
+        ),
+        OverlayCmd::Set {
+            socket,
+            name,
+            flags,
+            json,
+        } => (
+            socket,
+            *json,
+            Request::OverlaySet {
+                overlay: name.clone(),
+                settings: flags.settings(),
+            },
+        ),
+        OverlayCmd::Rm { socket, name, json } => (
+            socket,
+            *json,
+            Request::OverlayRm {
+                overlay: name.clone(),
+            },
+        ),
     };
+    crate::cmd_runtime::overlay_change(socket, json, request)
+}
+
+/// `overlay ls` (no `name`) and `overlay show NAME`.
+fn show(socket: &SocketArg, json: bool, name: Option<&String>) -> anyhow::Result<ExitCode> {
     let overlays = Client::connect(&socket.socket)?.overlays()?;
-    let text = match cmd {
-        OverlayCmd::Ls { .. } if json => serde_json::to_string_pretty(&overlays)? + "\n",
-        OverlayCmd::Ls { .. } => render_coord::overlay_table(&overlays),
-        OverlayCmd::Show { name, .. } => {
+    let text = match name {
+        None if json => serde_json::to_string_pretty(&overlays)? + "\n",
+        None => render_coord::overlay_table(&overlays),
+        Some(name) => {
             let Some(o) = overlays.iter().find(|o| o.name == *name) else {
                 let names: Vec<&str> = overlays.iter().map(|o| o.name.as_str()).collect();
                 if names.is_empty() {

@@ -19,6 +19,7 @@ mod cmd_coord;
 mod cmd_daemon;
 mod cmd_local;
 mod cmd_run;
+mod cmd_runtime;
 mod cmd_sim;
 mod render;
 mod render_coord;
@@ -136,9 +137,16 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Coordination overlays: `ls` lists them, `show NAME` shows one.
+    /// Units created at run time with an entitlement: `add`, `set`, `rm`.
+    #[command(subcommand)]
+    Unit(cmd_runtime::UnitCmd),
+    /// Coordination overlays: `ls` lists them, `show NAME` shows one;
+    /// `add`, `set`, `rm` change them at run time (root only).
     #[command(subcommand)]
     Overlay(cmd_coord::OverlayCmd),
+    /// The effective configuration: `dump` prints it as a config file.
+    #[command(subcommand)]
+    Config(cmd_runtime::ConfigCmd),
     #[command(flatten)]
     Coord(cmd_coord::CoordCmd),
     /// Report the current value of an overlay's property; the overlay's
@@ -228,7 +236,9 @@ fn main() -> ExitCode {
         Cmd::Apps { socket, json } => cmd_apps::apps(&socket.socket, json),
         Cmd::Reload { socket, json } => cmd_client::reload(&socket.socket, json),
         Cmd::Stop { socket, json } => cmd_client::stop(&socket.socket, json),
+        Cmd::Unit(cmd) => cmd_runtime::unit(&cmd),
         Cmd::Overlay(cmd) => cmd_coord::overlay(&cmd),
+        Cmd::Config(cmd) => cmd_runtime::config(&cmd),
         Cmd::Coord(cmd) => cmd_coord::coordinate(&cmd),
         Cmd::Report(args) => cmd_coord::report(&args),
         Cmd::Bench(args) => cmd_bench::bench(args),

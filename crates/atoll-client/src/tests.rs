@@ -147,7 +147,14 @@ fn typed_calls_send_sequential_ids_and_decode_replies() {
             | Request::AppPoll { .. }
             | Request::AppReport { .. }
             | Request::AppDone { .. }
-            | Request::Apps {} => unreachable!("not sent by this test"),
+            | Request::Apps {}
+            | Request::UnitAdd { .. }
+            | Request::UnitSet { .. }
+            | Request::UnitRm { .. }
+            | Request::OverlayAdd { .. }
+            | Request::OverlaySet { .. }
+            | Request::OverlayRm { .. }
+            | Request::ConfigDump {} => unreachable!("not sent by this test"),
         };
         vec![ok(req.id, reply)]
     });

@@ -84,6 +84,28 @@ fn every_request() -> Vec<Request> {
         },
         Request::AppDone { app: 1 },
         Request::Apps {},
+        Request::UnitAdd {
+            unit: "u".into(),
+            island: None,
+            settings: Default::default(),
+        },
+        Request::UnitSet {
+            unit: "u".into(),
+            settings: Default::default(),
+        },
+        Request::UnitRm { unit: "u".into() },
+        Request::OverlayAdd {
+            overlay: "o".into(),
+            settings: Default::default(),
+        },
+        Request::OverlaySet {
+            overlay: "o".into(),
+            settings: Default::default(),
+        },
+        Request::OverlayRm {
+            overlay: "o".into(),
+        },
+        Request::ConfigDump {},
     ];
     for r in &all {
         match r {
@@ -99,7 +121,14 @@ fn every_request() -> Vec<Request> {
             | Request::AppPoll { .. }
             | Request::AppReport { .. }
             | Request::AppDone { .. }
-            | Request::Apps {} => {}
+            | Request::Apps {}
+            | Request::UnitAdd { .. }
+            | Request::UnitSet { .. }
+            | Request::UnitRm { .. }
+            | Request::OverlayAdd { .. }
+            | Request::OverlaySet { .. }
+            | Request::OverlayRm { .. }
+            | Request::ConfigDump {} => {}
         }
     }
     all
@@ -122,6 +151,11 @@ fn every_reply_kind() -> Vec<&'static str> {
         Reply::AppReported { .. } => "app_reported",
         Reply::AppDone { .. } => "app_done",
         Reply::Apps { .. } => "apps",
+        Reply::Unit { .. } => "unit",
+        Reply::UnitRemoved { .. } => "unit_removed",
+        Reply::Overlay { .. } => "overlay",
+        Reply::OverlayRemoved { .. } => "overlay_removed",
+        Reply::Config { .. } => "config",
     };
     let stopping = Reply::Stopping;
     assert_eq!(
@@ -143,6 +177,11 @@ fn every_reply_kind() -> Vec<&'static str> {
         "app_reported",
         "app_done",
         "apps",
+        "unit",
+        "unit_removed",
+        "overlay",
+        "overlay_removed",
+        "config",
     ]
 }
 

@@ -15,12 +15,16 @@
 //! 4. [`PlatformSpec::validate`], whose dotted key paths are mapped back to
 //!    the place in the file where that key is written (or its table).
 //!
+//! [`to_toml`] goes the other way: a spec as a file that parses back to
+//! it (`atoll config dump`).
+//!
 //! Everything here is a pure function of the text and the [`Topology`]:
 //! nothing is read except by [`load`], nothing is written. The file format is
 //! described in `docs/config.md`.
 
 mod apps;
 mod comm;
+mod dump;
 mod error;
 mod overlay;
 mod raw;
@@ -34,6 +38,7 @@ use std::path::Path;
 use atoll_core::spec::{PlatformSpec, SpecError};
 use atoll_core::topology::Topology;
 
+pub use dump::{to_toml, DumpError};
 pub use error::{ConfigError, Diagnostic, KEY_MAX, MESSAGE_MAX, QUOTE_MAX};
 pub use overlay::DEFAULT_PERCENTILE;
 pub use resolve::{DEFAULT_RT_PERIOD_US, DEFAULT_RT_PRIORITY, DEFAULT_RT_RUNTIME_US};

@@ -74,6 +74,20 @@ pub enum Action {
         /// The unit.
         unit: String,
     },
+    /// A unit's entitlement was changed at run time.
+    SetUnit {
+        /// The unit.
+        unit: String,
+        /// What changed (`cpus 1 -> 2`).
+        change: String,
+    },
+    /// An overlay was added, changed or removed at run time.
+    SetOverlay {
+        /// The overlay.
+        overlay: String,
+        /// What happened (`added over units a b`, `removed`).
+        change: String,
+    },
     /// A unit's boost under communication-aware scheduling starts or ends.
     Boost {
         /// The unit.
@@ -193,6 +207,8 @@ impl Action {
             Self::Fallback(_) => "fallback",
             Self::CreateUnit { .. } => "create_unit",
             Self::RemoveUnit { .. } => "remove_unit",
+            Self::SetUnit { .. } => "set_unit",
+            Self::SetOverlay { .. } => "set_overlay",
             Self::Boost { .. } => "boost",
         }
     }
@@ -269,7 +285,9 @@ impl Decision {
             Action::Fallback(f) => f.path.to_string(),
             Action::CreateUnit { unit, .. }
             | Action::RemoveUnit { unit }
+            | Action::SetUnit { unit, .. }
             | Action::Boost { unit, .. } => unit.clone(),
+            Action::SetOverlay { overlay, .. } => format!("overlay {overlay}"),
         }
     }
 }
@@ -302,6 +320,8 @@ impl fmt::Display for Action {
             ),
             Self::CreateUnit { unit, island } => write!(f, "create unit {unit} in island {island}"),
             Self::RemoveUnit { unit } => write!(f, "remove unit {unit}"),
+            Self::SetUnit { unit, change } => write!(f, "set unit {unit}: {change}"),
+            Self::SetOverlay { overlay, change } => write!(f, "overlay {overlay} {change}"),
             Self::Boost {
                 unit,
                 how,
@@ -408,6 +428,14 @@ mod tests {
                 path: GroupPath::from_relative("a"),
             },
             Action::RemoveUnit { unit: "b".into() },
+            Action::SetUnit {
+                unit: "b".into(),
+                change: "cpus 1 -> 2".into(),
+            },
+            Action::SetOverlay {
+                overlay: "o".into(),
+                change: "removed".into(),
+            },
         ];
         let reasons = [
             Reason::Config,

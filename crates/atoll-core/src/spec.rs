@@ -17,6 +17,7 @@ use crate::{CpuSet, Name, NodeSet};
 
 mod apps;
 mod overlay;
+mod runtime;
 mod service;
 pub use apps::{is_app_unit_name, AppsSpec, APP_UNIT_PREFIX};
 pub use overlay::{OverlayConfig, ReactPolicy};

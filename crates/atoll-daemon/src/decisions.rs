@@ -125,7 +125,12 @@ pub fn matches_subject(d: &Decision, subject: &str) -> bool {
         Action::Fallback(f) => path_matches(f.path.as_str()),
         Action::MoveProcess { to, .. } => path_matches(to.as_str()),
         Action::CreateUnit { unit, island } => unit == subject || island == subject,
-        Action::RemoveUnit { unit } | Action::Boost { unit, .. } => unit == subject,
+        Action::RemoveUnit { unit } | Action::Boost { unit, .. } | Action::SetUnit { unit, .. } => {
+            unit == subject
+        }
+        Action::SetOverlay { overlay, change } => {
+            overlay == subject || change.split([' ', ',']).any(|w| w == subject)
+        }
         Action::RestoreProcess { .. } | Action::SetPolicy { .. } => false,
     }
 }

@@ -151,6 +151,7 @@ pub fn saved_state(reg: &Registry, backend: &dyn Backend) -> SavedState {
                 spec: u.clone(),
                 origin,
                 owner: reg.owner(u.name.as_str()),
+                kept: reg.is_kept(u.name.as_str()),
             })
             .collect(),
         processes: reg
@@ -166,5 +167,6 @@ pub fn saved_state(reg: &Registry, backend: &dyn Backend) -> SavedState {
             })
             .collect(),
         parent_controllers_added: backend.outside_changes(),
+        overlays: reg.runtime_overlays().to_vec(),
     }
 }

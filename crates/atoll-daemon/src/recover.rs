@@ -27,6 +27,7 @@ pub fn recover(
 ) -> String {
     let mut kept = 0usize;
     let mut dropped = 0usize;
+    let mut overlays = Vec::new();
     if let Some(s) = saved {
         if !s.parent_controllers_added.is_empty() {
             backend.set_outside_changes(s.parent_controllers_added);
@@ -38,8 +39,12 @@ pub fn recover(
                 if let Some(uid) = u.owner {
                     reg.set_owner(&name, uid);
                 }
+                if u.kept {
+                    reg.keep(&name);
+                }
             }
         }
+        overlays = s.overlays;
         for p in s.processes {
             match procs.info(p.pid) {
                 Ok(info)
@@ -129,9 +134,39 @@ pub fn recover(
             found += 1;
         }
     }
-    let detail = format!(
+    // Run-time overlays whose units are all back, and whose name the
+    // description does not take.
+    let mut overlays_dropped = Vec::new();
+    for o in overlays {
+        let missing = o.units.iter().find(|u| reg.unit(u.as_str()).is_none());
+        let taken = reg.spec().overlays.iter().any(|c| c.name == o.name);
+        match (missing, taken) {
+            (None, false) => reg.set_runtime_overlay(o),
+            (Some(u), _) => {
+                tracing::warn!(
+                    "recovery: overlay {} not restored: its unit {u} is gone",
+                    o.name
+                );
+                overlays_dropped.push(o.name.to_string());
+            }
+            (None, true) => {
+                tracing::warn!(
+                    "recovery: overlay {} not restored: the platform description has an overlay of that name",
+                    o.name
+                );
+                overlays_dropped.push(o.name.to_string());
+            }
+        }
+    }
+    let mut detail = format!(
         "{kept} processes from the state file still in place, {dropped} gone, {found} found in atoll's groups without a record"
     );
+    if !overlays_dropped.is_empty() {
+        detail.push_str(&format!(
+            "; run-time overlays not restored: {}",
+            overlays_dropped.join(", ")
+        ));
+    }
     tracing::info!("recovery: {detail}");
     reg.mark_dirty();
     detail

@@ -13,11 +13,13 @@
 //! at teardown they follow their parent's origin
 //! ([`crate::placement::origin_of`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use atoll_core::plan::{self, GroupPath, GroupPlan, PlannedGroup, TaskPolicy};
 use atoll_core::process::CgroupMembership;
-use atoll_core::spec::{Entitlement, IslandSpec, PlatformSpec, UnitSpec};
+use atoll_core::spec::{
+    is_app_unit_name, Entitlement, IslandSpec, OverlayConfig, PlatformSpec, UnitSpec,
+};
 use atoll_core::Name;
 use atoll_proto::UnitOrigin;
 
@@ -81,6 +83,10 @@ pub struct Registry {
     runtime_units: Vec<UnitSpec>,
     /// Runtime units created by a user other than root, with that user.
     owners: BTreeMap<String, u32>,
+    /// Runtime units declared with `unit add`: kept while empty.
+    kept: BTreeSet<String>,
+    /// Overlays added at run time (`overlay add`), in the order added.
+    overlays: Vec<OverlayConfig>,
     managed: BTreeMap<u32, Managed>,
     planned: Planned,
     /// Grows with every change of the plan.
@@ -98,6 +104,8 @@ impl Registry {
             spec,
             runtime_units: Vec::new(),
             owners: BTreeMap::new(),
+            kept: BTreeSet::new(),
+            overlays: Vec::new(),
             managed: BTreeMap::new(),
             planned,
             generation: 0,
@@ -250,9 +258,65 @@ impl Registry {
             .count()
     }
 
+    /// Whether runtime unit `name` was declared with `unit add` (it stays
+    /// while empty, until `unit rm`).
+    pub fn is_kept(&self, name: &str) -> bool {
+        self.kept.contains(name)
+    }
+
+    /// Marks runtime unit `name` declared (see [`is_kept`](Self::is_kept)).
+    pub fn keep(&mut self, name: &str) {
+        self.kept.insert(name.to_string());
+        self.dirty = true;
+    }
+
+    /// The overlays added at run time.
+    pub fn runtime_overlays(&self) -> &[OverlayConfig] {
+        &self.overlays
+    }
+
+    /// Adds or replaces a run-time overlay.
+    pub fn set_runtime_overlay(&mut self, overlay: OverlayConfig) {
+        match self.overlays.iter_mut().find(|o| o.name == overlay.name) {
+            Some(o) => *o = overlay,
+            None => self.overlays.push(overlay),
+        }
+        self.dirty = true;
+    }
+
+    /// Removes a run-time overlay; returns it.
+    pub fn remove_runtime_overlay(&mut self, name: &str) -> Option<OverlayConfig> {
+        let i = self.overlays.iter().position(|o| o.name.as_str() == name)?;
+        self.dirty = true;
+        Some(self.overlays.remove(i))
+    }
+
+    /// The run-time overlay that holds unit `name`, if one does.
+    pub fn overlay_of(&self, name: &str) -> Option<&OverlayConfig> {
+        self.overlays
+            .iter()
+            .find(|o| o.units.iter().any(|u| u.as_str() == name))
+    }
+
+    /// The platform as it is now: the description, with the runtime units
+    /// (other than applications') after its units and the run-time
+    /// overlays after its overlays. What `config dump` writes.
+    pub fn effective_spec(&self) -> PlatformSpec {
+        let mut spec = self.spec.clone();
+        spec.units.extend(
+            self.runtime_units
+                .iter()
+                .filter(|u| !is_app_unit_name(u.name.as_str()))
+                .cloned(),
+        );
+        spec.overlays.extend(self.overlays.iter().cloned());
+        spec
+    }
+
     /// Removes a runtime unit; returns whether it existed.
     pub fn remove_runtime_unit(&mut self, name: &str) -> bool {
         self.owners.remove(name);
+        self.kept.remove(name);
         let before = self.runtime_units.len();
         self.runtime_units.retain(|u| u.name.as_str() != name);
         let removed = before != self.runtime_units.len();
@@ -277,7 +341,20 @@ impl Registry {
         self.runtime_units = keep;
         for u in &dropped {
             self.owners.remove(u.name.as_str());
+            self.kept.remove(u.name.as_str());
         }
+        // Run-time overlays over units that went, or whose name the
+        // description now takes, end.
+        let units: Vec<&Name> = spec
+            .units
+            .iter()
+            .chain(self.runtime_units.iter())
+            .map(|u| &u.name)
+            .collect();
+        self.overlays.retain(|o| {
+            o.units.iter().all(|u| units.contains(&u))
+                && !spec.overlays.iter().any(|c| c.name == o.name)
+        });
         self.spec = spec;
         self.replan();
         dropped

@@ -46,7 +46,7 @@ use serde_json::Value;
 use atoll_core::backend::BackendKind;
 use atoll_core::plan::GroupPath;
 use atoll_core::process::CgroupMembership;
-use atoll_core::spec::UnitSpec;
+use atoll_core::spec::{OverlayConfig, UnitSpec};
 use atoll_proto::UnitOrigin;
 
 /// The state format this build writes and reads.
@@ -75,6 +75,10 @@ pub struct SavedState {
     /// Controllers atoll enabled in its root's parent (v2
     /// `cgroup.subtree_control`), to disable again at teardown.
     pub parent_controllers_added: Vec<String>,
+    /// Overlays added at run time (`overlay add`), registered again on
+    /// restart when all their units are back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overlays: Vec<OverlayConfig>,
 }
 
 /// A unit and where it came from.
@@ -88,6 +92,9 @@ pub struct SavedUnit {
     /// The user who created it, when not root.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<u32>,
+    /// Declared with `unit add`: kept while it holds no process.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kept: bool,
 }
 
 /// A process atoll moved.
@@ -410,6 +417,7 @@ mod tests {
                     },
                     origin: UnitOrigin::Config,
                     owner: None,
+                    kept: false,
                 },
                 SavedUnit {
                     spec: UnitSpec {
@@ -421,6 +429,7 @@ mod tests {
                     },
                     origin: UnitOrigin::Runtime,
                     owner: Some(1000),
+                    kept: true,
                 },
             ],
             processes: vec![SavedProcess {
@@ -431,6 +440,19 @@ mod tests {
                 placed_by: Some(1000),
             }],
             parent_controllers_added: vec!["cpuset".into()],
+            overlays: vec![atoll_core::spec::OverlayConfig {
+                name: n("shop"),
+                priority: 3,
+                units: vec![n("batch")],
+                property: atoll_core::coord::Property::LatencyPercentile {
+                    percentile: 99.5,
+                    bound_us: 800,
+                },
+                react: atoll_core::spec::ReactPolicy {
+                    pressure: Some(20.0),
+                    ..Default::default()
+                },
+            }],
         }
     }
 

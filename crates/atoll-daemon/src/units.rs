@@ -5,7 +5,8 @@
 //! slice of every epoch's work). Once a second, each runtime unit other
 //! than an application's (the application policy removes those) is looked
 //! at: one that has held no process for [`EMPTY_GRACE`] is removed, a
-//! decision with its reason.
+//! decision with its reason. Units declared with `atoll unit add` stay
+//! until `atoll unit rm`, and so does a unit an overlay holds.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -27,15 +28,22 @@ pub struct RuntimeUnits {
 }
 
 impl RuntimeUnits {
-    /// Removes the runtime units that stayed empty for [`EMPTY_GRACE`];
-    /// returns how many.
-    pub fn sweep(&mut self, p: &mut Placement<'_>, compose: &mut Composer) -> usize {
+    /// Removes the runtime units that stayed empty for [`EMPTY_GRACE`]
+    /// (not those declared with `unit add`, nor those `in_overlay` says an
+    /// overlay holds); returns how many.
+    pub fn sweep(
+        &mut self,
+        p: &mut Placement<'_>,
+        compose: &mut Composer,
+        in_overlay: &dyn Fn(&str) -> bool,
+    ) -> usize {
         let now = p.now;
         let units: Vec<(String, GroupPath)> = p
             .reg
             .runtime_units()
             .iter()
             .filter(|u| !is_app_unit_name(u.name.as_str()))
+            .filter(|u| !p.reg.is_kept(u.name.as_str()) && !in_overlay(u.name.as_str()))
             .map(|u| (u.name.to_string(), GroupPath::unit(&u.island, &u.name)))
             .collect();
         self.empty_since

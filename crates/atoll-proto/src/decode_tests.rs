@@ -141,3 +141,38 @@ fn what_a_real_client_sends_is_within_the_limits() {
     ))
     .unwrap();
 }
+
+#[test]
+fn run_time_changes_decode_strictly() {
+    let r = decode_request(
+        r#"{"v":1,"id":1,"op":"unit_add","unit":"b","island":"web","settings":{"cpus":1.5,"memory_max":1024}}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        r.request,
+        Request::UnitAdd {
+            unit: "b".into(),
+            island: Some("web".into()),
+            settings: runtime::UnitSettings {
+                cpus: Some(1.5),
+                memory_max: Some(1024),
+                ..Default::default()
+            },
+        }
+    );
+    let t = refused(r#"{"v":1,"id":2,"op":"unit_set","unit":"b","settings":{"cpus":1,"cpus":2}}"#);
+    assert!(
+        t.contains("duplicate key \"cpus\" in field settings"),
+        "{t}"
+    );
+    let t = refused(r#"{"v":1,"id":3,"op":"unit_set","unit":"b","settings":{"rt_priority":5}}"#);
+    assert!(t.contains("unknown field `rt_priority`"), "{t}");
+    let t = refused(r#"{"v":1,"id":4,"op":"unit_rm","unit":"b","pid":3}"#);
+    assert!(t.contains("unknown field `pid`"), "{t}");
+    let t = refused(
+        r#"{"v":1,"id":5,"op":"overlay_add","overlay":"o","settings":{"units":["a"],"latency":5}}"#,
+    );
+    assert!(t.contains("unknown field `latency`"), "{t}");
+    let r = decode_request(r#"{"v":1,"id":6,"op":"config_dump"}"#).unwrap();
+    assert_eq!(r.request, Request::ConfigDump {});
+}

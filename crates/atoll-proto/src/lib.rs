@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod apps;
 pub mod coord;
+pub mod runtime;
 pub mod strict;
 
 pub use strict::{MAX_ITEMS, MAX_NAME, MAX_TEXT};
@@ -148,6 +149,52 @@ pub enum Request {
     },
     /// The applications, their working modes, goal gaps and resources.
     Apps {},
+    /// Create a unit with an entitlement (see [`runtime`]), in `island` or
+    /// the default island, validated as the config file is.
+    UnitAdd {
+        /// The unit.
+        unit: String,
+        /// Its island (default: the default island).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        island: Option<String>,
+        /// Its entitlement.
+        #[serde(default)]
+        settings: runtime::UnitSettings,
+    },
+    /// Change a run-time unit's entitlement: the keys given replace theirs.
+    UnitSet {
+        /// The unit.
+        unit: String,
+        /// What changes.
+        settings: runtime::UnitSettings,
+    },
+    /// Remove a run-time unit: its processes go back where they came from.
+    UnitRm {
+        /// The unit.
+        unit: String,
+    },
+    /// Register an overlay over units of any origin (see [`runtime`]).
+    OverlayAdd {
+        /// The overlay.
+        overlay: String,
+        /// Its units, property, priority and reactive policy.
+        settings: runtime::OverlaySettings,
+    },
+    /// Change an overlay added at run time: the keys given replace theirs.
+    OverlaySet {
+        /// The overlay.
+        overlay: String,
+        /// What changes.
+        settings: runtime::OverlaySettings,
+    },
+    /// Deregister an overlay added at run time.
+    OverlayRm {
+        /// The overlay.
+        overlay: String,
+    },
+    /// The effective configuration (the file's description with the units
+    /// and overlays added at run time) as a config file.
+    ConfigDump {},
 }
 
 impl Request {
@@ -191,6 +238,29 @@ impl Request {
             }
             Self::AppDone { app } => format!("application {app} is done"),
             Self::Apps {} => "apps".into(),
+            Self::UnitAdd {
+                unit,
+                island,
+                settings,
+            } => {
+                let mut s = format!("add unit {unit}");
+                if let Some(i) = island {
+                    s.push_str(&format!(" in island {i}"));
+                }
+                let d = settings.describe();
+                if !d.is_empty() {
+                    s.push_str(&format!(" with {d}"));
+                }
+                s
+            }
+            Self::UnitSet { unit, settings } => {
+                format!("set unit {unit}: {}", settings.describe())
+            }
+            Self::UnitRm { unit } => format!("remove unit {unit}"),
+            Self::OverlayAdd { overlay, .. } => format!("add overlay {overlay}"),
+            Self::OverlaySet { overlay, .. } => format!("set overlay {overlay}"),
+            Self::OverlayRm { overlay } => format!("remove overlay {overlay}"),
+            Self::ConfigDump {} => "config dump".into(),
         }
     }
 
@@ -200,7 +270,11 @@ impl Request {
     /// read.
     pub fn changes_state(&self) -> bool {
         match self {
-            Self::Status {} | Self::Why { .. } | Self::Overlays {} | Self::Apps {} => false,
+            Self::Status {}
+            | Self::Why { .. }
+            | Self::Overlays {}
+            | Self::Apps {}
+            | Self::ConfigDump {} => false,
             Self::Adopt { .. }
             | Self::Stop { .. }
             | Self::Reload {}
@@ -209,7 +283,13 @@ impl Request {
             | Self::AppRegister { .. }
             | Self::AppPoll { .. }
             | Self::AppReport { .. }
-            | Self::AppDone { .. } => true,
+            | Self::AppDone { .. }
+            | Self::UnitAdd { .. }
+            | Self::UnitSet { .. }
+            | Self::UnitRm { .. }
+            | Self::OverlayAdd { .. }
+            | Self::OverlaySet { .. }
+            | Self::OverlayRm { .. } => true,
         }
     }
 }
@@ -350,6 +430,39 @@ pub enum Reply {
     Apps {
         /// Every application, by id.
         apps: Vec<apps::AppStatus>,
+    },
+    /// Answer to [`Request::UnitAdd`] and [`Request::UnitSet`]: the unit
+    /// as it is now.
+    Unit {
+        /// The unit.
+        unit: String,
+        /// Its island.
+        island: String,
+        /// Its entitlement now.
+        entitlement: Entitlement,
+    },
+    /// Answer to [`Request::UnitRm`].
+    UnitRemoved {
+        /// The unit.
+        unit: String,
+        /// The processes given back to where they came from.
+        returned: Vec<u32>,
+    },
+    /// Answer to [`Request::OverlayAdd`] and [`Request::OverlaySet`]: the
+    /// overlay as it is now.
+    Overlay {
+        /// The overlay.
+        overlay: coord::OverlayStatus,
+    },
+    /// Answer to [`Request::OverlayRm`].
+    OverlayRemoved {
+        /// The overlay.
+        overlay: String,
+    },
+    /// Answer to [`Request::ConfigDump`].
+    Config {
+        /// The configuration, as a TOML file.
+        toml: String,
     },
 }
 

@@ -52,6 +52,55 @@ fn requests() -> impl Strategy<Value = Request> {
             }
         ),
         any::<u64>().prop_map(|app| Request::AppDone { app }),
+        (
+            text(),
+            proptest::option::of(text()),
+            proptest::option::of(quarter()),
+            proptest::option::of(any::<u64>())
+        )
+            .prop_map(|(unit, island, cpus, memory_max)| Request::UnitAdd {
+                unit,
+                island,
+                settings: runtime::UnitSettings {
+                    cpus,
+                    memory_max,
+                    ..Default::default()
+                },
+            }),
+        (text(), proptest::option::of(any::<u32>())).prop_map(|(unit, weight)| {
+            Request::UnitSet {
+                unit,
+                settings: runtime::UnitSettings {
+                    weight,
+                    ..Default::default()
+                },
+            }
+        }),
+        text().prop_map(|unit| Request::UnitRm { unit }),
+        (
+            text(),
+            proptest::collection::vec(text(), 0..4),
+            any::<u64>()
+        )
+            .prop_map(|(overlay, units, latency_us)| Request::OverlayAdd {
+                overlay,
+                settings: runtime::OverlaySettings {
+                    units: Some(units),
+                    latency_us: Some(latency_us),
+                    ..Default::default()
+                },
+            }),
+        (text(), proptest::option::of(any::<u8>())).prop_map(|(overlay, priority)| {
+            Request::OverlaySet {
+                overlay,
+                settings: runtime::OverlaySettings {
+                    priority,
+                    ..Default::default()
+                },
+            }
+        }),
+        text().prop_map(|overlay| Request::OverlayRm { overlay }),
+        Just(Request::ConfigDump {}),
     ]
 }
 

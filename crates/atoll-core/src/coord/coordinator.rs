@@ -494,6 +494,9 @@ impl Coordinator {
 #[path = "lending.rs"]
 mod lending;
 
+#[path = "unit_changes.rs"]
+mod unit_changes;
+
 fn check_knobs(unit: &Name, k: &UnitKnobs, policy: &SchedPolicy) -> Result<(), CoordError> {
     let bad = |field: &'static str, value: f64, range: String| CoordError::BadKnob {
         unit: unit.clone(),

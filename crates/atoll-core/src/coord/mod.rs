@@ -348,6 +348,20 @@ pub enum CoordError {
         /// The allowed range.
         range: String,
     },
+    /// A name that is no unit of the platform.
+    #[error("no unit {unit}")]
+    UnknownUnit {
+        /// The name.
+        unit: Name,
+    },
+    /// A unit an overlay holds cannot leave.
+    #[error("unit {unit} belongs to overlay {overlay}: remove it from the overlay first")]
+    UnitInOverlay {
+        /// The unit.
+        unit: Name,
+        /// The overlay.
+        overlay: Name,
+    },
     /// A name that is no island.
     #[error("no island {island}")]
     UnknownIsland {

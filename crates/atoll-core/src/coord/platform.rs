@@ -13,7 +13,7 @@ use super::message::{Message, NackReason, Op, Reply};
 use super::round::{Backoff, Pending};
 use super::types::{Idle, IslandSetup, OverlaySpec, Resource, UnitKnobs, UnitSetup};
 use super::{ArbitrationPolicy, CoordConfig, CoordError};
-use crate::spec::{PlatformSpec, SchedPolicy};
+use crate::spec::{IslandSpec, PlatformSpec, SchedPolicy, UnitSpec};
 use crate::topology::Topology;
 use crate::{CpuSet, Name};
 
@@ -129,27 +129,11 @@ impl PlatformManager {
                     .filter(|u| u.island == island.name)
                     .collect();
                 let count = units.len();
-                let n = count.max(1) as u64;
                 let units = units
                     .into_iter()
-                    .map(|u| {
-                        let e = &u.entitlement;
-                        let mut knobs = UnitKnobs {
-                            weight: crate::plan::unit_settings(island, u, count, None)
-                                .cpu_weight
-                                .unwrap_or(crate::weight::DEFAULT_WEIGHT),
-                            cap: e.cpu_cap,
-                            memory_high: e.memory.high,
-                            ..UnitKnobs::default()
-                        };
-                        if let SchedPolicy::Realtime(rt) = &island.policy {
-                            knobs.rt_priority = u.rt_priority.unwrap_or(rt.priority_min);
-                            knobs.rt_runtime_us = rt.runtime_us / n;
-                        }
-                        UnitSetup {
-                            name: u.name.clone(),
-                            knobs,
-                        }
+                    .map(|u| UnitSetup {
+                        name: u.name.clone(),
+                        knobs: Self::unit_knobs(island, u, count),
                     })
                     .collect();
                 IslandSetup {
@@ -163,6 +147,62 @@ impl PlatformManager {
             })
             .collect();
         Self::new(config, islands)
+    }
+
+    /// A unit's configured knobs as the plan sets them, in an island of
+    /// `count` units (weight, cap, `memory.high`; the island's RT budget
+    /// split evenly).
+    pub fn unit_knobs(island: &IslandSpec, u: &UnitSpec, count: usize) -> UnitKnobs {
+        let e = &u.entitlement;
+        let mut knobs = UnitKnobs {
+            weight: crate::plan::unit_settings(island, u, count, None)
+                .cpu_weight
+                .unwrap_or(crate::weight::DEFAULT_WEIGHT),
+            cap: e.cpu_cap,
+            memory_high: e.memory.high,
+            ..UnitKnobs::default()
+        };
+        if let SchedPolicy::Realtime(rt) = &island.policy {
+            knobs.rt_priority = u.rt_priority.unwrap_or(rt.priority_min);
+            knobs.rt_runtime_us = rt.runtime_us / count.max(1) as u64;
+        }
+        knobs
+    }
+
+    /// Learns a unit added at run time, in `island`.
+    pub fn add_unit(&mut self, island: &Name, unit: UnitSetup) -> Result<(), CoordError> {
+        if self.islands.iter().any(|c| c.has_unit(&unit.name)) {
+            return Err(CoordError::DuplicateUnit { unit: unit.name });
+        }
+        let i = self.index_or_err(island)?;
+        self.islands[i].add_unit(unit)
+    }
+
+    /// Forgets a unit that was removed; refused while an overlay holds it.
+    /// `Ok(false)`: it did not know the unit.
+    pub fn remove_unit(&mut self, unit: &Name) -> Result<bool, CoordError> {
+        for c in &mut self.islands {
+            match c.unit_overlay(unit) {
+                None => continue,
+                Some(Some(o)) => {
+                    return Err(CoordError::UnitInOverlay {
+                        unit: unit.clone(),
+                        overlay: o.clone(),
+                    })
+                }
+                Some(None) => return Ok(c.remove_unit(unit)),
+            }
+        }
+        Ok(false)
+    }
+
+    /// New configured knobs for a unit whose entitlement changed (its RT
+    /// runtime stays); its steady knobs start again from them.
+    pub fn set_unit_base(&mut self, unit: &Name, knobs: UnitKnobs) -> Result<(), CoordError> {
+        match self.islands.iter_mut().find(|c| c.has_unit(unit)) {
+            Some(c) => c.set_base(unit, knobs),
+            None => Err(CoordError::UnknownUnit { unit: unit.clone() }),
+        }
     }
 
     /// The constants in force.

@@ -47,6 +47,13 @@ fn fake_loop(rx: Receiver<Command>, callers: Sender<Caller>) -> JoinHandle<()> {
                 | Request::AppReport { .. }
                 | Request::AppDone { .. }
                 | Request::Apps {}
+                | Request::UnitAdd { .. }
+                | Request::UnitSet { .. }
+                | Request::UnitRm { .. }
+                | Request::OverlayAdd { .. }
+                | Request::OverlaySet { .. }
+                | Request::OverlayRm { .. }
+                | Request::ConfigDump {}
                 | Request::Reload {} => Reply::Stopping,
                 Request::Status {} => {
                     // Answer with a wrong id: the server must fix it.

@@ -28,11 +28,14 @@
 mod reload;
 mod repair;
 mod requests;
+mod runtime;
+mod runtime_overlay;
 mod start;
 mod status;
 mod teardown;
 
 pub use reload::{describe, ConfigSource, ReloadError};
+pub use runtime::RuntimeError;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -315,7 +318,9 @@ impl Controller {
                 now,
                 &self.opts.self_origin,
             );
-            self.runtime_units.sweep(&mut p, &mut self.compose);
+            let coord = &self.coord;
+            self.runtime_units
+                .sweep(&mut p, &mut self.compose, &|u| coord.holds(u));
         }
         self.settle();
         self.repair();

@@ -200,8 +200,11 @@ impl Controller {
             self.coord.set_recv_queues(r);
         }
         self.coord.set_pressure_watcher(psi);
+        self.coord.sync_units(&self.reg);
         self.coord
             .register_config_overlays(self.reg.spec(), now, &mut self.compose);
+        self.coord
+            .register_runtime_overlays(&self.reg, now, &mut self.compose);
         self.apps.reconfigure(self.reg.spec());
         self.adoption.rescan();
         // Every group is written again for the reload (not as a plain

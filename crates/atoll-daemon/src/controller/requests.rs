@@ -38,6 +38,9 @@ pub enum RequestError {
     /// `reload`.
     #[error(transparent)]
     Reload(#[from] super::ReloadError),
+    /// `unit_*`, `overlay_*`, `config_dump`.
+    #[error(transparent)]
+    Runtime(#[from] super::runtime::RuntimeError),
 }
 
 impl RequestError {
@@ -86,6 +89,7 @@ impl RequestError {
             Self::StopDenied(_) | Self::ReloadDenied(_) => ErrorCode::PermissionDenied,
             Self::Reload(super::ReloadError::Refused { .. }) => ErrorCode::Backend,
             Self::Reload(_) => ErrorCode::BadRequest,
+            Self::Runtime(e) => e.code(),
         }
     }
 }
@@ -129,6 +133,27 @@ impl Controller {
             | Request::AppReport { .. }
             | Request::AppDone { .. }
             | Request::Apps {}) => self.apps_request(caller, &summary, request),
+            Request::UnitAdd {
+                unit,
+                island,
+                settings,
+            } => self
+                .unit_add(caller, &summary, &unit, island.as_deref(), &settings)
+                .map_err(Into::into),
+            Request::UnitSet { unit, settings } => self
+                .unit_set(caller, &summary, &unit, &settings)
+                .map_err(Into::into),
+            Request::UnitRm { unit } => self.unit_rm(caller, &summary, &unit).map_err(Into::into),
+            Request::OverlayAdd { overlay, settings } => self
+                .overlay_add(caller, &summary, &overlay, &settings)
+                .map_err(Into::into),
+            Request::OverlaySet { overlay, settings } => self
+                .overlay_set(caller, &summary, &overlay, &settings)
+                .map_err(Into::into),
+            Request::OverlayRm { overlay } => self
+                .overlay_rm(caller, &summary, &overlay)
+                .map_err(Into::into),
+            Request::ConfigDump {} => self.config_dump().map_err(Into::into),
         };
         self.settle();
         let resp = match result {
@@ -254,7 +279,7 @@ impl Controller {
     }
 
     /// Removes a unit this request created, when the request fails.
-    fn undo_unit(&mut self, unit: &str, group: &GroupPath, why: &Reason) {
+    pub(super) fn undo_unit(&mut self, unit: &str, group: &GroupPath, why: &Reason) {
         self.reg.remove_runtime_unit(unit);
         let now = self.now();
         if let Err(e) = self.compose.remove(

@@ -1,6 +1,6 @@
 //! Starting: the hierarchy built fresh, or taken over from a previous run
 //! (the state file checked against the kernel), then the first adoption
-//! scan and the platform description's overlays.
+//! scan, the platform description's overlays and those added at run time.
 
 use atoll_core::decision::Reason;
 use atoll_core::plan::GroupPath;
@@ -106,8 +106,11 @@ impl Controller {
             );
             self.adoption.step(&mut p, self.opts.self_pid, epoch, true);
         }
+        self.coord.sync_units(&self.reg);
         self.coord
             .register_config_overlays(self.reg.spec(), now, &mut self.compose);
+        self.coord
+            .register_runtime_overlays(&self.reg, now, &mut self.compose);
         self.carry_out_priorities(now);
         self.settle();
         let _ = self

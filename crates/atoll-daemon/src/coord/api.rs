@@ -211,6 +211,7 @@ impl Coordination {
         compose: &mut Composer,
     ) -> Result<CoordReply, CoordApiError> {
         self.off()?;
+        self.sync_units(inp.reg);
         if !caller.is_root() {
             match &msg {
                 Message::Null => {}

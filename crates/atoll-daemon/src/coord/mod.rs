@@ -39,7 +39,9 @@
 //!
 //! Coordination state is not saved: after a restart the daemon starts again
 //! from the configured knobs and CPUs, and registers the configured
-//! overlays anew.
+//! overlays and the run-time ones (`overlay add`, kept in the registry and
+//! the state file) anew. Units added at run time are learned by the
+//! manager as they come (`units`), so overlays may span them.
 
 mod api;
 mod apply;
@@ -47,6 +49,7 @@ pub mod policy;
 pub mod pressure;
 mod react;
 pub mod recv;
+mod units;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -183,6 +186,9 @@ pub struct Coordination {
     pub(crate) next: BTreeMap<(Name, String), Duration>,
     /// RT boosts decided and not yet carried out.
     priorities: Vec<RtBoost>,
+    /// The registry's plan generation its units were last brought in step
+    /// with (see [`Coordination::sync_units`]).
+    synced: Option<u64>,
 }
 
 impl std::fmt::Debug for Coordination {
@@ -237,6 +243,7 @@ impl Coordination {
             recv: None,
             next: BTreeMap::new(),
             priorities: Vec::new(),
+            synced: None,
         }
     }
 
@@ -465,6 +472,7 @@ impl Coordination {
 
     /// One coordination step of the control loop; see the module docs.
     pub fn step(&mut self, inp: &Inputs<'_>, compose: &mut Composer) {
+        self.sync_units(inp.reg);
         let now = inp.now;
         let expired = match self.manager.as_mut() {
             Ok(m) => m.tick(now),

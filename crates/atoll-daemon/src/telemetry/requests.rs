@@ -7,7 +7,7 @@ use atoll_proto::{ErrorCode, Request, ResponseEnvelope};
 
 /// Operations, as the wire's `op` names them; `invalid` for a line that is
 /// no request (not JSON, unknown op, too long).
-pub const OPS: [&str; 14] = [
+pub const OPS: [&str; 21] = [
     "status",
     "adopt",
     "why",
@@ -21,6 +21,13 @@ pub const OPS: [&str; 14] = [
     "app_report",
     "app_done",
     "apps",
+    "unit_add",
+    "unit_set",
+    "unit_rm",
+    "overlay_add",
+    "overlay_set",
+    "overlay_rm",
+    "config_dump",
     "invalid",
 ];
 
@@ -55,6 +62,13 @@ pub fn op_index(request: &Request) -> usize {
         Request::AppReport { .. } => 10,
         Request::AppDone { .. } => 11,
         Request::Apps {} => 12,
+        Request::UnitAdd { .. } => 13,
+        Request::UnitSet { .. } => 14,
+        Request::UnitRm { .. } => 15,
+        Request::OverlayAdd { .. } => 16,
+        Request::OverlaySet { .. } => 17,
+        Request::OverlayRm { .. } => 18,
+        Request::ConfigDump {} => 19,
     }
 }
 
@@ -137,6 +151,28 @@ mod tests {
             Request::Overlays {},
             Request::Apps {},
             Request::Stop { wait: false },
+            Request::UnitAdd {
+                unit: "u".into(),
+                island: None,
+                settings: Default::default(),
+            },
+            Request::UnitSet {
+                unit: "u".into(),
+                settings: Default::default(),
+            },
+            Request::UnitRm { unit: "u".into() },
+            Request::OverlayAdd {
+                overlay: "o".into(),
+                settings: Default::default(),
+            },
+            Request::OverlaySet {
+                overlay: "o".into(),
+                settings: Default::default(),
+            },
+            Request::OverlayRm {
+                overlay: "o".into(),
+            },
+            Request::ConfigDump {},
         ];
         for r in requests {
             let json = serde_json::to_value(&r).unwrap();

@@ -1,0 +1,112 @@
+//! Wire types of changes at run time: units with an entitlement
+//! (`unit_add`, `unit_set`, `unit_rm`) and overlays over any units
+//! (`overlay_add`, `overlay_set`, `overlay_rm`).
+//!
+//! Their fields are the config file's keys (`[unit.NAME]`,
+//! `[overlay.NAME]`) with sizes in bytes, so that what a request sets is
+//! what `atoll config dump` then writes. A field left out keeps its value
+//! (`*_set`) or takes the config's default (`*_add`).
+//!
+//! ```text
+//! → {"v":1,"id":4,"op":"unit_add","unit":"batch","island":"web",
+//!    "settings":{"cpus":1.5,"memory_max":2147483648}}
+//! ← {"v":1,"id":4,"ok":{"kind":"unit","unit":"batch","island":"web","entitlement":{...}}}
+//! → {"v":1,"id":5,"op":"overlay_add","overlay":"shop",
+//!    "settings":{"units":["batch"],"latency_us":1000}}
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+/// A unit's entitlement as the config writes it; `None` fields are not
+/// given.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UnitSettings {
+    /// CPUs' worth of time it is entitled to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<f64>,
+    /// `cpu.weight`, 1..=10000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<u32>,
+    /// Hard cap in CPUs (`cpu.max`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_cap: Option<f64>,
+    /// `memory.min`, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_min: Option<u64>,
+    /// `memory.low`, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_low: Option<u64>,
+    /// `memory.high`, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_high: Option<u64>,
+    /// `memory.max`, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_max: Option<u64>,
+    /// `io.weight`, 1..=10000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_weight: Option<u32>,
+}
+
+impl UnitSettings {
+    /// `cpus 1.5, memory_max 2147483648`: the keys given, for summaries.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        let mut put = |k: &str, v: Option<String>| {
+            if let Some(v) = v {
+                parts.push(format!("{k} {v}"));
+            }
+        };
+        put("cpus", self.cpus.map(|v| v.to_string()));
+        put("weight", self.weight.map(|v| v.to_string()));
+        put("cpu_cap", self.cpu_cap.map(|v| v.to_string()));
+        put("memory_min", self.memory_min.map(|v| v.to_string()));
+        put("memory_low", self.memory_low.map(|v| v.to_string()));
+        put("memory_high", self.memory_high.map(|v| v.to_string()));
+        put("memory_max", self.memory_max.map(|v| v.to_string()));
+        put("io_weight", self.io_weight.map(|v| v.to_string()));
+        parts.join(", ")
+    }
+}
+
+/// An overlay as the config writes it; `None` fields are not given. At
+/// most one property key (`latency_us` with `percentile`,
+/// `throughput_floor`, `cpu_cap`); `overlay_add` needs one.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OverlaySettings {
+    /// Its units (replaces the list).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub units: Option<Vec<String>>,
+    /// Arbitration priority, higher wins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u8>,
+    /// Property: the `percentile`th latency within this many µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_us: Option<u64>,
+    /// With `latency_us` (default 99).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub percentile: Option<f64>,
+    /// Property: at least this many operations per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput_floor: Option<f64>,
+    /// Property: a CPU cap for the whole machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_cap: Option<f64>,
+    /// Reactive policy: CPU pressure (%) that tunes a unit up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub react_pressure: Option<f64>,
+    /// Reactive policy: island utilization (0..1] that borrows a CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub react_utilization: Option<f64>,
+    /// Reactive policy: receive-queue bytes that trigger a unit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub react_recv_queue: Option<u64>,
+}
+
+impl OverlaySettings {
+    /// Whether it names a property.
+    pub fn has_property(&self) -> bool {
+        self.latency_us.is_some() || self.throughput_floor.is_some() || self.cpu_cap.is_some()
+    }
+}
