@@ -10,7 +10,10 @@
 # stop`, then `systemctl stop atoll` after a second start, each put nginx's
 # own values back (the same `systemctl show` and cgroup files as before
 # atoll). Last, `systemctl --failed` lists nothing. atoll.service runs with
-# a drop-in in /run (removed at the end) for its command line.
+# a drop-in in /run (removed at the end) for its command line. PostgreSQL's
+# cluster unit is a second unit (its AllowedCPUs, MemoryMax, and psql
+# answering). `systemctl reload atoll` with nginx's cap halved in the file
+# halves its CPUQuota, moving nothing.
 # shellcheck source=tests/vm-systemd/sdlib.sh
 . "$VMT_DIR/sdlib.sh"
 
@@ -44,9 +47,15 @@ sed 's/^/  | nginx before atoll: /' "$VMT_STATE/nginx.before"
 nginx_main=$(unit_prop nginx.service MainPID)
 nginx_pids=$(sort -n "$nginx_cg/cgroup.procs" | tr '\n' ' ')
 
+# PostgreSQL's cluster unit (postgresql.service is Debian's umbrella).
+cluster=$(systemctl list-units --plain --no-legend 'postgresql@*' | awk '{ print $1; exit }')
+[ -n "$cluster" ] || fail "no postgresql@*.service unit loaded"
+db_before=$(systemctl show "$cluster" -p AllowedCPUs -p CPUWeight -p MemoryMax)
+db_main=$(unit_prop "$cluster" MainPID)
+
 config=/etc/atoll/bound.toml
 mkdir -p /etc/atoll
-cat >"$config" <<'EOF'
+cat >"$config" <<EOF
 [host]
 cpus = "0"
 
@@ -60,6 +69,12 @@ cpus = 0.5
 cpu_cap = 1
 memory_max = "300M"
 adopt = [{ systemd_unit = "nginx.service" }]
+
+[unit.db]
+island = "web"
+weight = 300
+memory_max = "400M"
+adopt = [{ systemd_unit = "$cluster" }]
 EOF
 dropin=/run/systemd/system/atoll.service.d
 mkdir -p "$dropin"
@@ -119,6 +134,22 @@ nginx_is_atolls() {
         "$nginx_pids" "pids of unit nginx in atoll status ($1)"
 }
 
+# db_is_atolls WHEN: PostgreSQL's cluster carries atoll's settings, keeps
+# its main pid and answers.
+db_is_atolls() {
+    assert_eq "$(unit_prop "$cluster" AllowedCPUs)" 2-3 "$cluster's AllowedCPUs ($1)"
+    assert_eq "$(unit_prop "$cluster" MemoryMax)" 419430400 "$cluster's MemoryMax ($1)"
+    assert_eq "$(unit_prop "$cluster" MainPID)" "$db_main" "$cluster's main pid ($1)"
+    _out=$(runuser -u postgres -- psql -tA -c 'select 1' 2>&1) || fail "psql ($1): $_out"
+    assert_eq "$_out" 1 "psql select 1 ($1)"
+}
+
+# db_is_its_own WHEN: the cluster is as before atoll.
+db_is_its_own() {
+    assert_eq "$(systemctl show "$cluster" -p AllowedCPUs -p CPUWeight -p MemoryMax)" "$db_before" "$cluster's resources ($1)"
+    assert_eq "$(unit_prop "$cluster" MainPID)" "$db_main" "$cluster's main pid ($1)"
+}
+
 # nginx_is_its_own WHEN: nginx is as before atoll.
 nginx_is_its_own() {
     nginx_view >"$VMT_STATE/nginx.after"
@@ -133,7 +164,12 @@ nginx_is_its_own() {
 start_atoll "first"
 wait_for 60 "nginx's AllowedCPUs from atoll" cpus_from_atoll
 nginx_is_atolls "atoll started"
+db_is_atolls "atoll started"
 nginx_view | sed 's/^/  | nginx with atoll: /'
+note "systemctl show nginx.service -p AllowedCPUs,CPUWeight:"
+systemctl show nginx.service -p AllowedCPUs,CPUWeight | sed 's/^/  |   /'
+note "systemctl status atoll --no-pager:"
+systemctl status atoll --no-pager 2>&1 | head -n 12 | sed 's/^/  |   /'
 journalctl -b -u atoll.service --no-pager -o cat | grep -m 2 'via systemd\|nginx.service' | sed 's/^/  | journal: /'
 
 # A crash: systemd restarts atoll (Restart=on-failure); the new daemon
@@ -144,12 +180,26 @@ wait_for 30 "atoll's main pid $old to die" dead "$old"
 wait_for 60 "atoll to be restarted" restarted
 note "restarted: $(systemctl show -p MainPID -p NRestarts atoll.service | tr '\n' ' ')"
 nginx_is_atolls "after kill -9 and the restart"
+db_is_atolls "after kill -9 and the restart"
+
+# systemctl reload with a changed entitlement: nginx's cap goes from one CPU
+# to half of one through systemd, nothing else moves; then back.
+sed -i 's/^cpu_cap = 1$/cpu_cap = 0.5/' "$config"
+out=$(timeout 120 systemctl reload atoll.service 2>&1) || fail "systemctl reload atoll: $out"
+assert_eq "$(unit_prop nginx.service CPUQuotaPerSecUSec)" 500ms "nginx's CPUQuotaPerSecUSec after the reload"
+assert_eq "$(cat "$nginx_cg/cpu.max")" "50000 100000" "$nginx_cg/cpu.max after the reload"
+assert_eq "$(sort -n "$nginx_cg/cgroup.procs" | tr '\n' ' ')" "$nginx_pids" "nginx's processes after the reload"
+db_is_atolls "after the reload"
+sed -i 's/^cpu_cap = 0.5$/cpu_cap = 1/' "$config"
+out=$(timeout 120 systemctl reload atoll.service 2>&1) || fail "systemctl reload atoll (back): $out"
+nginx_is_atolls "after reloading the first config"
 
 # `atoll stop`: the daemon gives everything back and exits (no restart).
 main=$(unit_prop atoll.service MainPID)
 out=$(timeout 120 "$PKG_ATOLL" stop 2>&1) || fail "atoll stop: $out"
 wait_for 60 "atoll's main pid $main to exit" dead "$main"
 nginx_is_its_own "after atoll stop"
+db_is_its_own "after atoll stop"
 journalctl -b -u atoll.service --no-pager -o cat | grep 'nginx.service: .* put back' | tail -n 6 | sed 's/^/  | journal: /'
 
 # Again, ended by systemctl stop atoll.
@@ -158,6 +208,7 @@ wait_for 60 "nginx's AllowedCPUs from atoll" cpus_from_atoll
 nginx_is_atolls "second start"
 timeout 120 systemctl stop atoll.service || fail "systemctl stop atoll failed"
 nginx_is_its_own "after systemctl stop atoll"
+db_is_its_own "after systemctl stop atoll"
 
 rm -f "$dropin/bound.conf" "$config"
 systemctl daemon-reload
