@@ -8,11 +8,10 @@
 //! after its leader was reaped (its id could belong to someone else by then).
 
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
-
-use std::os::unix::process::CommandExt;
 
 use crate::error::BenchError;
 use crate::interrupt;

@@ -243,8 +243,9 @@ pub fn parse_u64(text: &str) -> Result<u64, BadValue> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use proptest::prelude::*;
+
+    use super::*;
 
     fn dev(major: u32, minor: u32) -> DeviceId {
         DeviceId { major, minor }

@@ -42,7 +42,6 @@ use atoll_core::backend::{
 };
 use atoll_core::plan::{GroupPath, GroupSettings};
 use atoll_core::process::CgroupMembership;
-
 pub use delegate::Delegation;
 pub use error::CgroupError;
 pub use fs::{can_write, CgroupFs, RealFs};

@@ -260,8 +260,9 @@ fn requested_parses() {
 }
 
 mod props {
-    use super::*;
     use proptest::prelude::*;
+
+    use super::*;
 
     proptest! {
         /// mountinfo is outside input: arbitrary text never panics, and a

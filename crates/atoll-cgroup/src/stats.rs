@@ -338,8 +338,9 @@ mod device_tests {
 /// the same parsers coverage-guided.
 #[cfg(test)]
 mod props {
-    use super::*;
     use proptest::prelude::*;
+
+    use super::*;
 
     fn all_parsers(text: &str) {
         let _ = parse_keyed(text);

@@ -18,7 +18,6 @@ use atoll_core::process::CgroupMembership;
 use atoll_core::spec::MemoryEntitlement;
 use atoll_core::weight::weight_to_shares;
 use atoll_core::CpuSet;
-
 use common::{gp, read, Guard};
 
 #[test]

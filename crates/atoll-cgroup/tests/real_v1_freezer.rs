@@ -21,7 +21,6 @@ use atoll_core::backend::{Actuator, FreezeState, Monitor};
 use atoll_core::plan::{GroupPath, GroupSettings};
 use atoll_core::process::CgroupMembership;
 use atoll_core::CpuSet;
-
 use common::{gp, read, Guard};
 
 /// The one-letter state in `/proc/PID/status` (`S`, `D`, ...).

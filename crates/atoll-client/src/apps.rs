@@ -51,11 +51,10 @@ use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use atoll_core::{CpuSet, Name};
-use atoll_proto::{Reply, Request};
-
 pub use atoll_core::awm::{Needs, Recipe, RecipeError, WorkingMode};
+use atoll_core::{CpuSet, Name};
 pub use atoll_proto::apps::{AppAssignment, AppRunState, AppStatus, RecipeRef};
+use atoll_proto::{Reply, Request};
 
 use crate::{Client, ClientError, Repr};
 

@@ -27,12 +27,11 @@
 use std::fmt;
 
 use atoll_core::Name;
-use atoll_proto::{Reply, Request};
-
 pub use atoll_proto::coord::{
     CoordReply, Direction, Effect, LoanStatus, Message, NackReason, OverlayOrigin, OverlaySpec,
     OverlayStatus, Property, Resource,
 };
+use atoll_proto::{Reply, Request};
 
 use crate::{Client, ClientError, Repr};
 

@@ -33,12 +33,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use atoll_core::decision::Decision;
+pub use atoll_proto;
 use atoll_proto::{
     ErrorCode, Reply, Request, RequestEnvelope, ResponseEnvelope, StatusReport, DEFAULT_SOCKET,
     PROTOCOL_VERSION,
 };
-
-pub use atoll_proto;
 
 pub mod apps;
 pub mod coord;

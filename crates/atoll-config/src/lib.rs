@@ -37,17 +37,15 @@ use std::path::Path;
 
 use atoll_core::spec::{PlatformSpec, SpecError};
 use atoll_core::topology::Topology;
-
 pub use dump::{to_toml, DumpError};
 pub use error::{ConfigError, Diagnostic, KEY_MAX, MESSAGE_MAX, QUOTE_MAX};
+use error::{Pos, Problem};
 pub use overlay::DEFAULT_PERCENTILE;
+use resolve::Outcome;
 pub use resolve::{DEFAULT_RT_PERIOD_US, DEFAULT_RT_PRIORITY, DEFAULT_RT_RUNTIME_US};
 pub use size::{format_size, parse_size, SizeError};
-pub use summary::{entitlement_parts, summary};
-
-use error::{Pos, Problem};
-use resolve::Outcome;
 use spans::{KeyIndex, LineIndex};
+pub use summary::{entitlement_parts, summary};
 
 /// The built-in platform description, used when no config file is given: the
 /// host partition from [`atoll_core::layout::default_host`] and islands laid

@@ -303,8 +303,9 @@ impl<'de> Deserialize<'de> for IdSet {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use proptest::prelude::*;
+
+    use super::*;
 
     #[test]
     fn parses_and_prints_kernel_lists() {

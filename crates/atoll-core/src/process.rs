@@ -220,8 +220,9 @@ pub fn match_rule<'a>(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use proptest::prelude::*;
+
+    use super::*;
 
     proptest! {
         /// `/proc/PID/cgroup` is outside input: arbitrary text never panics,

@@ -30,9 +30,6 @@ mod limits;
 mod net;
 mod reads;
 
-pub(crate) use limits::{Admission, Admitted};
-pub(crate) use net::{accept_loop as serve_connections, LineReader, Next};
-
 use std::fs;
 use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
@@ -45,6 +42,8 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use atoll_proto::{ErrorCode, Request, ResponseEnvelope, MAX_LINE, PROTOCOL_VERSION};
+pub(crate) use limits::{Admission, Admitted};
+pub(crate) use net::{accept_loop as serve_connections, LineReader, Next};
 
 use crate::command::{Caller, Command};
 use crate::publish::Board;

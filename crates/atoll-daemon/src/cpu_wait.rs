@@ -123,10 +123,12 @@ fn read_waits(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::sync::Mutex;
+
     use atoll_core::backend::{BackendError, GroupStats, StatSelect};
     use atoll_core::process::{ProcessError, ProcessInfo};
-    use std::sync::Mutex;
+
+    use super::*;
 
     /// One group with a fixed set of threads whose waits the test sets.
     #[derive(Default)]

@@ -29,12 +29,12 @@ use std::time::{Duration, Instant};
 
 use atoll_core::backend::GroupStats;
 use atoll_proto::StatusReport;
+use text::{decimal, labels, Out};
 
 use crate::api::{serve_connections, Admission, Admitted};
 use crate::command::Command;
 use crate::publish::Board;
 use crate::telemetry::Telemetry;
-use text::{decimal, labels, Out};
 
 const COUNTER: &str = "counter";
 const GAUGE: &str = "gauge";

@@ -61,8 +61,9 @@ pub fn tell(state: &str) {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use std::time::Duration;
+
+    use super::*;
 
     fn recv(sock: &UnixDatagram) -> String {
         sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();

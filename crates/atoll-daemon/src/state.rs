@@ -39,15 +39,14 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
-use serde_json::Value;
-
 use atoll_core::backend::BackendKind;
 use atoll_core::plan::GroupPath;
 use atoll_core::process::CgroupMembership;
 use atoll_core::spec::{OverlayConfig, UnitSpec};
 use atoll_proto::UnitOrigin;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::Value;
 
 /// The state format this build writes and reads.
 pub const FORMAT: u32 = 1;
@@ -393,9 +392,10 @@ pub fn remove(dir: &Path) -> Result<(), StateError> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use atoll_core::spec::{AdoptRule, Entitlement};
     use atoll_core::Name;
+
+    use super::*;
 
     fn sample() -> SavedState {
         let n = |s: &str| Name::new(s).unwrap();

@@ -378,8 +378,9 @@ mod tests {
     }
 
     mod props {
-        use super::*;
         use proptest::prelude::*;
+
+        use super::*;
 
         proptest! {
             #[test]

@@ -513,8 +513,9 @@ fn the_end_of_an_abandoned_dump_is_found_from_headers() {
 /// arbitrary fields (the fuzz target `netdiag_wire` runs the same checks
 /// coverage-guided).
 mod props {
-    use super::*;
     use proptest::prelude::*;
+
+    use super::*;
 
     fn requests() -> impl Strategy<Value = Request> {
         prop_oneof![

@@ -17,9 +17,8 @@
 //! client that polls with `after` = the last generation it acted on learns
 //! whether anything changed.
 
-use serde::{Deserialize, Serialize};
-
 pub use atoll_core::awm::Recipe;
+use serde::{Deserialize, Serialize};
 
 use crate::CpuSet;
 

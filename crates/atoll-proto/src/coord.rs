@@ -14,11 +14,10 @@
 //!    "text":"set weight of web/api to 125: ..."}}
 //! ```
 
-use serde::{Deserialize, Serialize};
-
 pub use atoll_core::coord::{
     Direction, Effect, Message, NackReason, OverlaySpec, Property, Reply as CoordReply, Resource,
 };
+use serde::{Deserialize, Serialize};
 
 /// One overlay as the daemon sees it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -24,12 +24,11 @@ pub mod runtime;
 pub mod status;
 pub mod strict;
 
-pub use status::*;
-pub use strict::{MAX_ITEMS, MAX_NAME, MAX_TEXT};
-
 use atoll_core::decision::Decision;
 use atoll_core::spec::Entitlement;
 use atoll_core::CpuSet;
+pub use status::*;
+pub use strict::{MAX_ITEMS, MAX_NAME, MAX_TEXT};
 
 /// The protocol version this crate speaks.
 pub const PROTOCOL_VERSION: u32 = 1;

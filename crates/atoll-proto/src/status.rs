@@ -1,12 +1,11 @@
 //! The `status` reply: the daemon's view of the platform, its islands and
 //! units, where its root is and how it finds processes.
 
-use serde::{Deserialize, Serialize};
-
 use atoll_core::backend::GroupStats;
 use atoll_core::plan::TaskPolicy;
 use atoll_core::spec::{Entitlement, SchedPolicy};
 use atoll_core::{CpuSet, NodeSet};
+use serde::{Deserialize, Serialize};
 
 use crate::coord;
 

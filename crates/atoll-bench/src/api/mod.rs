@@ -35,16 +35,15 @@ mod table;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+pub use epochs::EpochWindow;
+pub use load::{Kind, LoadReport, Mix};
+pub use run::{accepts_user_units, config_here, run};
 use serde::{Deserialize, Serialize};
+pub use table::render_table;
 
 use crate::machine::Machine;
 use crate::overhead::{Binary, Which};
 use crate::stats::{ratio, round};
-
-pub use epochs::EpochWindow;
-pub use load::{Kind, LoadReport, Mix};
-pub use run::{accepts_user_units, config_here, run};
-pub use table::render_table;
 
 /// The goal on `status` throughput, requests per second (read mix).
 pub const GOAL_STATUS_PER_S: f64 = 10_000.0;

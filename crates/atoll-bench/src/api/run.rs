@@ -498,8 +498,9 @@ pub fn run(opts: &ApiOptions, progress: &Progress) -> Result<ApiReport, BenchErr
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use atoll_core::topology::{SyntheticShape, Topology};
+
+    use super::*;
 
     #[test]
     fn the_config_validates_with_its_overlay() {

@@ -39,14 +39,13 @@ mod table;
 use std::path::PathBuf;
 use std::str::FromStr;
 
+pub use run::run;
 use serde::{Deserialize, Serialize};
+pub use table::render_table;
 
 use crate::comm::{improvement, mean};
 use crate::machine::Machine;
 use crate::stats::round;
-
-pub use run::run;
-pub use table::render_table;
 
 /// The goal on `completion_improvement` in oversubscribed scenarios.
 pub const GOAL_IMPROVEMENT: f64 = 0.20;

@@ -34,11 +34,10 @@ mod table;
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use serde::{Deserialize, Serialize};
-
 pub use report::*;
 pub use run::{run, MAX_OUTSIDE_CPU, NOISY_RETRIES};
 pub use search::SearchSettings;
+use serde::{Deserialize, Serialize};
 pub use table::render_table;
 
 /// How the daemon applies a boost (`[comm] mechanism`).

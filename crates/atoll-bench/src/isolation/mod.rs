@@ -26,13 +26,12 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use atoll_core::spec::IsolationMode;
+pub use run::run;
 use serde::{Deserialize, Serialize};
 
 use crate::machine::Machine;
 use crate::revocation::Mechanism;
 use crate::stats::{ratio, round};
-
-pub use run::run;
 
 /// Light's ratios must stay at or below this in `isolate`.
 pub const LIGHT_GOAL: f64 = 1.10;

@@ -306,8 +306,9 @@ fn revocation_latency(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
 
     /// A stand-in for the atoll binary: its daemon refuses an empty host
     /// partition, serves until its socket is removed; `status` succeeds

@@ -27,9 +27,8 @@ use std::fmt::Write as _;
 use atoll_core::CpuSet;
 use serde::{Deserialize, Serialize};
 
-use crate::isolation::config::Layout;
-
 use super::Scenario;
+use crate::isolation::config::Layout;
 
 /// The island's name.
 pub const ISLAND: &str = "bench";
@@ -139,11 +138,12 @@ pub fn config_text(sc: &Scenario, layout: &Layout, epoch_ms: u64, tag: &str) -> 
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::overhead::Features;
     use atoll_core::isolation::home_cpus;
     use atoll_core::spec::IsolationMode;
     use atoll_core::topology::{SyntheticShape, Topology};
+
+    use super::*;
+    use crate::overhead::Features;
 
     fn set(s: &str) -> CpuSet {
         CpuSet::parse(s).unwrap()

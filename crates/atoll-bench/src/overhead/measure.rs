@@ -16,11 +16,10 @@
 use std::path::Path;
 use std::time::Instant;
 
+use super::Sample;
 use crate::comm::procstat::{self, busy_now, clock_ticks_per_s, Snapshot};
 use crate::error::BenchError;
 use crate::stats::round;
-
-use super::Sample;
 
 /// `utime + stime` (ticks) and `num_threads` from the text of
 /// `/proc/PID/stat`.
@@ -193,9 +192,10 @@ pub fn sample(before: &Reading, after: &Reading, w: Window) -> Sample {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
     use crate::comm::procstat::Counters;
-    use std::time::Duration;
 
     #[test]
     fn stat_times_skip_awkward_names() {

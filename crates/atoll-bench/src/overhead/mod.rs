@@ -26,15 +26,14 @@ mod table;
 
 use std::path::PathBuf;
 
-use serde::{Deserialize, Serialize};
-
-use crate::machine::Machine;
-use crate::stats::{ratio, round, Summary};
-
 pub use config::ConfigSummary;
 pub(crate) use run::existing;
 pub use run::{config_here, run};
+use serde::{Deserialize, Serialize};
 pub use table::render_table;
+
+use crate::machine::Machine;
+use crate::stats::{ratio, round, Summary};
 
 /// The scenario the goal is about: 100 units, features on.
 pub const GOAL_UNITS: usize = 100;

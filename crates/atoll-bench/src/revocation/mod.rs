@@ -21,12 +21,11 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
+pub use run::run;
 use serde::{Deserialize, Serialize};
 
 use crate::machine::Machine;
 use crate::stats::{ratio, round};
-
-pub use run::run;
 
 /// A way to let borrowers use a lender's idle CPU and give it back (and
 /// the reference without borrowers).
@@ -292,8 +291,9 @@ pub fn render_table(r: &RevocationReport) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use serde_json::json;
+
+    use super::*;
 
     fn probe(p50: f64, p99: f64) -> serde_json::Value {
         json!({

@@ -397,7 +397,6 @@ pub(super) fn drive<E: Engine>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
     use crate::worker::Worker;
 
     fn p(s: &str) -> Result<Worker, ArgError> {

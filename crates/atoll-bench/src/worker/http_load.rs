@@ -379,9 +379,10 @@ fn report(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use std::io::Cursor;
     use std::net::TcpListener;
+
+    use super::*;
 
     fn parse(s: &str) -> io::Result<Response> {
         read_response(&mut Cursor::new(s.as_bytes().to_vec()))

@@ -1,8 +1,9 @@
 //! Tests of the `kvfront` worker: RESP, windows, back ends that fail.
 
-use super::*;
 use std::io::Cursor;
 use std::net::TcpListener;
+
+use super::*;
 
 fn parse(bytes: &[u8]) -> io::Result<Resp> {
     read_reply(&mut Cursor::new(bytes.to_vec()))

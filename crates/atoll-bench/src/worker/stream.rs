@@ -428,9 +428,8 @@ fn client_report(a: &StreamClientArgs, played: &[Played]) -> serde_json::Value {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     use super::super::Worker;
+    use super::*;
 
     fn p(s: &str) -> Result<Worker, ArgError> {
         Worker::parse(&s.split_whitespace().map(String::from).collect::<Vec<_>>())

@@ -103,16 +103,15 @@ mod policy_tests;
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
-use crate::Name;
-
 pub use policy::{
     Boost, BoostReason, CommAccount, CommDecision, CommError, CommPolicy, EndReason, Limit,
     ReasonCounts, ReasonKind, Refusal, UnitInput,
 };
 pub use predict::{Anticipation, Burst, Prediction, SenderPredictor};
+use serde::{Deserialize, Serialize};
 pub use spec::{reservations, CommSpec, CommSpecError, Mechanism};
+
+use crate::Name;
 
 /// What one unit's sockets show at one instant: queues now, counters since
 /// the monitor first saw each socket. Counters only grow while a socket

@@ -127,13 +127,12 @@ pub mod types;
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 pub use coordinator::Coordinator;
 pub use effect::{BoostKind, Change, Effect, Why};
 pub use message::{Limit, Message, NackReason, Op, Reply};
 pub use platform::{Loan, PlatformManager};
 pub use round::{Answer, Ticket};
+use serde::{Deserialize, Serialize};
 pub use types::{
     ArbitrationPolicy, Direction, Idle, IslandSetup, OverlaySpec, Property, Resource, UnitKnobs,
     UnitSetup,

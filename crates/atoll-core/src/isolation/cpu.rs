@@ -292,9 +292,10 @@ pub(crate) fn lend_order(cpus: &CpuSet, topo: &Topology) -> Vec<u32> {
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use proptest::prelude::*;
+
     use super::*;
     use crate::topology::SyntheticShape;
-    use proptest::prelude::*;
 
     pub(crate) fn n(s: &str) -> Name {
         Name::new(s).unwrap()

@@ -1,7 +1,8 @@
+use proptest::prelude::*;
+
 use super::*;
 use crate::isolation::cpu::tests::{n, set, topo};
 use crate::isolation::home_cpus;
-use proptest::prelude::*;
 
 fn ms(v: u64) -> Duration {
     Duration::from_millis(v)

@@ -1,6 +1,7 @@
+use proptest::prelude::*;
+
 use super::*;
 use crate::isolation::cpu::tests::n;
-use proptest::prelude::*;
 
 /// 1000 bytes, reserve 8 % = 80, hysteresis step 1 % = 10.
 const T: u64 = 1000;

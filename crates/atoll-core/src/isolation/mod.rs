@@ -74,7 +74,6 @@ pub mod memory;
 
 use std::time::Duration;
 
-pub use crate::spec::{IsolationMode, SharePolicy};
 pub use cpu::{home_cpus, home_cpus_with_guests, HomeLayout, Oversubscription};
 pub use disk::{DiskEvent, DiskFairness, DiskSample, DiskStatus};
 pub use lend::{
@@ -85,6 +84,7 @@ pub use memory::{
     MemoryPolicy,
 };
 
+pub use crate::spec::{IsolationMode, SharePolicy};
 use crate::Name;
 
 /// Why a policy could not run.
@@ -255,8 +255,9 @@ pub(crate) fn water_fill(supply: u64, claims: &[Claim]) -> Vec<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use proptest::prelude::*;
+
+    use super::*;
 
     fn c(weight: u64, demand: u64) -> Claim {
         Claim { weight, demand }

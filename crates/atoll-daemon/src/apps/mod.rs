@@ -44,6 +44,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use api::{AppsError, Registering};
 use atoll_core::awm::trigger::{gap_needs_replan, goal_gap, PlanBatcher};
 use atoll_core::awm::{Current, Grant, Planner, Recipe};
 use atoll_core::decision::Reason;
@@ -55,8 +56,6 @@ use atoll_proto::apps::{AppAssignment, AppRunState};
 
 use crate::compose::{At, Composer, Layer};
 use crate::placement::Placement;
-
-pub use api::{AppsError, Registering};
 
 /// Reports of progress are kept over at least this long for the rate.
 pub const RATE_WINDOW: Duration = Duration::from_secs(1);
@@ -365,8 +364,9 @@ impl Apps {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use atoll_core::awm::{Needs, WorkingMode};
+
+    use super::*;
 
     fn app() -> App {
         App {

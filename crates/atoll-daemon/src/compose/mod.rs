@@ -47,11 +47,10 @@ use atoll_core::decision::{Action, Decision, Reason};
 use atoll_core::plan::{GroupPath, GroupSettings, Partition, RtBudget};
 use atoll_core::spec::{IslandSpec, PlatformSpec, UnitSpec};
 use atoll_core::CpuSet;
+pub use knobs::knob_diff;
 
 use crate::decisions::DecisionLog;
 use crate::registry::Registry;
-
-pub use knobs::knob_diff;
 
 /// One source of settings, laid over the layers before it.
 pub trait Layer {

@@ -34,9 +34,6 @@ mod start;
 mod status;
 mod teardown;
 
-pub use reload::{describe, ConfigSource, ReloadError};
-pub use runtime::RuntimeError;
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -49,6 +46,8 @@ use atoll_core::decision::Reason;
 use atoll_core::process::{CgroupMembership, ProcessTable, SystemMonitor, TaskControl};
 use atoll_core::spec::PlatformSpec;
 use atoll_core::{CpuSet, Name};
+pub use reload::{describe, ConfigSource, ReloadError};
+pub use runtime::RuntimeError;
 
 use crate::adopt::Adoption;
 use crate::apps::{Apps, Kit};

@@ -54,6 +54,8 @@ mod units;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+pub use api::CoordApiError;
+pub use apply::boost_policy;
 use atoll_core::backend::Monitor;
 use atoll_core::coord::{CoordConfig, CoordError, Message, NackReason, PlatformManager, UnitKnobs};
 use atoll_core::decision::Reason;
@@ -63,16 +65,12 @@ use atoll_core::spec::{IslandSpec, PlatformSpec, ReactPolicy, SchedPolicy};
 use atoll_core::topology::Topology;
 use atoll_core::{CpuSet, Name};
 use atoll_proto::coord::OverlayOrigin;
+pub use recv::{ProcRecvQueues, RecvQueues};
 
 use crate::compose::{At, Composer, Layer};
 use crate::cpu_wait::WaitTracker;
 use crate::load::IslandLoad;
 use crate::registry::Registry;
-
-pub use api::CoordApiError;
-pub use apply::boost_policy;
-
-pub use recv::{ProcRecvQueues, RecvQueues};
 
 /// An overlay as the daemon tracks it, beside the manager's record.
 #[derive(Clone, Debug)]

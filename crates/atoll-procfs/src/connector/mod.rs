@@ -63,7 +63,6 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use atoll_core::events::{ProcEvent, ProcEventBatch, ProcEventError, ProcEventSource};
-
 #[cfg(any(test, feature = "testutils"))]
 pub use fake::{FakeEvents, FakeEventsHandle};
 pub(crate) use socket::poll_ms;

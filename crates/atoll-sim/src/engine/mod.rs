@@ -46,23 +46,22 @@ mod report;
 mod stream;
 mod threads;
 
-use atoll_core::num::saturating_u64;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
-use crate::platform::SimPlatform;
-use crate::state::{SimState, TidMap};
-use crate::workload::{Program, Rng, WorkloadError, WorkloadSpec};
-
+use atoll_core::num::saturating_u64;
+use disk::Disk;
 pub use malleable::MalleableState;
+use net::Net;
 pub use report::{
     AppReport, AppSample, DiskReport, LatencyReport, Sample, StreamReport, WorkloadReport,
 };
-
-use disk::Disk;
-use net::Net;
 use stream::{Playback, Stream};
+
+use crate::platform::SimPlatform;
+use crate::state::{SimState, TidMap};
+use crate::workload::{Program, Rng, WorkloadError, WorkloadSpec};
 
 fn ns(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)

@@ -9,9 +9,9 @@
 //! recorded for clients (issue to the reply read and processed) and for
 //! services (arrival at the instance to reply sent).
 
-use super::net::Dest;
 use atoll_core::num::saturating_u64;
 
+use super::net::Dest;
 use super::{Engine, Job, Next, Origin, Req};
 use crate::state::SimState;
 use crate::workload::Program;

@@ -17,9 +17,9 @@
 //!   initial fill is the start-up delay, not an under-run. The client
 //!   finishes when the last chunk has played.
 
-use super::net::Dest;
 use atoll_core::num::saturating_u64;
 
+use super::net::Dest;
 use super::{Engine, Ev, Job, Next};
 use crate::state::SimState;
 use crate::workload::Program;

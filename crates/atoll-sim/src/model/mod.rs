@@ -97,10 +97,9 @@ use std::time::Duration;
 
 use atoll_core::num::saturating_u64;
 use atoll_core::plan::{GroupPath, TaskPolicy};
+pub(crate) use tree::Tree;
 
 use crate::state::{CpuCounters, Location, SimState, Thread, TidMap};
-
-pub(crate) use tree::Tree;
 
 /// Slack for floating-point comparisons, in CPUs.
 pub(crate) const EPS: f64 = 1e-9;

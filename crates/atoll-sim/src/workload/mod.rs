@@ -80,9 +80,8 @@
 mod rng;
 mod validate;
 
-use serde::{Deserialize, Serialize};
-
 pub use rng::Rng;
+use serde::{Deserialize, Serialize};
 pub use validate::{parse_policy, WorkloadError, MAX_THREADS};
 
 /// Everything the engine runs.
