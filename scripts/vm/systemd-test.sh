@@ -40,16 +40,18 @@ bash "${here}/systemd/build-image.sh" >/dev/null
 vm_log "image ready after $(($(date +%s) - start))s"
 
 if [ -z "${ATOLL_BIN:-}" ]; then
-    vm_log "cargo build --release -p atoll-cli"
-    (cd "${VM_REPO_ROOT}" && cargo build --release -p atoll-cli)
+    vm_log "cargo build --release -p atoll-cli -p atoll-client-c"
+    (cd "${VM_REPO_ROOT}" && cargo build --release -p atoll-cli -p atoll-client-c)
     ATOLL_BIN="${CARGO_TARGET_DIR:-${VM_REPO_ROOT}/target}/release/atoll"
 fi
 # atoll's .deb for the tests that install it (deb, service, svckill,
 # svcstop): ATOLL_DEB=path, else built from the release binary of this
-# checkout (packaging/build-deb.sh; cargo-deb is installed if missing).
+# checkout and the C client library (packaging/build-deb.sh; cargo-deb is
+# installed if missing).
 if [ -z "${ATOLL_DEB:-}" ]; then
     deb_start=$(date +%s)
-    if [ ! -x "${CARGO_TARGET_DIR:-${VM_REPO_ROOT}/target}/release/atoll" ]; then
+    release="${CARGO_TARGET_DIR:-${VM_REPO_ROOT}/target}/release"
+    if [ ! -x "${release}/atoll" ] || [ ! -e "${release}/libatoll_client.so" ]; then
         ATOLL_DEB="$(cd "${VM_REPO_ROOT}" && bash packaging/build-deb.sh | tail -n 1)"
     else
         ATOLL_DEB="$(cd "${VM_REPO_ROOT}" && bash packaging/build-deb.sh --no-build | tail -n 1)"

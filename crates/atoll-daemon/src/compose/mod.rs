@@ -444,17 +444,7 @@ impl Composer {
                     self.applied.insert(g.clone(), s);
                     narrowed += 1;
                 }
-                Err(e) => log.record(Decision {
-                    at: now,
-                    action: Action::ApplyGroup {
-                        path: g.clone(),
-                        knobs: vec![format!("cpuset.cpus={step}")],
-                        layers: Vec::new(),
-                    },
-                    why: Reason::KernelRefused {
-                        error: e.to_string(),
-                    },
-                }),
+                Err(e) => refused_step(log, now, g, format!("cpuset.cpus={step}"), &e),
             }
         }
         tracing::trace!("cpusets narrowed first: {narrowed}");
@@ -498,20 +488,13 @@ impl Composer {
                 Ok(_) => {
                     self.applied.insert(g.clone(), s);
                 }
-                Err(e) => log.record(Decision {
-                    at: now,
-                    action: Action::ApplyGroup {
-                        path: g.clone(),
-                        knobs: vec![format!(
-                            "cpu.rt_runtime_us={}/{}",
-                            will.runtime_us, will.period_us
-                        )],
-                        layers: Vec::new(),
-                    },
-                    why: Reason::KernelRefused {
-                        error: e.to_string(),
-                    },
-                }),
+                Err(e) => refused_step(
+                    log,
+                    now,
+                    g,
+                    format!("cpu.rt_runtime_us={}/{}", will.runtime_us, will.period_us),
+                    &e,
+                ),
             }
         }
     }
@@ -662,6 +645,28 @@ fn is_within(g: &GroupPath, ancestor: &GroupPath) -> bool {
     }
     let (g, a) = (g.as_str(), ancestor.as_str());
     g == a || g.strip_prefix(a).is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// Records that the kernel refused a step written ahead of the others (a
+/// cpuset narrowed first, an RT budget lowered first).
+fn refused_step(
+    log: &mut DecisionLog,
+    now: Duration,
+    g: &GroupPath,
+    knob: String,
+    e: &BackendError,
+) {
+    log.record(Decision {
+        at: now,
+        action: Action::ApplyGroup {
+            path: g.clone(),
+            knobs: vec![knob],
+            layers: Vec::new(),
+        },
+        why: Reason::KernelRefused {
+            error: e.to_string(),
+        },
+    });
 }
 
 #[cfg(test)]

@@ -264,42 +264,11 @@ pub fn describe(old: &PlatformSpec, new: &PlatformSpec) -> Vec<String> {
             new.epoch.as_millis()
         ));
     }
-    for i in &new.islands {
-        match old.island(&i.name) {
-            None => out.push(format!("island {} added", i.name)),
-            Some(o) if o != i => out.push(format!("island {} changed", i.name)),
-            Some(_) => {}
-        }
-    }
-    for i in &old.islands {
-        if new.island(&i.name).is_none() {
-            out.push(format!("island {} removed", i.name));
-        }
-    }
-    for u in &new.units {
-        match old.units.iter().find(|o| o.name == u.name) {
-            None => out.push(format!("unit {} added", u.name)),
-            Some(o) if o != u => out.push(format!("unit {} changed", u.name)),
-            Some(_) => {}
-        }
-    }
-    for u in &old.units {
-        if !new.units.iter().any(|n| n.name == u.name) {
-            out.push(format!("unit {} removed", u.name));
-        }
-    }
-    for o in &new.overlays {
-        match old.overlays.iter().find(|x| x.name == o.name) {
-            None => out.push(format!("overlay {} added", o.name)),
-            Some(x) if x != o => out.push(format!("overlay {} changed", o.name)),
-            Some(_) => {}
-        }
-    }
-    for o in &old.overlays {
-        if !new.overlays.iter().any(|n| n.name == o.name) {
-            out.push(format!("overlay {} removed", o.name));
-        }
-    }
+    diff_named(&mut out, "island", &old.islands, &new.islands, |i| &i.name);
+    diff_named(&mut out, "unit", &old.units, &new.units, |u| &u.name);
+    diff_named(&mut out, "overlay", &old.overlays, &new.overlays, |o| {
+        &o.name
+    });
     let named = [
         ("[isolation]", old.isolation != new.isolation),
         ("[comm]", old.comm != new.comm),
@@ -315,6 +284,30 @@ pub fn describe(old: &PlatformSpec, new: &PlatformSpec) -> Vec<String> {
         out.push("the configuration changed".to_string());
     }
     out
+}
+
+/// `KIND NAME added|changed|removed` for each item of `new` and `old`
+/// that differs, items matched by name: new ones in `new`'s order, then
+/// the removed in `old`'s.
+fn diff_named<T: PartialEq>(
+    out: &mut Vec<String>,
+    kind: &str,
+    old: &[T],
+    new: &[T],
+    name: impl Fn(&T) -> &Name,
+) {
+    for n in new {
+        match old.iter().find(|o| name(o) == name(n)) {
+            None => out.push(format!("{kind} {} added", name(n))),
+            Some(o) if o != n => out.push(format!("{kind} {} changed", name(n))),
+            Some(_) => {}
+        }
+    }
+    for o in old {
+        if !new.iter().any(|n| name(n) == name(o)) {
+            out.push(format!("{kind} {} removed", name(o)));
+        }
+    }
 }
 
 /// The changes in one line for a decision's reason.
