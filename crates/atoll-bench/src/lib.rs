@@ -51,6 +51,7 @@ pub mod procs;
 pub mod progress;
 pub mod revocation;
 pub mod stats;
+mod table;
 pub mod worker;
 
 pub use error::BenchError;

@@ -10,40 +10,7 @@ use super::{
 };
 use crate::overhead::Which;
 use crate::stats::ratio;
-
-fn num(v: Option<f64>, digits: usize) -> String {
-    v.map_or_else(|| "-".into(), |v| format!("{v:.digits$}"))
-}
-
-fn load3(s: &str) -> String {
-    s.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
-}
-
-fn aligned(head: &[&str], rows: &[Vec<String>], left: usize) -> String {
-    let mut widths: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (w, c) in widths.iter_mut().zip(row) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        let mut l = String::new();
-        for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
-            if i < left {
-                let _ = write!(l, "{c:<w$}  ");
-            } else {
-                let _ = write!(l, "{c:>w$}  ");
-            }
-        }
-        l.trim_end().to_string()
-    };
-    let mut t = String::new();
-    let _ = writeln!(t, "{}", line(head.to_vec()));
-    for row in rows {
-        let _ = writeln!(t, "{}", line(row.iter().map(String::as_str).collect()));
-    }
-    t
-}
+use crate::table::{aligned, load3, num};
 
 /// The kinds a run sent, reads first.
 fn kinds(r: &RunResult) -> Vec<(&'static str, &KindFigures)> {

@@ -3,10 +3,7 @@
 use std::fmt::Write as _;
 
 use super::{CommReport, GoalRow, StreamProbe, TwoTierMean};
-
-fn num(v: Option<f64>, digits: usize) -> String {
-    v.map_or_else(|| "-".into(), |v| format!("{v:.digits$}"))
-}
+use crate::table::num;
 
 fn pct(v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), |v| format!("{:.1}%", v * 100.0))

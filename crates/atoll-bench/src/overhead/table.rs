@@ -6,10 +6,7 @@ use super::{
     BinaryResult, Goal, OverheadReport, Ratios, ScenarioResult, Spread, Which, GOAL_CPU_PCT,
     GOAL_RSS_MIB,
 };
-
-fn num(v: Option<f64>, digits: usize) -> String {
-    v.map_or_else(|| "-".into(), |v| format!("{v:.digits$}"))
-}
+use crate::table::{aligned, load3, num};
 
 fn median(s: Option<Spread>, digits: usize) -> String {
     num(s.map(|s| s.median), digits)
@@ -17,10 +14,6 @@ fn median(s: Option<Spread>, digits: usize) -> String {
 
 fn range(s: Option<Spread>) -> String {
     s.map_or_else(|| "-".into(), |s| format!("[{:.2}-{:.2}]", s.min, s.max))
-}
-
-fn load3(s: &str) -> String {
-    s.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
 }
 
 fn row(sc: &ScenarioResult, which: Which, r: &BinaryResult, ratio: Option<&Ratios>) -> Vec<String> {
@@ -55,32 +48,6 @@ fn row(sc: &ScenarioResult, which: Which, r: &BinaryResult, ratio: Option<&Ratio
         ]);
     }
     cells
-}
-
-fn aligned(head: &[&str], rows: &[Vec<String>], left: usize) -> String {
-    let mut widths: Vec<usize> = head.iter().map(|h| h.len()).collect();
-    for row in rows {
-        for (w, c) in widths.iter_mut().zip(row) {
-            *w = (*w).max(c.len());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        let mut l = String::new();
-        for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
-            if i < left {
-                let _ = write!(l, "{c:<w$}  ");
-            } else {
-                let _ = write!(l, "{c:>w$}  ");
-            }
-        }
-        l.trim_end().to_string()
-    };
-    let mut t = String::new();
-    let _ = writeln!(t, "{}", line(head.to_vec()));
-    for row in rows {
-        let _ = writeln!(t, "{}", line(row.iter().map(String::as_str).collect()));
-    }
-    t
 }
 
 fn verdict(met: Option<bool>, r: Option<&BinaryResult>) -> String {
