@@ -166,34 +166,8 @@ impl Bench<'_> {
     /// Waits until every unit holds its process (and only processes the
     /// benchmark started); returns the last status.
     fn wait_adopted(&self, d: &Daemon) -> Result<serde_json::Value, BenchError> {
-        let t0 = Instant::now();
-        loop {
-            let status = d.status_json()?;
-            let (_, held) = measure::status_figures(&status);
-            if let Some(p) = measure::unit_pids(&status)
-                .into_iter()
-                .find(|p| !self.herd_pids.contains(p))
-            {
-                return Err(BenchError::Setup {
-                    what: "adoption".into(),
-                    reason: format!("a unit holds pid {p}, which the benchmark did not start"),
-                });
-            }
-            if held >= self.s.units {
-                return Ok(status);
-            }
-            if t0.elapsed() > WAIT {
-                return Err(BenchError::Daemon {
-                    mode: TAG.into(),
-                    reason: format!(
-                        "only {held} of {} units hold their process after {WAIT:?}",
-                        self.s.units
-                    ),
-                    log: d.log_tail(),
-                });
-            }
-            interrupt::sleep(Duration::from_millis(50))?;
-        }
+        let poll = (TAG, WAIT, Duration::from_millis(50));
+        measure::wait_adopted(d, &self.herd_pids, self.s.units, false, poll)
     }
 
     /// The clients' processes of run `n`: root's, then one per other uid.

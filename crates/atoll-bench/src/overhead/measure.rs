@@ -14,11 +14,13 @@
 //!   average, to tell a quiet window from a noisy one.
 
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::Sample;
 use crate::comm::procstat::{self, busy_now, clock_ticks_per_s, Snapshot};
 use crate::error::BenchError;
+use crate::interrupt;
+use crate::isolation::daemon::Daemon;
 use crate::stats::round;
 
 /// `utime + stime` (ticks) and `num_threads` from the text of
@@ -101,6 +103,41 @@ pub fn loadavg_1m() -> Option<f64> {
         .next()?
         .parse()
         .ok()
+}
+
+/// Polls `d`'s status until `units` units hold a process each (at once
+/// when `any` is set: the simulated backend sees no process), checking that
+/// units hold only `herd`'s processes; returns the last status. Gives up
+/// after `wait`, polling every `every`; `tag` names the benchmark.
+pub fn wait_adopted(
+    d: &Daemon,
+    herd: &[u32],
+    units: usize,
+    any: bool,
+    (tag, wait, every): (&str, Duration, Duration),
+) -> Result<serde_json::Value, BenchError> {
+    let t0 = Instant::now();
+    loop {
+        let status = d.status_json()?;
+        let (_, held) = status_figures(&status);
+        if let Some(p) = unit_pids(&status).into_iter().find(|p| !herd.contains(p)) {
+            return Err(BenchError::Setup {
+                what: "adoption".into(),
+                reason: format!("a unit holds pid {p}, which the benchmark did not start"),
+            });
+        }
+        if any || held >= units {
+            return Ok(status);
+        }
+        if t0.elapsed() > wait {
+            return Err(BenchError::Daemon {
+                mode: tag.into(),
+                reason: format!("only {held} of {units} units hold their process after {wait:?}"),
+                log: d.log_tail(),
+            });
+        }
+        interrupt::sleep(every)?;
+    }
 }
 
 /// `epochs` and the number of units holding at least one process, from

@@ -54,33 +54,9 @@ impl Bench<'_> {
     /// Waits until every unit holds a process, and checks that units hold
     /// only processes the benchmark started; returns the last status.
     fn wait_adopted(&self, d: &Daemon, units: usize) -> Result<serde_json::Value, BenchError> {
-        let t0 = Instant::now();
-        loop {
-            let status = d.status_json()?;
-            let (_, held) = measure::status_figures(&status);
-            if let Some(p) = measure::unit_pids(&status)
-                .into_iter()
-                .find(|p| !self.herd_pids.contains(p))
-            {
-                return Err(BenchError::Setup {
-                    what: "adoption".into(),
-                    reason: format!("a unit holds pid {p}, which the benchmark did not start"),
-                });
-            }
-            if self.s.backend == Backend::Sim || held >= units {
-                return Ok(status);
-            }
-            if t0.elapsed() > ADOPT_WAIT {
-                return Err(BenchError::Daemon {
-                    mode: TAG.into(),
-                    reason: format!(
-                        "only {held} of {units} units hold their process after {ADOPT_WAIT:?}"
-                    ),
-                    log: d.log_tail(),
-                });
-            }
-            interrupt::sleep(Duration::from_millis(100))?;
-        }
+        let sim = self.s.backend == Backend::Sim;
+        let poll = (TAG, ADOPT_WAIT, Duration::from_millis(100));
+        measure::wait_adopted(d, &self.herd_pids, units, sim, poll)
     }
 
     /// One daemon of `bin` on scenario `sc`: start, warm up, measure, stop.

@@ -9,40 +9,22 @@ use atoll_cgroup::CgroupFs;
 
 use crate::manager::ManagerError;
 use crate::value::{
-    from_mask, since, PropValue, ALLOWED_CPUS, ALLOWED_MEMORY_NODES, CPU_QUOTA, CPU_QUOTA_PERIOD,
-    CPU_WEIGHT, IDLE_WEIGHT_SINCE, IO_LIMITS, IO_READ_BPS, IO_READ_IOPS, IO_WEIGHT, IO_WRITE_BPS,
-    IO_WRITE_IOPS, MEMORY_HIGH, MEMORY_LOW, MEMORY_MAX, MEMORY_MIN,
+    from_mask, since, PropValue, ALL, ALLOWED_CPUS, ALLOWED_MEMORY_NODES, CPU_QUOTA,
+    CPU_QUOTA_PERIOD, CPU_WEIGHT, IDLE_WEIGHT_SINCE, IO_LIMITS, IO_WEIGHT, MEMORY_HIGH, MEMORY_LOW,
+    MEMORY_MAX, MEMORY_MIN,
 };
 
 /// The controllers slices enable for their children.
 pub(super) const CONTROLLERS: [&str; 4] = ["cpuset", "cpu", "io", "memory"];
 
-const RESOURCE: [&str; 14] = [
-    ALLOWED_CPUS,
-    ALLOWED_MEMORY_NODES,
-    CPU_WEIGHT,
-    CPU_QUOTA,
-    CPU_QUOTA_PERIOD,
-    MEMORY_MIN,
-    MEMORY_LOW,
-    MEMORY_HIGH,
-    MEMORY_MAX,
-    IO_WEIGHT,
-    IO_READ_BPS,
-    IO_WRITE_BPS,
-    IO_READ_IOPS,
-    IO_WRITE_IOPS,
-];
-
 /// A resource property (not a scope's `PIDs`, `Slice`, ...).
 pub(super) fn is_resource(name: &str) -> bool {
-    RESOURCE.contains(&name)
+    ALL.contains(&name)
 }
 
 /// The resource properties a unit of systemd `version` has, unset.
 pub(super) fn defaults(version: u32) -> BTreeMap<String, PropValue> {
-    RESOURCE
-        .iter()
+    ALL.iter()
         .filter(|p| since(p) <= version)
         .map(|p| {
             let v = match *p {
@@ -287,6 +269,7 @@ pub(super) fn write_all(fs: &FakeCgroupFs, dir: &Path, props: &BTreeMap<String, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::value::IO_READ_BPS;
 
     #[test]
     fn slices_nest_by_dash() {
