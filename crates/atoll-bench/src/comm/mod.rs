@@ -28,6 +28,7 @@ pub mod config;
 pub mod procstat;
 pub mod report;
 mod run;
+mod scenarios;
 pub mod search;
 mod table;
 
