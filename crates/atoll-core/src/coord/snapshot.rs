@@ -181,6 +181,8 @@ pub struct Restored {
 /// A part of a snapshot left out of a restore.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Dropped {
+    /// The overlay it was kept for, when known.
+    pub overlay: Option<Name>,
     /// What (`loan of CPU 5 (batch -> web, overlay shop)`).
     pub what: String,
     /// Why.
@@ -217,8 +219,9 @@ impl Restored {
     }
 }
 
-fn dropped(what: impl Into<String>, why: impl Into<String>) -> Dropped {
+fn dropped(overlay: &Name, what: impl Into<String>, why: impl Into<String>) -> Dropped {
     Dropped {
+        overlay: Some(overlay.clone()),
         what: what.into(),
         why: why.into(),
     }
@@ -318,7 +321,7 @@ impl PlatformManager {
             let what = format!("escalation and backoff of overlay {}", o.name);
             if !self.overlays.contains_key(&o.name) {
                 out.dropped
-                    .push(dropped(what, "the overlay is not registered"));
+                    .push(dropped(&o.name, what, "the overlay is not registered"));
                 continue;
             }
             let mut backoff = Vec::new();
@@ -331,6 +334,7 @@ impl PlatformManager {
                         until: left(b.left),
                     }),
                     None => out.dropped.push(dropped(
+                        &o.name,
                         format!("backoff of island {} for overlay {}", b.island, o.name),
                         format!("island {} is not configured", b.island),
                     )),
@@ -351,6 +355,7 @@ impl PlatformManager {
             let what = format!("tuned knobs of unit {}", u.unit);
             let Some(i) = self.index_of(&u.island) else {
                 out.dropped.push(dropped(
+                    &u.overlay,
                     what,
                     format!("island {} is not configured", u.island),
                 ));
@@ -359,6 +364,7 @@ impl PlatformManager {
             let c = &mut self.islands[i];
             let Some(now_in) = c.units_kept().find(|k| k.name == &u.unit) else {
                 out.dropped.push(dropped(
+                    &u.overlay,
                     what,
                     format!("island {} has no unit {} now", u.island, u.unit),
                 ));
@@ -366,6 +372,7 @@ impl PlatformManager {
             };
             if now_in.overlay != Some(&u.overlay) {
                 out.dropped.push(dropped(
+                    &u.overlay,
                     what,
                     format!("the unit is not in overlay {} now", u.overlay),
                 ));
@@ -373,6 +380,7 @@ impl PlatformManager {
             }
             if now_in.base != u.base {
                 out.dropped.push(dropped(
+                    &u.overlay,
                     what,
                     "its configured knobs changed: they are the base now",
                 ));
@@ -380,7 +388,7 @@ impl PlatformManager {
             }
             match c.restore_unit(&u.unit, u.knobs, left(u.cooldown_left)) {
                 Ok(()) => out.units.push(u.unit.clone()),
-                Err(why) => out.dropped.push(dropped(what, why)),
+                Err(why) => out.dropped.push(dropped(&u.overlay, what, why)),
             }
         }
         let mut seen = CpuSet::new();
@@ -392,9 +400,20 @@ impl PlatformManager {
                 ),
                 _ => format!("loan of CPU {}", l.cpu),
             };
+            let Some(top) = l.hops.last() else {
+                out.dropped.push(Dropped {
+                    overlay: None,
+                    what,
+                    why: "it has no hops".into(),
+                });
+                continue;
+            };
             if seen.contains(l.cpu) {
-                out.dropped
-                    .push(dropped(what, "the CPU is listed twice in the ledger"));
+                out.dropped.push(dropped(
+                    &top.overlay,
+                    what,
+                    "the CPU is listed twice in the ledger",
+                ));
                 continue;
             }
             seen.insert(l.cpu);
@@ -414,7 +433,7 @@ impl PlatformManager {
                     self.islands[top.borrower].accept(top.at, l.cpu, true);
                     self.loans.insert(l.cpu, hops);
                 }
-                Err(why) => out.dropped.push(dropped(what, why)),
+                Err(why) => out.dropped.push(dropped(&top.overlay, what, why)),
             }
         }
         out.loans = self.loans();
