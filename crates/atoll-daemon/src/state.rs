@@ -593,9 +593,11 @@ mod tests {
     fn a_format_1_file_loads_as_format_2_without_coordination() {
         let dir = tempfile::tempdir().unwrap();
         // A format 1 file as the previous atoll wrote it.
-        let state = serde_json::to_string_pretty(&sample())
-            .unwrap()
-            .replacen("\"format\": 2", "\"format\": 1", 1);
+        let state = serde_json::to_string_pretty(&sample()).unwrap().replacen(
+            "\"format\": 2",
+            "\"format\": 1",
+            1,
+        );
         assert!(state.contains("\"format\": 1"));
         write(
             dir.path(),

@@ -242,7 +242,8 @@ fn a_restart_keeps_a_loan_the_kernel_agrees_with() {
     assert_eq!(status.islands[0].cpus, set("1-3,5"));
     let d = why(&c, "shop");
     assert!(
-        d.iter().any(|d| d.contains("loan of CPU 5 (batch -> web) kept")),
+        d.iter()
+            .any(|d| d.contains("loan of CPU 5 (batch -> web) kept")),
         "{d:#?}"
     );
     // The periodic reconcile keeps it; the restored loan is released as any.

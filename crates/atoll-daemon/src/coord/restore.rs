@@ -59,9 +59,7 @@ impl Coordination {
     /// The coordination state to save at `now` (empty when coordination is
     /// off).
     pub fn snapshot(&self, now: Duration) -> CoordSnapshot {
-        self.manager()
-            .map(|m| m.snapshot(now))
-            .unwrap_or_default()
+        self.manager().map(|m| m.snapshot(now)).unwrap_or_default()
     }
 
     /// What coordination state the last start or reload put back, in words.
@@ -123,8 +121,14 @@ impl Coordination {
         for l in &r.loans {
             record(
                 &l.overlay,
-                format!("loan of CPU {} ({} -> {}) kept", l.cpu, l.lender, l.borrower),
-                format!("{words}: CPU {} is in island {}'s cpuset", l.cpu, l.borrower),
+                format!(
+                    "loan of CPU {} ({} -> {}) kept",
+                    l.cpu, l.lender, l.borrower
+                ),
+                format!(
+                    "{words}: CPU {} is in island {}'s cpuset",
+                    l.cpu, l.borrower
+                ),
             );
         }
         for (o, level) in &r.overlays {
