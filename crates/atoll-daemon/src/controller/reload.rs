@@ -36,7 +36,7 @@ use atoll_core::Name;
 
 use super::{placement, Controller};
 use crate::compose::ComposeError;
-use crate::coord::restore::Origin;
+use crate::coord::restore::{Origin, ToRestore};
 use crate::coord::Coordination;
 use crate::isolation::Isolation;
 
@@ -217,15 +217,14 @@ impl Controller {
         self.coord
             .register_runtime_overlays(&self.reg, now, &mut self.compose);
         self.coord.keep_overlay_states(old);
-        self.coord.restore(
-            &kept,
-            now,
-            std::time::Duration::ZERO,
-            &holding,
-            Origin::Reload,
-            &mut self.log,
-            &mut self.compose,
-        );
+        let saved = ToRestore {
+            snap: &kept,
+            elapsed: std::time::Duration::ZERO,
+            holding: &holding,
+            origin: Origin::Reload,
+        };
+        self.coord
+            .restore(saved, now, &mut self.log, &mut self.compose);
         self.apps.reconfigure(self.reg.spec());
         self.adoption.rescan();
         // Every group is written again for the reload (not as a plain

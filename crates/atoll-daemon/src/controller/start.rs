@@ -11,7 +11,7 @@ use atoll_core::plan::GroupPath;
 use atoll_core::{CpuSet, Name};
 
 use super::{placement, Controller, ControllerError};
-use crate::coord::restore::Origin;
+use crate::coord::restore::{Origin, ToRestore};
 use crate::state::SavedCoord;
 
 /// The saved coordination part, opened: the snapshot and the time since it
@@ -182,15 +182,14 @@ impl Controller {
                 &mut self.log,
             ),
             (Some(Ok((snap, elapsed))), Some(h)) => {
-                self.coord.restore(
-                    &snap,
-                    now,
+                let saved = ToRestore {
+                    snap: &snap,
                     elapsed,
-                    h,
-                    Origin::Restart,
-                    &mut self.log,
-                    &mut self.compose,
-                );
+                    holding: h,
+                    origin: Origin::Restart,
+                };
+                self.coord
+                    .restore(saved, now, &mut self.log, &mut self.compose);
             }
         }
     }

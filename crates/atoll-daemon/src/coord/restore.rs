@@ -39,6 +39,18 @@ pub(crate) enum Origin {
     Reload,
 }
 
+/// A saved coordination state to put back.
+pub(crate) struct ToRestore<'a> {
+    /// The state.
+    pub snap: &'a CoordSnapshot,
+    /// The time since it was taken.
+    pub elapsed: Duration,
+    /// The CPUs each island holds now.
+    pub holding: &'a BTreeMap<Name, CpuSet>,
+    /// Where it comes from.
+    pub origin: Origin,
+}
+
 impl Origin {
     fn reason(self, detail: String) -> Reason {
         match self {
@@ -84,21 +96,23 @@ impl Coordination {
         self.restored = Some(format!("not restored ({why}): started clean"));
     }
 
-    /// Puts back what of `snap` still holds (see the module docs) on a
-    /// coordination whose overlays are registered and that lent nothing:
-    /// `elapsed` is the time since it was taken, `holding` the CPUs each
-    /// island holds now. Each part is a decision; the groups it changes are
-    /// touched for the composer.
+    /// Puts back what of `saved` still holds (see the module docs) on a
+    /// coordination whose overlays are registered and that lent nothing.
+    /// Each part is a decision; the groups it changes are touched for the
+    /// composer.
     pub(crate) fn restore(
         &mut self,
-        snap: &CoordSnapshot,
+        saved: ToRestore<'_>,
         now: Duration,
-        elapsed: Duration,
-        holding: &BTreeMap<Name, CpuSet>,
-        origin: Origin,
         log: &mut DecisionLog,
         compose: &mut Composer,
     ) -> Option<Restored> {
+        let ToRestore {
+            snap,
+            elapsed,
+            holding,
+            origin,
+        } = saved;
         if snap.is_empty() {
             return None;
         }
