@@ -121,9 +121,10 @@ fn tuned_knobs_survive_a_restart_on_the_real_cgroup1_kernel() {
     let state = tempfile::tempdir().unwrap();
     let clock = ManualClock::new();
     let shares = || read(&paths.cpu.join(&root).join("a/u1").join("cpu.shares"));
-    let before = shares();
+    let before;
     {
         let mut c = real.start_with_state(spec.clone(), &clock, Some(state.path().into()));
+        before = shares();
         let tune = Message::Tune {
             resource: Resource::CpuTime,
             dir: Direction::Up,

@@ -212,6 +212,9 @@ impl Controller {
 
     /// Stages the coordination state for the next save of the state file.
     pub(super) fn stage_coord(&mut self) {
+        if self.persist.dir().is_none() {
+            return;
+        }
         let now = self.now();
         self.persist.stage_coord(self.coord.snapshot(now));
     }
