@@ -746,7 +746,9 @@ impl<F: CgroupFs> Monitor for Cgroup1Backend<F> {
         if !self.fs.exists(&dir) {
             return Err(BackendError::NoGroup(path.clone()));
         }
-        Ok(self.read_set(&dir.join("cpuset.cpus"))?)
+        Ok(self
+            .read_set(&dir.join("cpuset.cpus"))?
+            .filter(|s| !s.is_empty()))
     }
 }
 
