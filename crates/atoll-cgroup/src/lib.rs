@@ -217,6 +217,9 @@ impl<F: CgroupFs> Monitor for CgroupBackend<F> {
     fn cpu_pressure_file(&self, path: &GroupPath) -> Option<std::path::PathBuf> {
         both!(self, b => b.cpu_pressure_file(path))
     }
+    fn cpuset(&self, path: &GroupPath) -> Result<Option<atoll_core::CpuSet>, BackendError> {
+        both!(self, b => b.cpuset(path))
+    }
 }
 
 #[cfg(test)]

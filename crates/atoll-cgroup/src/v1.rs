@@ -740,6 +740,16 @@ impl<F: CgroupFs> Monitor for Cgroup1Backend<F> {
             None => Ok(None),
         }
     }
+
+    fn cpuset(&self, path: &GroupPath) -> Result<Option<CpuSet>, BackendError> {
+        let dir = self.dir(path);
+        if !self.fs.exists(&dir) {
+            return Err(BackendError::NoGroup(path.clone()));
+        }
+        Ok(self
+            .read_set(&dir.join("cpuset.cpus"))?
+            .filter(|s| !s.is_empty()))
+    }
 }
 
 #[cfg(test)]

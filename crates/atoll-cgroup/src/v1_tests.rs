@@ -733,3 +733,19 @@ fn an_optional_rt_budget_is_no_fallback_where_the_kernel_has_none() {
     assert_eq!(f.len(), 1, "{f:#?}");
     assert!(f[0].reason.contains("no RT group scheduling"), "{f:#?}");
 }
+
+#[test]
+fn an_islands_cpus_are_read_back_from_its_cpuset() {
+    let (fake, p, mut b) = backend();
+    tree(&mut b);
+    assert_eq!(b.cpuset(&gp("web")).unwrap(), Some(set("2-3")));
+    // Written behind atoll's back: the kernel's view is what is read.
+    fake.set(&p.cpuset.join("atoll/web/cpuset.cpus"), "3\n");
+    assert_eq!(b.cpuset(&gp("web")).unwrap(), Some(set("3")));
+    fake.set(&p.cpuset.join("atoll/web/cpuset.cpus"), "\n");
+    assert_eq!(b.cpuset(&gp("web")).unwrap(), None);
+    assert!(matches!(
+        b.cpuset(&gp("gone")),
+        Err(BackendError::NoGroup(_))
+    ));
+}

@@ -794,6 +794,15 @@ impl<F: CgroupFs> Monitor for Cgroup2Backend<F> {
         }
         Ok(crate::freezer::read_v2(&self.fs, &dir)?)
     }
+
+    fn cpuset(&self, path: &GroupPath) -> Result<Option<CpuSet>, BackendError> {
+        let dir = self.dir(path);
+        if !self.fs.exists(&dir) {
+            return Err(BackendError::NoGroup(path.clone()));
+        }
+        let set = self.read_ids(&dir.join("cpuset.cpus"))?;
+        Ok((!set.is_empty()).then_some(set))
+    }
 }
 
 #[cfg(test)]

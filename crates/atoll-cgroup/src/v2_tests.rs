@@ -770,3 +770,17 @@ fn nested_root_name_and_bad_names() {
     assert!(Cgroup2Backend::new(&mount, "../etc", fake.clone()).is_err());
     assert!(Cgroup2Backend::new(&mount, "", fake).is_err());
 }
+
+#[test]
+fn an_islands_cpus_are_read_back_from_its_cpuset() {
+    let (fake, mount, mut b) = backend(&["cpuset", "cpu", "memory", "io"]);
+    b.apply(&GroupPath::root(), &root_settings()).unwrap();
+    b.apply(&gp("web"), &island("2-3")).unwrap();
+    assert_eq!(b.cpuset(&gp("web")).unwrap(), Some(set("2-3")));
+    fake.set(&mount.join("atoll/web/cpuset.cpus"), "2\n");
+    assert_eq!(b.cpuset(&gp("web")).unwrap(), Some(set("2")));
+    assert!(matches!(
+        b.cpuset(&gp("gone")),
+        Err(BackendError::NoGroup(_))
+    ));
+}

@@ -82,6 +82,9 @@ pub fn status(r: &StatusReport) -> String {
             p.source, p.armed, p.read, p.fired
         );
     }
+    if let Some(c) = &r.coord_restored {
+        let _ = writeln!(o, "coord      {c}");
+    }
     if r.host.cpus.is_empty() {
         let _ = writeln!(o, "host       (no host partition)");
     } else {

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::plan::{GroupPath, GroupSettings};
 use crate::process::CgroupMembership;
+use crate::CpuSet;
 
 /// Which backend.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -490,6 +491,14 @@ pub trait Monitor: Send {
     /// Where the freezer has the group's tasks; `None` where the backend has
     /// no freezer for it (the default for backends that do not model one).
     fn freeze_state(&self, path: &GroupPath) -> Result<Option<FreezeState>, BackendError> {
+        let _ = path;
+        Ok(None)
+    }
+    /// The CPUs the group's cpuset lists as written (`cpuset.cpus`), read
+    /// back from the kernel; `None` where the backend cannot tell (the
+    /// default), or the group has no CPU list of its own. A restarted
+    /// daemon checks its saved ledger of borrowed CPUs against it.
+    fn cpuset(&self, path: &GroupPath) -> Result<Option<CpuSet>, BackendError> {
         let _ = path;
         Ok(None)
     }

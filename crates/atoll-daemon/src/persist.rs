@@ -8,9 +8,10 @@
 use std::path::PathBuf;
 
 use atoll_core::backend::Backend;
+use atoll_core::coord::CoordSnapshot;
 
 use crate::registry::Registry;
-use crate::state::{self, SavedProcess, SavedState, SavedUnit, StateError, FORMAT};
+use crate::state::{self, SavedCoord, SavedProcess, SavedState, SavedUnit, StateError, FORMAT};
 
 /// Where the state file lives (`None`: no state file, as in tests).
 #[derive(Clone, Debug, Default)]
@@ -20,6 +21,20 @@ pub struct Persist {
     retry: bool,
     /// Saves written so far.
     saves: u64,
+    /// The coordination state to save with the next write, and the wall
+    /// clock (ms since the Unix epoch) when it was taken.
+    coord: Option<(CoordSnapshot, u64)>,
+    /// The coordination state last staged, without its times.
+    coord_key: CoordSnapshot,
+    /// The coordination state changed since the last save.
+    coord_dirty: bool,
+}
+
+/// The wall clock, ms since the Unix epoch (0 before it).
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 impl Persist {
@@ -27,9 +42,25 @@ impl Persist {
     pub fn new(dir: Option<PathBuf>) -> Self {
         Self {
             dir,
-            retry: false,
-            saves: 0,
+            ..Self::default()
         }
+    }
+
+    /// The coordination state as it is now, saved with the next write.
+    /// Only a change of what it holds (loans, knobs, counts, not the time
+    /// left on a backoff or the age of a loan) asks for a write of its own
+    /// ([`save_if_changed`](Self::save_if_changed)); the times are those of
+    /// the last call when a write happens.
+    pub fn stage_coord(&mut self, snap: CoordSnapshot) {
+        if self.dir.is_none() {
+            return;
+        }
+        let key = snap.timeless();
+        if key != self.coord_key {
+            self.coord_key = key;
+            self.coord_dirty = true;
+        }
+        self.coord = (!snap.is_empty()).then(|| (snap, unix_ms()));
     }
 
     /// How many times the state file was written.
@@ -58,6 +89,7 @@ impl Persist {
             let file = dir.join(name);
             match state::load_file(&file) {
                 Ok(Some(s)) => {
+                    out.damaged = !out.notes.is_empty();
                     if name == state::PREV_NAME {
                         out.notes.push(format!(
                             "recovered from the state before the last save ({})",
@@ -94,7 +126,8 @@ impl Persist {
         reg: &mut Registry,
         backend: &dyn Backend,
     ) -> Result<(), StateError> {
-        if reg.take_dirty() || self.retry {
+        let dirty = reg.take_dirty();
+        if dirty || self.coord_dirty || self.retry {
             self.save(reg, backend)
         } else {
             Ok(())
@@ -107,9 +140,21 @@ impl Persist {
         let Some(dir) = &self.dir else {
             return Ok(());
         };
-        match state::save(dir, &saved_state(reg, backend)) {
+        let mut s = saved_state(reg, backend);
+        s.coordination = match &self.coord {
+            None => None,
+            Some((snap, at)) => match SavedCoord::new(snap, *at) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    tracing::error!("saving state: {e}; saved without it");
+                    None
+                }
+            },
+        };
+        match state::save(dir, &s) {
             Ok(()) => {
                 self.retry = false;
+                self.coord_dirty = false;
                 self.saves += 1;
                 Ok(())
             }
@@ -137,6 +182,9 @@ pub struct Loaded {
     pub state: Option<SavedState>,
     /// What went wrong with the files, in words.
     pub notes: Vec<String>,
+    /// A newer file was damaged: `state` is the one before it, whose
+    /// coordination state is not to be trusted (the CPUs moved since).
+    pub damaged: bool,
 }
 
 /// The registry as a state file.
@@ -168,5 +216,6 @@ pub fn saved_state(reg: &Registry, backend: &dyn Backend) -> SavedState {
             .collect(),
         parent_controllers_added: backend.outside_changes(),
         overlays: reg.runtime_overlays().to_vec(),
+        coordination: None,
     }
 }

@@ -257,6 +257,7 @@ mod tests {
             comm: None,
             discovery: None,
             pressure: None,
+            coord_restored: None,
             warnings: Vec::new(),
         }
     }

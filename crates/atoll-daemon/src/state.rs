@@ -7,8 +7,8 @@
 //! `DIR/state.json` holds one JSON envelope:
 //!
 //! ```text
-//! {"format":1,"crc32":"1c291ca3","state":{
-//!   "format": 1,
+//! {"format":2,"crc32":"1c291ca3","state":{
+//!   "format": 2,
 //!   "backend": "cgroup1",
 //!   ...
 //! }}
@@ -40,6 +40,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use atoll_core::backend::BackendKind;
+use atoll_core::coord::CoordSnapshot;
 use atoll_core::plan::GroupPath;
 use atoll_core::process::CgroupMembership;
 use atoll_core::spec::{OverlayConfig, UnitSpec};
@@ -49,7 +50,10 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 /// The state format this build writes and reads.
-pub const FORMAT: u32 = 1;
+pub const FORMAT: u32 = 2;
+/// The formats this build reads: 1 (before coordination state was kept)
+/// is read as a format 2 without a coordination part.
+pub const READS: [u32; 2] = [1, 2];
 /// The state file's name inside the state directory.
 pub const FILE_NAME: &str = "state.json";
 /// The temporary file [`save`] writes before renaming.
@@ -78,6 +82,94 @@ pub struct SavedState {
     /// restart when all their units are back.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub overlays: Vec<OverlayConfig>,
+    /// The coordination state (format 2 on), with a checksum of its own so
+    /// that a part this build cannot trust costs only coordination, never
+    /// the records of the processes to give back (see [`SavedCoord`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coordination: Option<SavedCoord>,
+}
+
+/// The coordination state ([`CoordSnapshot`]) as saved: its JSON text kept
+/// byte for byte, its CRC-32, and when it was taken.
+///
+/// The text is checked and decoded only when a restart restores it
+/// ([`SavedCoord::open`]), not by [`load`]: a damaged or unknown
+/// coordination part makes coordination start clean and leaves the rest of
+/// the state in force.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SavedCoord {
+    /// Wall-clock time the snapshot was taken, ms since the Unix epoch:
+    /// the only clock that spans a restart (the snapshot's times are left
+    /// and ages, see `atoll_core::coord::snapshot`).
+    pub taken_at_unix_ms: u64,
+    /// CRC-32 (IEEE) of `snapshot`'s exact bytes, 8 lowercase hex digits.
+    pub crc32: String,
+    /// The snapshot's JSON text.
+    pub snapshot: Box<RawValue>,
+}
+
+impl PartialEq for SavedCoord {
+    fn eq(&self, other: &Self) -> bool {
+        self.taken_at_unix_ms == other.taken_at_unix_ms
+            && self.crc32 == other.crc32
+            && self.snapshot.get() == other.snapshot.get()
+    }
+}
+
+/// Why the coordination part of a state file is not restored.
+#[derive(Debug, thiserror::Error)]
+pub enum CoordStateError {
+    /// The checksum does not match the snapshot's bytes.
+    #[error("coordination state: checksum {stored} recorded, {computed} computed")]
+    Checksum {
+        /// The checksum in the file.
+        stored: String,
+        /// The checksum of the snapshot's bytes.
+        computed: String,
+    },
+    /// The snapshot does not fit its types.
+    #[error("coordination state: invalid: {0}")]
+    Invalid(#[source] serde_json::Error),
+    /// The snapshot names a field this build does not know.
+    #[error("coordination state: unknown field {0}")]
+    UnknownField(String),
+    /// The snapshot could not be serialized (a non-finite float).
+    #[error("coordination state: cannot serialize: {0}")]
+    Encode(#[source] serde_json::Error),
+}
+
+impl SavedCoord {
+    /// `snap` as saved, taken at `taken_at_unix_ms`.
+    pub fn new(snap: &CoordSnapshot, taken_at_unix_ms: u64) -> Result<Self, CoordStateError> {
+        let text = serde_json::to_string(snap).map_err(CoordStateError::Encode)?;
+        let crc32 = checksum(text.as_bytes());
+        let snapshot = RawValue::from_string(text).map_err(CoordStateError::Encode)?;
+        Ok(Self {
+            taken_at_unix_ms,
+            crc32,
+            snapshot,
+        })
+    }
+
+    /// The snapshot, if its checksum holds and every field is known.
+    pub fn open(&self) -> Result<CoordSnapshot, CoordStateError> {
+        let raw = self.snapshot.get();
+        let computed = checksum(raw.as_bytes());
+        if !computed.eq_ignore_ascii_case(&self.crc32) {
+            return Err(CoordStateError::Checksum {
+                stored: self.crc32.clone(),
+                computed,
+            });
+        }
+        let snap: CoordSnapshot = serde_json::from_str(raw).map_err(CoordStateError::Invalid)?;
+        let input: Value = serde_json::from_str(raw).map_err(CoordStateError::Invalid)?;
+        let output = serde_json::to_value(&snap).map_err(CoordStateError::Invalid)?;
+        if let Some(field) = unknown_field(&input, &output, String::new()) {
+            return Err(CoordStateError::UnknownField(field));
+        }
+        Ok(snap)
+    }
 }
 
 /// A unit and where it came from.
@@ -148,7 +240,7 @@ pub enum StateError {
         computed: String,
     },
     /// A format this build does not know.
-    #[error("state file {path} has format {found}; this atoll reads format {FORMAT}")]
+    #[error("state file {path} has format {found}; this atoll reads formats 1 and 2")]
     UnknownFormat {
         /// The file (or, for `save`, the directory).
         path: PathBuf,
@@ -303,7 +395,7 @@ pub fn decode(text: &str, path: &Path) -> Result<SavedState, StateError> {
         source,
     };
     let FormatOnly { format } = serde_json::from_str(text).map_err(corrupt)?;
-    if format != FORMAT {
+    if !READS.contains(&format) {
         return Err(StateError::UnknownFormat {
             path: path.to_path_buf(),
             found: format,
@@ -323,7 +415,7 @@ pub fn decode(text: &str, path: &Path) -> Result<SavedState, StateError> {
         path: path.to_path_buf(),
         source,
     };
-    let state: SavedState = serde_json::from_str(raw).map_err(invalid)?;
+    let mut state: SavedState = serde_json::from_str(raw).map_err(invalid)?;
     let input: Value = serde_json::from_str(raw).map_err(invalid)?;
     let output = serde_json::to_value(&state).map_err(invalid)?;
     if let Some(field) = unknown_field(&input, &output, String::new()) {
@@ -332,12 +424,14 @@ pub fn decode(text: &str, path: &Path) -> Result<SavedState, StateError> {
             field,
         });
     }
-    if state.format != FORMAT {
+    if state.format != format || (format == 1 && state.coordination.is_some()) {
         return Err(StateError::UnknownFormat {
             path: path.to_path_buf(),
             found: state.format,
         });
     }
+    // Format 1 is format 2 without coordination state.
+    state.format = FORMAT;
     Ok(state)
 }
 
@@ -453,7 +547,126 @@ mod tests {
                     ..Default::default()
                 },
             }],
+            coordination: None,
         }
+    }
+
+    /// A coordination snapshot with one loan and one backoff.
+    fn snapshot() -> CoordSnapshot {
+        use atoll_core::coord::snapshot::{
+            BackoffSnapshot, HopSnapshot, LoanSnapshot, OverlaySnapshot,
+        };
+        use atoll_core::coord::Resource;
+        let n = |s: &str| Name::new(s).unwrap();
+        CoordSnapshot {
+            overlays: vec![OverlaySnapshot {
+                name: n("shop"),
+                escalation: vec![],
+                backoff: vec![BackoffSnapshot {
+                    island: n("web"),
+                    resource: Resource::Cores,
+                    nacks: 2,
+                    left: std::time::Duration::from_millis(45),
+                }],
+            }],
+            units: vec![],
+            loans: vec![LoanSnapshot {
+                cpu: 5,
+                hops: vec![HopSnapshot {
+                    lender: n("batch"),
+                    borrower: n("web"),
+                    overlay: n("shop"),
+                    age: std::time::Duration::from_millis(1500),
+                }],
+            }],
+        }
+    }
+
+    fn with_coord() -> SavedState {
+        SavedState {
+            coordination: Some(SavedCoord::new(&snapshot(), 1_700_000_000_000).unwrap()),
+            ..sample()
+        }
+    }
+
+    #[test]
+    fn a_format_1_file_loads_as_format_2_without_coordination() {
+        let dir = tempfile::tempdir().unwrap();
+        // A format 1 file as the previous atoll wrote it.
+        let state = serde_json::to_string_pretty(&sample()).unwrap().replacen(
+            "\"format\": 2",
+            "\"format\": 1",
+            1,
+        );
+        assert!(state.contains("\"format\": 1"));
+        write(
+            dir.path(),
+            &format!(
+                "{{\"format\":1,\"crc32\":\"{}\",\"state\":{state}}}\n",
+                checksum(state.as_bytes())
+            ),
+        );
+        assert_eq!(load(dir.path()).unwrap(), Some(sample()));
+        // A format 1 file has no coordination part.
+        let state = serde_json::to_string_pretty(&with_coord())
+            .unwrap()
+            .replacen("\"format\": 2", "\"format\": 1", 1);
+        write(
+            dir.path(),
+            &format!(
+                "{{\"format\":1,\"crc32\":\"{}\",\"state\":{state}}}\n",
+                checksum(state.as_bytes())
+            ),
+        );
+        assert!(matches!(
+            load(dir.path()),
+            Err(StateError::UnknownFormat { found: 1, .. })
+        ));
+    }
+
+    #[test]
+    fn the_coordination_part_roundtrips_and_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        save(dir.path(), &with_coord()).unwrap();
+        let back = load(dir.path()).unwrap().unwrap();
+        assert_eq!(back, with_coord());
+        let c = back.coordination.unwrap();
+        assert_eq!(c.open().unwrap(), snapshot());
+        assert_eq!(c.taken_at_unix_ms, 1_700_000_000_000);
+    }
+
+    #[test]
+    fn a_damaged_coordination_part_fails_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        save(dir.path(), &with_coord()).unwrap();
+        // CPU 5 made 6 inside the snapshot, the file's own sum made right:
+        // the file loads, the coordination part does not open.
+        rewrite_state(dir.path(), |s| s.replacen("\"cpu\":5", "\"cpu\":6", 1));
+        let s = load(dir.path()).unwrap().unwrap();
+        assert_eq!(s.units, sample().units);
+        match s.coordination.unwrap().open().unwrap_err() {
+            CoordStateError::Checksum { stored, computed } => assert_ne!(stored, computed),
+            e => panic!("expected a checksum error, got {e}"),
+        }
+        // An unknown field, both sums made right.
+        let mut c = SavedCoord::new(&snapshot(), 1).unwrap();
+        let text = c
+            .snapshot
+            .get()
+            .replacen("\"nacks\":2", "\"nacks\":2,\"extra\":1", 1);
+        c.crc32 = checksum(text.as_bytes());
+        c.snapshot = RawValue::from_string(text).unwrap();
+        assert!(matches!(c.open(), Err(CoordStateError::Invalid(_))));
+        let mut c = SavedCoord::new(&snapshot(), 1).unwrap();
+        let text = c.snapshot.get().replacen(
+            "\"left\":{\"secs\":0,\"nanos\":45000000}",
+            "\"left\":{\"secs\":0,\"nanos\":45000000,\"x\":1}",
+            1,
+        );
+        assert_ne!(text, c.snapshot.get());
+        c.crc32 = checksum(text.as_bytes());
+        c.snapshot = RawValue::from_string(text).unwrap();
+        assert!(c.open().is_err());
     }
 
     fn read(dir: &Path) -> String {
@@ -474,7 +687,7 @@ mod tests {
         write(
             dir,
             &format!(
-                "{{\"format\":1,\"crc32\":\"{}\",\"state\":{state}}}\n",
+                "{{\"format\":2,\"crc32\":\"{}\",\"state\":{state}}}\n",
                 checksum(state.as_bytes())
             ),
         );
@@ -552,26 +765,26 @@ mod tests {
         save(dir.path(), &sample()).unwrap();
         write(
             dir.path(),
-            &read(dir.path()).replacen("{\"format\":1,", "{\"format\":2,", 1),
+            &read(dir.path()).replacen("{\"format\":2,", "{\"format\":3,", 1),
         );
         assert!(matches!(
             load(dir.path()),
-            Err(StateError::UnknownFormat { found: 2, .. })
+            Err(StateError::UnknownFormat { found: 3, .. })
         ));
         // The inner format must agree as well.
         save(dir.path(), &sample()).unwrap();
         rewrite_state(dir.path(), |s| {
-            s.replacen("\"format\": 1", "\"format\": 7", 1)
+            s.replacen("\"format\": 2", "\"format\": 7", 1)
         });
         assert!(matches!(
             load(dir.path()),
             Err(StateError::UnknownFormat { found: 7, .. })
         ));
         let mut s = sample();
-        s.format = 2;
+        s.format = 1;
         assert!(matches!(
             save(dir.path(), &s),
-            Err(StateError::UnknownFormat { found: 2, .. })
+            Err(StateError::UnknownFormat { found: 1, .. })
         ));
     }
 
@@ -611,7 +824,7 @@ mod tests {
         save(dir.path(), &sample()).unwrap();
         write(
             dir.path(),
-            &read(dir.path()).replacen("{\"format\":1,", "{\"format\":1,\"x\":0,", 1),
+            &read(dir.path()).replacen("{\"format\":2,", "{\"format\":2,\"x\":0,", 1),
         );
         assert!(matches!(load(dir.path()), Err(StateError::Corrupt { .. })));
     }
@@ -717,7 +930,7 @@ mod tests {
             };
             let text = String::from_utf8_lossy(&bytes);
             let wrapped = format!(
-                "{{\"format\":1,\"crc32\":\"{}\",\"state\":{}}}",
+                "{{\"format\":2,\"crc32\":\"{}\",\"state\":{}}}",
                 checksum(text.trim().as_bytes()),
                 text.trim()
             );

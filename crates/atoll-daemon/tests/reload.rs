@@ -3,18 +3,24 @@
 //! each reload, every process is where the new configuration says (in its
 //! unit if the unit stays or comes, back where it came from if it goes),
 //! none is lost, every configured unit has its group and no removed unit
-//! keeps one. A refused reload changes nothing.
+//! keeps one. A refused reload changes nothing. Each configuration has an
+//! overlay over its units that borrows a CPU before each reload: a loan
+//! whose islands and overlay stay is kept across the reload, every loan
+//! listed is in its borrower's cpuset, and the islands' cpusets always
+//! split their configured CPUs among them.
 
 mod common;
 
 use atoll_core::backend::Monitor;
 use atoll_core::clock::ManualClock;
+use atoll_core::coord::{Direction, Message, Property, Resource};
 use atoll_core::decision::Action;
 use atoll_core::plan::GroupPath;
 use atoll_core::spec::{
-    AdoptRule, Entitlement, HostSpec, IslandSpec, PlatformSpec, SchedPolicy, UnitSpec,
-    DEFAULT_EPOCH,
+    AdoptRule, Entitlement, HostSpec, IslandSpec, OverlayConfig, PlatformSpec, ReactPolicy,
+    SchedPolicy, UnitSpec, DEFAULT_EPOCH,
 };
+use atoll_core::CpuSet;
 use atoll_daemon::controller::Controller;
 use atoll_proto::{Reply, Request};
 use atoll_sim::{Location, SimPlatform};
@@ -80,7 +86,22 @@ fn spec(s: &Shape) -> PlatformSpec {
                 rt_priority: None,
             })
         })
-        .collect();
+        .collect::<Vec<UnitSpec>>();
+    // One overlay over every configured unit.
+    let overlays = if units.is_empty() {
+        Vec::new()
+    } else {
+        vec![OverlayConfig {
+            name: n("o"),
+            priority: 5,
+            units: units.iter().map(|u| u.name.clone()).collect(),
+            property: Property::LatencyPercentile {
+                percentile: 99.0,
+                bound_us: 1000,
+            },
+            react: ReactPolicy::default(),
+        }]
+    };
     PlatformSpec {
         host: HostSpec {
             cpus: set("0"),
@@ -92,7 +113,7 @@ fn spec(s: &Shape) -> PlatformSpec {
         default_island: None,
         epoch: DEFAULT_EPOCH,
         isolation: Default::default(),
-        overlays: Vec::new(),
+        overlays,
         comm: None,
         apps: Default::default(),
     }
@@ -160,6 +181,112 @@ fn check(sim: &SimPlatform, c: &Controller, procs: &[Proc], spec: &PlatformSpec,
     assert_eq!(shown, want, "step {step}: the units status shows");
 }
 
+/// A CPU on loan: (cpu, lender, borrower).
+type Loan = (u32, String, String);
+
+/// The loans of overlay `o`, as the API lists them.
+fn loans(c: &mut Controller) -> Vec<Loan> {
+    match reply(ask(c, ROOT, Request::Overlays {})) {
+        Reply::Overlays { overlays } => overlays
+            .iter()
+            .flat_map(|o| o.loans.iter())
+            .map(|l| (l.cpu, l.lender.clone(), l.borrower.clone()))
+            .collect(),
+        other => panic!("expected Overlays, got {other:?}"),
+    }
+}
+
+/// Overlay `o` borrows a CPU for the first island from the last one, and
+/// tunes the weight of its first unit without a cap up (either may be
+/// refused).
+fn coordinate(c: &mut Controller, spec: &PlatformSpec) {
+    let (Some(o), Some(first), Some(last)) = (
+        spec.overlays.first(),
+        spec.islands.first(),
+        spec.islands.last(),
+    ) else {
+        return;
+    };
+    let mut send = |from: &str, message: Message| {
+        ask(
+            c,
+            ROOT,
+            Request::Coordinate {
+                from: Some(from.into()),
+                message,
+            },
+        );
+    };
+    if first.name != last.name {
+        send(
+            first.name.as_str(),
+            Message::BorrowPreferred {
+                resource: Resource::Cores,
+                overlay: o.name.clone(),
+                island: last.name.clone(),
+                amount: 1,
+            },
+        );
+    }
+    // A unit without a cap, so its weight is tuned (`check` wants the caps
+    // as configured).
+    if let Some(u) = spec.units.iter().find(|u| u.entitlement.cpu_cap.is_none()) {
+        send(
+            u.island.as_str(),
+            Message::Tune {
+                resource: Resource::CpuTime,
+                dir: Direction::Up,
+                overlay: o.name.clone(),
+                unit: u.name.clone(),
+            },
+        );
+    }
+}
+
+/// Coordination after a reload from `old` to `new`: the loans made before
+/// whose islands and overlay stay are still there, every loan listed is in
+/// its borrower's cpuset and between configured islands, and the islands'
+/// cpusets split their configured CPUs among them.
+fn check_coord(
+    sim: &SimPlatform,
+    c: &mut Controller,
+    before: &[Loan],
+    new: &PlatformSpec,
+    step: usize,
+) {
+    let after = loans(c);
+    let has = |i: &str| new.island(&n(i)).is_some();
+    for l in before {
+        if has(&l.1) && has(&l.2) && !new.overlays.is_empty() {
+            assert!(after.contains(l), "step {step}: loan {l:?} lost: {after:?}");
+        }
+    }
+    let cpus_of = |i: &str| {
+        sim.settings(&GroupPath::island(&n(i)))
+            .and_then(|s| s.cpus)
+            .unwrap_or_default()
+    };
+    for l in &after {
+        assert!(has(&l.1) && has(&l.2), "step {step}: {l:?}");
+        assert!(
+            cpus_of(&l.2).contains(l.0),
+            "step {step}: CPU {} of {l:?} is not in {}'s cpuset {}",
+            l.0,
+            l.2,
+            cpus_of(&l.2)
+        );
+    }
+    let mut all = CpuSet::new();
+    let mut homes = CpuSet::new();
+    for i in &new.islands {
+        let held = cpus_of(i.name.as_str());
+        assert!(all.is_disjoint(&held), "step {step}: CPUs held twice");
+        all = all.union(&held);
+        homes = homes.union(&i.cpus);
+    }
+    assert_eq!(all, homes, "step {step}: the islands' CPUs");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 20, ..ProptestConfig::default() })]
 
@@ -184,11 +311,14 @@ proptest! {
             }
             if step > 0 {
                 let new = spec(s);
+                let before = loans(&mut c);
                 c.reload(new.clone()).unwrap();
                 current = new;
+                check_coord(&sim, &mut c, &before, &current, step);
             }
             epochs(&sim, &mut c, 3);
             check(&sim, &c, &procs, &current, step);
+            coordinate(&mut c, &current);
         }
         c.teardown().unwrap();
         for p in &procs {

@@ -55,6 +55,11 @@ pub struct StatusReport {
     /// How the daemon follows the CPU pressure of watched units.
     #[serde(default)]
     pub pressure: Option<coord::PressureSource>,
+    /// The coordination state the daemon restored at its last start or
+    /// reload, in words (`restored from state: 2 loans, escalation level
+    /// 1`), and what of it was dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coord_restored: Option<String>,
     /// What the daemon could not do or know, in words (a damaged state file
     /// it recovered from, processes whose origin it lost, ...).
     #[serde(default)]

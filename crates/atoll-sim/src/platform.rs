@@ -373,6 +373,15 @@ impl Monitor for SimPlatform {
         Ok(Some(FreezeState::Thawed))
     }
 
+    fn cpuset(&self, path: &GroupPath) -> Result<Option<atoll_core::CpuSet>, BackendError> {
+        let s = self.lock();
+        let g = s
+            .groups
+            .get(path)
+            .ok_or_else(|| BackendError::NoGroup(path.clone()))?;
+        Ok(g.settings.cpus.clone())
+    }
+
     fn processes(&self, path: &GroupPath) -> Result<Vec<u32>, BackendError> {
         let s = self.lock();
         let g = s

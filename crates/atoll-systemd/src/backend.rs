@@ -302,6 +302,15 @@ impl<B: Backend> Monitor for SystemdDriver<B> {
             Some(dir) => Ok(read_freeze_state(&*self.fs, &dir)?),
         }
     }
+
+    /// Islands are never bound: the wrapped backend's answer; a bound
+    /// group's CPUs are systemd's to say (`None`).
+    fn cpuset(&self, path: &GroupPath) -> Result<Option<atoll_core::CpuSet>, BackendError> {
+        if self.bound(path) {
+            return Ok(None);
+        }
+        self.inner.cpuset(path)
+    }
 }
 
 #[cfg(test)]

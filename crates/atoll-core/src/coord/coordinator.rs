@@ -497,6 +497,9 @@ mod lending;
 #[path = "unit_changes.rs"]
 mod unit_changes;
 
+#[path = "unit_restore.rs"]
+mod unit_restore;
+
 fn check_knobs(unit: &Name, k: &UnitKnobs, policy: &SchedPolicy) -> Result<(), CoordError> {
     let bad = |field: &'static str, value: f64, range: String| CoordError::BadKnob {
         unit: unit.clone(),

@@ -123,6 +123,7 @@ mod overlays;
 mod platform;
 mod round;
 mod sched;
+pub mod snapshot;
 pub mod types;
 
 use std::time::Duration;
@@ -133,6 +134,7 @@ pub use message::{Limit, Message, NackReason, Op, Reply};
 pub use platform::{Loan, PlatformManager};
 pub use round::{Answer, Ticket};
 use serde::{Deserialize, Serialize};
+pub use snapshot::{CoordSnapshot, Dropped, Restored};
 pub use types::{
     ArbitrationPolicy, Direction, Idle, IslandSetup, OverlaySpec, Property, Resource, UnitKnobs,
     UnitSetup,
@@ -426,3 +428,7 @@ mod round_tests;
 #[cfg(test)]
 #[path = "cap_tests.rs"]
 mod cap_tests;
+
+#[cfg(test)]
+#[path = "snapshot_tests.rs"]
+mod snapshot_tests;

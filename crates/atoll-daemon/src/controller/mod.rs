@@ -324,6 +324,7 @@ impl Controller {
         self.settle();
         self.repair();
         watch.lap(Step::Compose);
+        self.stage_coord();
         let _ = self
             .persist
             .save_if_changed(&mut self.reg, &*self.env.backend);
@@ -532,6 +533,7 @@ impl Controller {
             self.compose.touch(g, why.clone());
         }
         self.reg.mark_dirty();
+        self.stage_coord();
         let _ = self
             .persist
             .save_if_changed(&mut self.reg, &*self.env.backend);
@@ -631,6 +633,7 @@ impl Controller {
     /// is not acknowledged: if the save fails, each is answered with an
     /// error saying so.
     pub fn commit(&mut self) {
+        self.stage_coord();
         let saved = self
             .persist
             .save_if_changed(&mut self.reg, &*self.env.backend);

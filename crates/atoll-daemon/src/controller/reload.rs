@@ -13,9 +13,12 @@
 //!    recomputed from the new description in the next epochs);
 //! 3. the registry takes the new description, so the plan changes;
 //! 4. the groups that went are removed, deepest first;
-//! 5. coordination is set up again for the new islands and overlays (what
-//!    overlays had tuned or lent ends: the new description is the base),
-//!    the application policy takes its new weights, and every process is
+//! 5. coordination is set up again for the new islands and overlays, and
+//!    keeps the state of those still there (loans, tuned knobs, backoff,
+//!    escalation counts, checked as after a restart; see
+//!    [`crate::coord::restore`]): a loan of an island, overlay or unit that
+//!    went is released, its CPU back with its owner, each a decision; the
+//!    application policy takes its new weights, and every process is
 //!    matched against the new adoption rules;
 //! 6. every group is written from the new plan, CPUs in the safe order of
 //!    [`crate::compose`], and the state file is saved.
@@ -33,6 +36,7 @@ use atoll_core::Name;
 
 use super::{placement, Controller};
 use crate::compose::ComposeError;
+use crate::coord::restore::{Origin, ToRestore};
 use crate::coord::Coordination;
 use crate::isolation::Isolation;
 
@@ -192,10 +196,17 @@ impl Controller {
                 });
             }
         }
-        // Coordination starts again from the new description.
+        // Coordination is set up for the new description, then keeps what
+        // the old one held for the overlays, islands and units still there;
+        // loans left out give their CPUs back with the write below.
+        let kept = self.coord.snapshot(now);
+        let holding = self.coord.all_island_cpus().clone();
         let recv = self.coord.take_recv_queues();
         let psi = self.coord.take_pressure_watcher();
-        self.coord = Coordination::new(self.reg.spec(), &self.opts.topology);
+        let old = std::mem::replace(
+            &mut self.coord,
+            Coordination::new(self.reg.spec(), &self.opts.topology),
+        );
         if let Some(r) = recv {
             self.coord.set_recv_queues(r);
         }
@@ -205,6 +216,15 @@ impl Controller {
             .register_config_overlays(self.reg.spec(), now, &mut self.compose);
         self.coord
             .register_runtime_overlays(&self.reg, now, &mut self.compose);
+        self.coord.keep_overlay_states(old);
+        let saved = ToRestore {
+            snap: &kept,
+            elapsed: std::time::Duration::ZERO,
+            holding: &holding,
+            origin: Origin::Reload,
+        };
+        self.coord
+            .restore(saved, now, &mut self.log, &mut self.compose);
         self.apps.reconfigure(self.reg.spec());
         self.adoption.rescan();
         // Every group is written again for the reload (not as a plain

@@ -2,10 +2,39 @@
 //! (the state file checked against the kernel), then the first adoption
 //! scan, the platform description's overlays and those added at run time.
 
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use atoll_core::coord::CoordSnapshot;
 use atoll_core::decision::Reason;
 use atoll_core::plan::GroupPath;
+use atoll_core::{CpuSet, Name};
 
 use super::{placement, Controller, ControllerError};
+use crate::coord::restore::{Origin, ToRestore};
+use crate::state::SavedCoord;
+
+/// The saved coordination part, opened: the snapshot and the time since it
+/// was taken (on the wall clock; a clock that went back counts as no
+/// time), or why it is not restored. `None`: nothing was saved.
+fn open_coord(
+    saved: Option<SavedCoord>,
+    damaged: bool,
+) -> Option<Result<(CoordSnapshot, Duration), String>> {
+    if damaged {
+        return Some(Err(
+            "the state file was damaged (see the warnings): what is on loan is not known".into(),
+        ));
+    }
+    let saved = saved?;
+    Some(match saved.open() {
+        Ok(snap) => {
+            let ms = crate::persist::unix_ms().saturating_sub(saved.taken_at_unix_ms);
+            Ok((snap, Duration::from_millis(ms)))
+        }
+        Err(e) => Err(e.to_string()),
+    })
+}
 
 impl Controller {
     /// Builds the hierarchy, or takes over the one a previous run left
@@ -14,10 +43,13 @@ impl Controller {
         let root = GroupPath::root();
         let loaded = self.persist.load();
         self.warnings.extend(loaded.notes);
-        let saved = loaded.state;
+        let damaged = loaded.damaged;
+        let mut saved = loaded.state;
         let root_name = self.env.backend.root_name().to_string();
         let kind = self.env.backend.kind();
-        if self.env.backend.exists(&root) {
+        let coord_saved = saved.as_mut().and_then(|s| s.coordination.take());
+        let mut coord_saved = open_coord(coord_saved, damaged);
+        let registered = if self.env.backend.exists(&root) {
             let saved = saved.filter(|s| s.root == root_name && s.backend == kind);
             let ours = saved.is_some()
                 || self.env.backend.exists(&GroupPath::host())
@@ -49,12 +81,18 @@ impl Controller {
                     if unknown.len() > shown.len() { " ..." } else { "" }
                 ));
             }
+            // Coordination before the first write, so that CPUs on loan
+            // stay where they are.
+            let holding = self.island_holding();
+            let now = self.now();
+            self.start_coordination(now, coord_saved.take(), Some(&holding));
             self.compose.touch_all(Reason::Recover {
                 detail: "re-applying the platform description".into(),
             });
             self.flushed_generation = self.reg.generation();
             self.first_flush()?;
             self.remove_strays();
+            true
         } else {
             if let Some(s) = saved {
                 tracing::info!(
@@ -87,7 +125,9 @@ impl Controller {
                 let _ = self.teardown();
                 return Err(e.into());
             }
-        }
+            false
+        };
+        self.stage_coord();
         if let Err(e) = self.persist.save(&self.reg, &*self.env.backend) {
             self.warnings.push(format!(
                 "the state file cannot be saved ({e}): changes asked for are made but answered with an error, since a restart would not know them"
@@ -106,17 +146,77 @@ impl Controller {
             );
             self.adoption.step(&mut p, self.opts.self_pid, epoch, true);
         }
+        if !registered {
+            self.start_coordination(now, coord_saved, None);
+        }
+        self.carry_out_priorities(now);
+        self.settle();
+        self.stage_coord();
+        let _ = self
+            .persist
+            .save_if_changed(&mut self.reg, &*self.env.backend);
+        Ok(())
+    }
+
+    /// Registers the overlays (the platform description's, then those added
+    /// at run time), then puts back the saved coordination state, checked
+    /// against `holding`, the CPUs each island's cpuset holds in the kernel
+    /// (`None`: atoll's groups were not there, so nothing is on loan).
+    fn start_coordination(
+        &mut self,
+        now: Duration,
+        saved: Option<Result<(CoordSnapshot, Duration), String>>,
+        holding: Option<&BTreeMap<Name, CpuSet>>,
+    ) {
         self.coord.sync_units(&self.reg);
         self.coord
             .register_config_overlays(self.reg.spec(), now, &mut self.compose);
         self.coord
             .register_runtime_overlays(&self.reg, now, &mut self.compose);
-        self.carry_out_priorities(now);
-        self.settle();
-        let _ = self
-            .persist
-            .save_if_changed(&mut self.reg, &*self.env.backend);
-        Ok(())
+        match (saved, holding) {
+            (None, _) => {}
+            (Some(Err(why)), _) => self.coord.not_restored(&why, now, &mut self.log),
+            (Some(Ok(_)), None) => self.coord.not_restored(
+                "atoll's groups were gone, so no CPU is on loan",
+                now,
+                &mut self.log,
+            ),
+            (Some(Ok((snap, elapsed))), Some(h)) => {
+                let saved = ToRestore {
+                    snap: &snap,
+                    elapsed,
+                    holding: h,
+                    origin: Origin::Restart,
+                };
+                self.coord
+                    .restore(saved, now, &mut self.log, &mut self.compose);
+            }
+        }
+    }
+
+    /// The CPUs each island's cpuset lists in the kernel, as the backend
+    /// reads them back; an island it cannot read is left out.
+    fn island_holding(&self) -> BTreeMap<Name, CpuSet> {
+        let mut out = BTreeMap::new();
+        for i in &self.reg.spec().islands {
+            match self.env.backend.cpuset(&GroupPath::island(&i.name)) {
+                Ok(Some(set)) => {
+                    out.insert(i.name.clone(), set);
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!("reading island {}'s CPUs back: {e}", i.name),
+            }
+        }
+        out
+    }
+
+    /// Stages the coordination state for the next save of the state file.
+    pub(super) fn stage_coord(&mut self) {
+        if self.persist.dir().is_none() {
+            return;
+        }
+        let now = self.now();
+        self.persist.stage_coord(self.coord.snapshot(now));
     }
 
     /// The first write of the plan. What a service manager refused for a

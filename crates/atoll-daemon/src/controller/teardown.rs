@@ -98,6 +98,9 @@ impl Controller {
             self.persist.remove()?;
             Ok(())
         } else {
+            // The layers were lifted: nothing is on loan or tuned any more.
+            self.persist
+                .stage_coord(atoll_core::coord::CoordSnapshot::default());
             if let Err(e) = self.persist.save(&self.reg, &*self.env.backend) {
                 left.push(format!("the state file ({e})"));
             }

@@ -22,7 +22,7 @@ use crate::compose::Composer;
 use crate::registry::Registry;
 
 /// `Some(v)` unless `v` is the configured value.
-fn unless_base<T: PartialEq>(v: T, base: Option<T>) -> Option<T> {
+pub(super) fn unless_base<T: PartialEq>(v: T, base: Option<T>) -> Option<T> {
     if base.as_ref() == Some(&v) {
         None
     } else {

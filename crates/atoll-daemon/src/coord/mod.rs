@@ -37,11 +37,13 @@
 //! coordination changes the island's CPUs; until it does, the composer
 //! keeps every unit's CPUs within its island's.
 //!
-//! Coordination state is not saved: after a restart the daemon starts again
-//! from the configured knobs and CPUs, and registers the configured
-//! overlays and the run-time ones (`overlay add`, kept in the registry and
-//! the state file) anew. Units added at run time are learned by the
-//! manager as they come (`units`), so overlays may span them.
+//! After a restart the daemon registers the configured overlays and the
+//! run-time ones (`overlay add`, kept in the registry and the state file)
+//! anew, then puts back the coordination state the state file holds (loans,
+//! tuned knobs, backoff, escalation counts), checked against the kernel
+//! ([`restore`]); a reload keeps it for what is still configured. Units
+//! added at run time are learned by the manager as they come (`units`), so
+//! overlays may span them.
 
 mod api;
 mod apply;
@@ -49,6 +51,7 @@ pub mod policy;
 pub mod pressure;
 mod react;
 pub mod recv;
+pub(crate) mod restore;
 mod units;
 
 use std::collections::BTreeMap;
@@ -187,6 +190,8 @@ pub struct Coordination {
     /// The registry's plan generation its units were last brought in step
     /// with (see [`Coordination::sync_units`]).
     synced: Option<u64>,
+    /// What the last start or reload put back of a saved state, in words.
+    restored: Option<String>,
 }
 
 impl std::fmt::Debug for Coordination {
@@ -242,6 +247,7 @@ impl Coordination {
             next: BTreeMap::new(),
             priorities: Vec::new(),
             synced: None,
+            restored: None,
         }
     }
 

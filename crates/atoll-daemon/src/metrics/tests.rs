@@ -74,6 +74,7 @@ fn report() -> StatusReport {
         comm: None,
         discovery: None,
         pressure: None,
+        coord_restored: None,
         warnings: Vec::new(),
         units: vec![UnitStatus {
             name: "api".into(),

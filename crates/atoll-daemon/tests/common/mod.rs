@@ -59,6 +59,11 @@ pub struct RealV1 {
 }
 
 impl RealV1 {
+    /// The backend on the test's root, as a restarted daemon opens it.
+    pub fn backend(&self) -> Box<dyn atoll_core::backend::Backend> {
+        Box::new(open(&self.choice, &self.root, RealFs).unwrap())
+    }
+
     /// The hierarchies' paths.
     pub fn paths(&self) -> &atoll_cgroup::V1Paths {
         match &self.choice {
@@ -69,6 +74,17 @@ impl RealV1 {
 
     /// A controller on the real kernel with a manual clock, started.
     pub fn start(&self, spec: PlatformSpec, clock: &ManualClock) -> Controller {
+        self.start_with_state(spec, clock, None)
+    }
+
+    /// A controller on the real kernel with a manual clock and its state
+    /// file in `state_dir`, started.
+    pub fn start_with_state(
+        &self,
+        spec: PlatformSpec,
+        clock: &ManualClock,
+        state_dir: Option<PathBuf>,
+    ) -> Controller {
         spec.validate(&self.topo).unwrap();
         let procfs = ProcFs::new("/proc");
         let env = Env {
@@ -79,7 +95,7 @@ impl RealV1 {
             clock: Arc::new(clock.clone()),
         };
         let opts = Options {
-            state_dir: None,
+            state_dir,
             self_origin: atoll_core::process::ProcessTable::info(&procfs, std::process::id())
                 .map(|i| i.cgroups)
                 .unwrap_or_else(|_| CgroupMembership::parse("0::/\n").unwrap()),
