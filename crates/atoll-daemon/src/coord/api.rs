@@ -276,7 +276,7 @@ impl Coordination {
 
     /// Sends one message at once, counts its reply and applies its effects;
     /// `None`: coordination is off.
-    fn send(
+    pub(super) fn send(
         &mut self,
         now: Duration,
         from: &Name,
@@ -396,16 +396,38 @@ impl Coordination {
                 }
                 // The first unit whose coordinator can still give it more:
                 // one at its island's capacity refuses, the next is asked.
-                for (_, _, island, unit) in &ranked {
-                    let msg = tune(Direction::Up, unit);
-                    let reply = self.send(now, island, &msg, context, compose)?;
-                    said.push(format!("{msg}: {reply}"));
-                    if reply.is_ack() {
-                        break;
+                // Once every unit is at capacity, the overlay borrows
+                // CPUs instead (see `stages`).
+                let stage = self
+                    .overlays
+                    .get(overlay)
+                    .map_or_else(Default::default, |s| s.stage);
+                let mut at_capacity = stage != policy::Stage::Tune;
+                if !at_capacity {
+                    let mut refusals = 0;
+                    for (_, _, island, unit) in &ranked {
+                        let msg = tune(Direction::Up, unit);
+                        let reply = self.send(now, island, &msg, context, compose)?;
+                        said.push(format!("{msg}: {reply}"));
+                        match reply.reason() {
+                            None => break,
+                            Some(r) if policy::tune_at_capacity(r) => refusals += 1,
+                            Some(_) => {}
+                        }
                     }
+                    at_capacity = refusals == ranked.len();
+                }
+                if at_capacity {
+                    let (_, _, island, _) = ranked[0].clone();
+                    self.borrow_stage(now, spec, &island, context, compose, &mut said)?;
                 }
             }
             ReportWant::Less => {
+                // Borrowed CPUs go back before any knob is tuned down.
+                if let Some(text) = self.relax_stage(now, overlay, context, compose) {
+                    said.push(text);
+                    return Some(said.join("; then "));
+                }
                 let (_, _, island, unit) = ranked
                     .iter()
                     .rev()

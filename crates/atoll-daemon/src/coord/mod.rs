@@ -49,6 +49,7 @@ pub mod policy;
 pub mod pressure;
 mod react;
 pub mod recv;
+mod stages;
 mod units;
 
 use std::collections::BTreeMap;
@@ -86,6 +87,8 @@ pub(crate) struct OverlayState {
     /// Reports asking for more so far: units tied for the most pressure
     /// take turns by it.
     pub report_turn: usize,
+    /// How far its proactive policy has escalated (tune, then borrow).
+    pub stage: policy::Stage,
 }
 
 impl OverlayState {
@@ -98,6 +101,7 @@ impl OverlayState {
             acked: 0,
             nacked: 0,
             report_turn: 0,
+            stage: policy::Stage::Tune,
         }
     }
 }
