@@ -205,3 +205,42 @@ fn an_overlay_with_one_island_borrows_from_any() {
     );
     assert_eq!(rig.cpus("web"), "1-3");
 }
+
+#[test]
+fn a_borrowed_cpu_serves_the_overlays_units_not_the_hog_beside_them() {
+    let mut s = spec(
+        &[("api", "web"), ("hog", "web"), ("db", "batch")],
+        &["api", "db"],
+    );
+    s.overlays[0].react.utilization = Some(0.8);
+    let mut rig = Rig::start(s);
+    let busy: Vec<u32> = rig
+        .busy("api", 2)
+        .into_iter()
+        .chain(rig.busy("hog", 2))
+        .collect();
+    rig.epochs(5);
+    assert_eq!(rig.cpus("web"), "1-3,5", "borrowed from idle batch");
+    assert_eq!(rig.cpus("web/api"), "1-3,5", "the overlay's unit has it");
+    assert_eq!(rig.cpus("web/hog"), "1-3", "the hog beside it does not");
+    let sim = rig.sim.clone();
+    let eff = |p: &str| {
+        sim.effective_cpus(&GroupPath::from_relative(p))
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(eff("web/hog"), "1-3");
+    assert_eq!(eff("web/api"), "1-3,5");
+    let d = rig.why("hog");
+    assert!(
+        d.iter().any(|d| d.contains("web/hog: cpuset.cpus=1-3")),
+        "{d:#?}"
+    );
+    for p in busy {
+        rig.sim.set_busy(p, false).unwrap();
+    }
+    rig.epochs(5);
+    assert_eq!(rig.cpus("web"), "1-3", "released");
+    assert_eq!(eff("web/api"), "1-3");
+    assert_eq!(eff("web/hog"), "1-3");
+}

@@ -43,6 +43,12 @@ impl Coordination {
             let why = self.coord_reason(e, context);
             self.apply_change(&e.change, why, compose);
         }
+        if effects
+            .iter()
+            .any(|e| matches!(e.change, Change::MoveCores { .. }))
+        {
+            self.sync_borrowed();
+        }
     }
 
     /// The decision reason of an effect.
