@@ -244,3 +244,31 @@ fn a_borrowed_cpu_serves_the_overlays_units_not_the_hog_beside_them() {
     assert_eq!(eff("web/api"), "1-3");
     assert_eq!(eff("web/hog"), "1-3");
 }
+
+#[test]
+fn a_lender_whose_own_load_rises_revokes_its_cpus() {
+    let mut s = spec(&[("api", "web"), ("db", "batch")], &["api"]);
+    s.overlays[0].react.utilization = Some(0.8);
+    let mut rig = Rig::start(s);
+    let _api = rig.busy("api", 4);
+    rig.epochs(5);
+    assert_eq!(rig.cpus("web"), "1-3,5", "borrowed from idle batch");
+    assert_eq!(rig.cpus("batch"), "4,6-7");
+    // batch's own unit gets busy: once its load is seen, the CPU goes home
+    // (adopted at the next epoch, seen at the one after, revoked in it).
+    let _db = rig.busy("db", 4);
+    rig.epochs(2);
+    assert_eq!(rig.cpus("batch"), "4-7", "revoked");
+    assert_eq!(rig.cpus("web"), "1-3");
+    assert!(rig.shop().loans.is_empty());
+    let d = rig.why("batch");
+    assert!(
+        d.iter().any(|d| d.contains(
+            "because overlay shop: island batch revoked the cores it lent (island batch uses"
+        )),
+        "{d:#?}"
+    );
+    // web stays busy, but no island has a CPU to lend now.
+    rig.epochs(10);
+    assert_eq!(rig.cpus("web"), "1-3");
+}

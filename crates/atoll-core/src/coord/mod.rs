@@ -64,6 +64,18 @@
 //!    release or escalation) cannot leave its new island within `damping`,
 //!    neither back nor onward, except by a release of its borrower. So a CPU
 //!    cannot ping-pong faster than the damping window.
+//! 6a. **Revoke.** A lender whose own load rose sends `revoke` naming the
+//!    borrower: the CPUs it lent there for the overlay come back. CPUs the
+//!    lender owns come back at once, whatever their damping (the owner's
+//!    claim comes first); CPUs it had borrowed and lent onward only after
+//!    their damping window (*damped* until then). A revoke is a demand:
+//!    refusals back off and escalate, and an escalated revoke is carried
+//!    out whatever the damping.
+//! 3a. **Overlay trigger.** `trigger_overlay` boosts every unit of the
+//!    overlay at the same time for the same `boost_len` (coscheduling), or
+//!    none when one of them is refused (with that refusal). The units of
+//!    one `trigger_overlay` on an island share one of its `max_boosts`
+//!    slots; any other boost takes a slot of its own.
 //! 7. **Arbitration.** [`PlatformManager::submit`] queues messages for a
 //!    round, [`PlatformManager::arbitrate`] runs it: first everything that is
 //!    not a demand (registrations, releases, tune downs) in arrival order,
@@ -121,6 +133,7 @@ mod escalate;
 pub mod message;
 mod overlays;
 mod platform;
+mod revoke;
 mod round;
 mod sched;
 pub mod types;
@@ -426,3 +439,7 @@ mod round_tests;
 #[cfg(test)]
 #[path = "cap_tests.rs"]
 mod cap_tests;
+
+#[cfg(test)]
+#[path = "revoke_tests.rs"]
+mod revoke_tests;

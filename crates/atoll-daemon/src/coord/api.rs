@@ -200,6 +200,28 @@ impl Coordination {
         Ok(())
     }
 
+    /// Whether `caller` may boost `unit`: on a realtime island a boost
+    /// raises its tasks' RT priority, which only root or the island's
+    /// `rt_users` may do.
+    fn may_boost(
+        &self,
+        inp: &Inputs<'_>,
+        caller: Caller,
+        unit: &Name,
+    ) -> Result<(), CoordApiError> {
+        let island = self.island_of(unit).and_then(|i| inp.reg.island(i));
+        match island.filter(|i| {
+            matches!(i.policy, atoll_core::spec::SchedPolicy::Realtime(_))
+                && !i.access.rt_users.contains(&caller.uid)
+        }) {
+            Some(i) => Err(CoordApiError::Realtime {
+                island: i.name.to_string(),
+                uid: caller.uid,
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// `coordinate`: one message, served at once. Returns the coordinator's
     /// reply; the groups it changed are touched in `compose`.
     pub fn coordinate(
@@ -218,15 +240,17 @@ impl Coordination {
                 Message::Tune { overlay, .. } => self.owns(inp, caller, overlay)?,
                 Message::Trigger { overlay, unit, .. } => {
                     self.owns(inp, caller, overlay)?;
-                    let island = self.island_of(unit).and_then(|i| inp.reg.island(i));
-                    if let Some(i) = island.filter(|i| {
-                        matches!(i.policy, atoll_core::spec::SchedPolicy::Realtime(_))
-                            && !i.access.rt_users.contains(&caller.uid)
-                    }) {
-                        return Err(CoordApiError::Realtime {
-                            island: i.name.to_string(),
-                            uid: caller.uid,
-                        });
+                    self.may_boost(inp, caller, unit)?;
+                }
+                Message::TriggerOverlay { overlay, .. } => {
+                    self.owns(inp, caller, overlay)?;
+                    let units = self
+                        .manager()
+                        .and_then(|m| m.overlay(overlay))
+                        .map(|s| s.units.clone())
+                        .unwrap_or_default();
+                    for (_, unit) in &units {
+                        self.may_boost(inp, caller, unit)?;
                     }
                 }
                 other => {

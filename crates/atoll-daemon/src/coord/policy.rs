@@ -30,6 +30,9 @@
 //! - `react_utilization = U`: an island of the overlay using more than `U`
 //!   of the CPUs it holds borrows one (`borrow_any`); it releases a lender's
 //!   CPUs once it would stay below `U ×` [`RELEASE_BELOW`] without them;
+//! - with `react_utilization`, a lender of the overlay's loans whose own
+//!   use reaches [`REVOKE_ABOVE`] of the CPUs it still holds takes its CPUs
+//!   back (`revoke`, sent by the lender, naming the borrower);
 //! - `react_recv_queue = B`: a unit whose sockets hold more than `B` bytes
 //!   not yet read is triggered (seed 001's buffer monitoring).
 //!
@@ -52,6 +55,10 @@ pub const FAR_BELOW: f64 = 0.5;
 pub const RELAX_BELOW: f64 = 0.5;
 /// Share of `react_utilization` below which borrowed CPUs go back.
 pub const RELEASE_BELOW: f64 = 0.75;
+/// Share of the CPUs a lender still holds above which its own use takes
+/// its lent CPUs back. Near 1: a lender lends only CPUs it leaves idle
+/// (rule 4), so only a load that grew since revokes.
+pub const REVOKE_ABOVE: f64 = 0.95;
 /// Least time between two reactive messages of one overlay about one unit
 /// or island.
 pub const REACT_INTERVAL: Duration = Duration::from_millis(100);
@@ -214,6 +221,12 @@ pub fn utilization_step(
     })
 }
 
+/// Whether a lender using `used` of the `held` CPUs it still holds takes
+/// back what it lent.
+pub fn revoke_step(used: f64, held: usize) -> bool {
+    held > 0 && used >= held as f64 * REVOKE_ABOVE
+}
+
 /// Whether a unit whose sockets hold `bytes` unread is triggered under
 /// `react_recv_queue = threshold`.
 pub fn recv_queue_step(bytes: u64, threshold: u64) -> bool {
@@ -328,6 +341,15 @@ mod tests {
             until: Duration::from_millis(30),
         };
         assert!(!tune_at_capacity(&backoff));
+    }
+
+    #[test]
+    fn a_lender_revokes_only_once_its_own_use_fills_what_it_holds() {
+        // Lent one of four at 2.5 CPUs used: 2.5 of 3 is not full.
+        assert!(!revoke_step(2.5, 3));
+        assert!(revoke_step(2.9, 3));
+        assert!(revoke_step(3.0, 3));
+        assert!(!revoke_step(0.0, 0));
     }
 
     #[test]
