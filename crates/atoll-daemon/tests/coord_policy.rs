@@ -272,3 +272,65 @@ fn a_lender_whose_own_load_rises_revokes_its_cpus() {
     rig.epochs(10);
     assert_eq!(rig.cpus("web"), "1-3");
 }
+
+#[test]
+fn a_trigger_naming_an_overlay_boosts_all_its_units_when_the_request_is_handled() {
+    let mut rig = Rig::start(spec(
+        &[("api", "web"), ("front", "web"), ("db", "batch")],
+        &["api", "front", "db"],
+    ));
+    rig.epochs(1);
+    let msg = atoll_core::coord::Message::TriggerOverlay {
+        resource: atoll_core::coord::Resource::CpuTime,
+        overlay: n("shop"),
+    };
+    let r = reply(ask(
+        &mut rig.c,
+        ROOT,
+        Request::Coordinate {
+            from: None,
+            message: msg.clone(),
+        },
+    ));
+    let Reply::Coordinated { reply: r, text } = r else {
+        panic!("expected Coordinated, got {r:?}");
+    };
+    assert!(r.is_ack(), "{text}");
+    let sim = rig.sim.clone();
+    let weight = |p: &str| {
+        sim.settings(&GroupPath::from_relative(p))
+            .and_then(|s| s.cpu_weight)
+    };
+    // Written while the request was handled, no epoch in between: two
+    // units of web in one boost slot, and db.
+    for u in ["web/api", "web/front", "batch/db"] {
+        assert_eq!(weight(u), Some(10_000), "{u}");
+    }
+    let d = rig.why("front");
+    assert!(
+        d.iter()
+            .any(|d| d.contains("because overlay shop: trigger (asked by uid 0)")),
+        "{d:#?}"
+    );
+    // All end together.
+    rig.epochs(2);
+    for u in ["web/api", "web/front", "batch/db"] {
+        assert_eq!(weight(u), None, "{u}");
+    }
+    // Too soon again: all cool down, none is boosted.
+    let r = reply(ask(
+        &mut rig.c,
+        ROOT,
+        Request::Coordinate {
+            from: None,
+            message: msg,
+        },
+    ));
+    let Reply::Coordinated { reply: r, text } = r else {
+        panic!("expected Coordinated, got {r:?}");
+    };
+    assert!(!r.is_ack(), "{text}");
+    for u in ["web/api", "web/front", "batch/db"] {
+        assert_eq!(weight(u), None, "{u}");
+    }
+}
