@@ -7,8 +7,8 @@
 //! received to cgroup write done) from above: it adds the client and the
 //! socket. After each reply the weight file is read back and must hold
 //! the boost. Between calls the benchmark waits, untimed, until the boost
-//! has ended and the unit's cooldown is over (refusals while it lasts
-//! are retried, not counted).
+//! has ended and the unit's cooldown is over (refusals while it lasts,
+//! and the backoff they bring, are retried, not counted).
 
 use std::time::{Duration, Instant};
 
@@ -45,6 +45,11 @@ pub(super) fn time_triggers(daemon: &Daemon, calls: usize) -> Result<ApiActuatio
             }
             std::thread::sleep(Duration::from_millis(5));
         }
+        // The end of a boost is written by an epoch: sending at once would
+        // always meet the rest of that epoch. Spread the sends over the
+        // epoch instead, as requests arrive (untimed).
+        let offset = u64::try_from(us.len() * 7 % 31).unwrap_or(0);
+        std::thread::sleep(Duration::from_millis(offset));
         let t = Instant::now();
         let answer = client
             .trigger("bench", "front")
@@ -55,9 +60,11 @@ pub(super) fn time_triggers(daemon: &Daemon, calls: usize) -> Result<ApiActuatio
         let dt = t.elapsed();
         match answer.reason() {
             None => {}
-            Some(NackReason::CoolingDown { .. } | NackReason::AlreadyBoosted { .. })
-                if began.elapsed() < PATIENCE =>
-            {
+            Some(
+                NackReason::CoolingDown { .. }
+                | NackReason::AlreadyBoosted { .. }
+                | NackReason::BackingOff { .. },
+            ) if began.elapsed() < PATIENCE => {
                 std::thread::sleep(Duration::from_millis(10));
                 continue;
             }
