@@ -359,7 +359,7 @@ impl Coordinator {
     }
 
     /// A trigger; `together`: one of an overlay's units boosted with the
-    /// rest (rule 3a).
+    /// rest (rule 3, overlay trigger).
     pub(crate) fn trigger_with(
         &mut self,
         now: Duration,

@@ -1,5 +1,5 @@
-//! A lender taking its CPUs back (rule 6a of the [module docs](super)) and
-//! an overlay's units boosted together (rule 3a).
+//! A lender taking its CPUs back (rule 6 of the [module docs](super), revoke) and
+//! an overlay's units boosted together (rule 3, overlay trigger).
 
 use std::time::Duration;
 
