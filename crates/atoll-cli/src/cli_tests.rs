@@ -99,6 +99,17 @@ fn trigger_boosts_cpu_time() {
             }
         )
     );
+    assert_eq!(
+        message(&["trigger", "shop"]),
+        (
+            None,
+            Message::TriggerOverlay {
+                resource: Resource::CpuTime,
+                overlay: n("shop"),
+            }
+        ),
+        "no unit: the whole overlay at once"
+    );
     match parse(&["trigger", "shop", "api", "--socket", "/tmp/s", "--json"]).unwrap() {
         Cmd::Coord(c) => {
             assert_eq!(c.common().socket.socket, Path::new("/tmp/s"));

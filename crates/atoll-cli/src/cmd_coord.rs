@@ -137,7 +137,8 @@ pub enum CoordCmd {
         #[arg(long, value_parser = Name::new)]
         from: Option<Name>,
     },
-    /// Boost a unit's CPU time at once, for a short bounded time (root only).
+    /// Boost a unit's CPU time at once, for a short bounded time; without
+    /// a unit, every unit of the overlay together (coscheduling).
     #[command(after_help = EXIT_STATUS)]
     Trigger {
         #[command(flatten)]
@@ -145,9 +146,9 @@ pub enum CoordCmd {
         /// The overlay asking.
         #[arg(value_parser = Name::new)]
         overlay: Name,
-        /// The unit.
+        /// The unit (default: all the overlay's units at once).
         #[arg(value_parser = Name::new)]
-        unit: Name,
+        unit: Option<Name>,
         /// The sending island (default: the unit's island).
         #[arg(long, value_parser = Name::new)]
         from: Option<Name>,
@@ -234,10 +235,16 @@ impl CoordCmd {
                 ..
             } => (
                 sender(from),
-                Message::Trigger {
-                    resource: Resource::CpuTime,
-                    overlay: overlay.clone(),
-                    unit: unit.clone(),
+                match unit {
+                    Some(unit) => Message::Trigger {
+                        resource: Resource::CpuTime,
+                        overlay: overlay.clone(),
+                        unit: unit.clone(),
+                    },
+                    None => Message::TriggerOverlay {
+                        resource: Resource::CpuTime,
+                        overlay: overlay.clone(),
+                    },
                 },
             ),
             Self::Borrow {

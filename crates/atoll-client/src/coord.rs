@@ -144,6 +144,16 @@ impl Client {
         self.coordinate(None, message)
     }
 
+    /// Boosts the CPU time of every unit of `overlay` at once, for the same
+    /// bounded time (coscheduling): all of them, or none.
+    pub fn trigger_overlay(&mut self, overlay: &str) -> Result<Coordinated, ClientError> {
+        let message = Message::TriggerOverlay {
+            resource: Resource::CpuTime,
+            overlay: self.name("overlay", overlay)?,
+        };
+        self.coordinate(None, message)
+    }
+
     /// Borrows up to `amount` CPUs for `overlay` from island `from_island`
     /// (`None`: from whichever island can lend) into island `into` (`None`:
     /// the overlay's first unit's island).

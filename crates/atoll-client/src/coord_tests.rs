@@ -112,6 +112,7 @@ fn every_convenience_call_sends_its_message_and_nacks_are_answers() {
     assert_eq!(t.to_string(), t.text);
 
     assert!(c.trigger("shop", "api").unwrap().is_ack());
+    assert!(c.trigger_overlay("shop").unwrap().is_ack());
 
     let b = c.borrow("shop", 2, Some("db"), Some("web")).unwrap();
     assert!(!b.is_ack());
@@ -164,6 +165,13 @@ fn every_convenience_call_sends_its_message_and_nacks_are_answers() {
                     resource: Resource::CpuTime,
                     overlay: n("shop"),
                     unit: n("api"),
+                }
+            ),
+            coordinate(
+                None,
+                Message::TriggerOverlay {
+                    resource: Resource::CpuTime,
+                    overlay: n("shop"),
                 }
             ),
             coordinate(

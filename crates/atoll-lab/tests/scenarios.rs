@@ -254,3 +254,52 @@ fn awm_managed_mix_completes_sooner_than_unmanaged() {
         "managed {cm:.2} s not ahead of unmanaged {cu:.2} s"
     );
 }
+
+/// Per overlay island (x: webserver, y: count), the seconds it held a
+/// borrowed CPU and the seconds it ran short (only its own 2 CPUs while
+/// its 4 threads wanted more: the overlay's `react_utilization` violated).
+fn borrowed_and_short(r: &atoll_lab::RunResult, island: &str) -> (f64, f64) {
+    let (mut held, mut short) = (0.0, 0.0);
+    for w in r.series.windows(2) {
+        let dt = w[1].t_s - w[0].t_s;
+        let Some(i) = w[1].islands.iter().find(|i| i.name == island) else {
+            panic!("no island {island}");
+        };
+        if i.cpus > 2.5 {
+            held += dt;
+        } else if i.used / i.cpus.max(1e-9) > 0.8 {
+            short += dt;
+        }
+    }
+    (held, short)
+}
+
+#[test]
+fn arbitration_priority_serves_the_higher_priority_overlay_where_round_robin_takes_turns() {
+    let s = load("arbitration.toml");
+    let runs = run_all(&s);
+    let run = |v: &str| &runs.iter().find(|x| x.0.variant == v).unwrap().1;
+    let (rr, pr) = (run("round_robin"), run("priority"));
+    let (web_rr, web_pr) = (borrowed_and_short(rr, "x"), borrowed_and_short(pr, "x"));
+    let (cnt_rr, cnt_pr) = (borrowed_and_short(rr, "y"), borrowed_and_short(pr, "y"));
+    eprintln!(
+        "held / short s: webserver rr {web_rr:.1?} prio {web_pr:.1?}; count rr {cnt_rr:.1?} prio {cnt_pr:.1?}"
+    );
+    // The higher priority runs short less under priority arbitration, and
+    // holds the scarce CPU longer; the lower priority the other way round.
+    assert!(
+        web_pr.1 < web_rr.1,
+        "webserver short: {web_pr:?} vs {web_rr:?}"
+    );
+    assert!(
+        web_pr.0 > web_rr.0,
+        "webserver held: {web_pr:?} vs {web_rr:?}"
+    );
+    assert!(cnt_pr.0 < cnt_rr.0, "count held: {cnt_pr:?} vs {cnt_rr:?}");
+    // And it shows in the CPU time the apps got.
+    let cpu = |v: &str, app: &str| get(&runs, v).app(app).unwrap().cpu_s;
+    assert!(cpu("priority", "web") > cpu("round_robin", "web"));
+    assert!(cpu("priority", "count") < cpu("round_robin", "count"));
+    // Under round robin both overlays got the CPU at times.
+    assert!(web_rr.0 > 0.0 && cnt_rr.0 > 0.0, "{web_rr:?} {cnt_rr:?}");
+}

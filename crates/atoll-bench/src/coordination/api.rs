@@ -42,31 +42,24 @@ pub fn config(cpus: &str) -> String {
     )
 }
 
-/// Starts the daemon in `dir` and times `calls` tunes.
+/// Starts the daemon in `dir` and times `calls` tunes, then `calls`
+/// triggers (see [`trigger`](super::trigger)).
 pub fn measure(
     exe: &Path,
     dir: &Path,
     cpus: &str,
     calls: usize,
-) -> Result<ApiActuation, BenchError> {
+) -> Result<(ApiActuation, ApiActuation), BenchError> {
     let daemon = Daemon::start(exe, "coordination", &config(cpus), dir)?;
-    let result = time_tunes(&daemon, calls);
+    let result = time_tunes(&daemon, calls)
+        .and_then(|t| Ok((t, super::trigger::time_triggers(&daemon, calls)?)));
     daemon.stop()?;
     result
 }
 
 fn time_tunes(daemon: &Daemon, calls: usize) -> Result<ApiActuation, BenchError> {
-    let knob = weight_file(daemon.root()).ok_or_else(|| BenchError::Setup {
-        what: "the unit's weight file".into(),
-        reason: format!(
-            "no cpu.weight or cpu.shares for {}/bench/front",
-            daemon.root()
-        ),
-    })?;
-    let mut client = Client::connect(daemon.socket()).map_err(|e| BenchError::Setup {
-        what: "connecting to the daemon".into(),
-        reason: e.to_string(),
-    })?;
+    let knob = front_weight(daemon)?;
+    let mut client = connect(daemon)?;
     let read = || std::fs::read_to_string(&knob).map(|s| s.trim().to_string());
     let mut us = Vec::with_capacity(calls);
     for i in 0..calls.max(2) {
@@ -111,7 +104,26 @@ fn time_tunes(daemon: &Daemon, calls: usize) -> Result<ApiActuation, BenchError>
     })
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BenchError + '_ {
+/// `front`'s weight file, or why there is none.
+pub(super) fn front_weight(daemon: &Daemon) -> Result<PathBuf, BenchError> {
+    weight_file(daemon.root()).ok_or_else(|| BenchError::Setup {
+        what: "the unit's weight file".into(),
+        reason: format!(
+            "no cpu.weight or cpu.shares for {}/bench/front",
+            daemon.root()
+        ),
+    })
+}
+
+/// A client of the daemon.
+pub(super) fn connect(daemon: &Daemon) -> Result<Client, BenchError> {
+    Client::connect(daemon.socket()).map_err(|e| BenchError::Setup {
+        what: "connecting to the daemon".into(),
+        reason: e.to_string(),
+    })
+}
+
+pub(super) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BenchError + '_ {
     move |source| BenchError::Io {
         op: "read",
         path: path.to_path_buf(),

@@ -5,6 +5,8 @@
 //!   borrow across 2 and 6 islands). Pure CPU work: no root needed.
 //! - [`api`]: from an API call to the cgroup change applied, through the
 //!   real daemon on real cgroups (root).
+//! - [`trigger`]: from a `trigger` request to the boost written
+//!   (`trigger_to_effect_us`), on the same daemon.
 
 use std::path::PathBuf;
 
@@ -15,6 +17,7 @@ use crate::machine::{self, Machine};
 
 pub mod api;
 pub mod messages;
+pub mod trigger;
 
 pub use api::ApiActuation;
 pub use messages::{MessageCost, MessageCosts};
@@ -40,6 +43,10 @@ pub struct CoordinationReport {
     /// `api_to_actuation_us`: a `tune` from the client to the cgroup write,
     /// µs (`None` with `--no-api`).
     pub api_to_actuation_us: Option<ApiActuation>,
+    /// `trigger_to_effect_us`: a `trigger` from the request to the boost
+    /// written, µs (`None` with `--no-api`).
+    #[serde(default)]
+    pub trigger_to_effect_us: Option<ApiActuation>,
     /// The machine the numbers come from.
     pub machine: Machine,
     /// How to run it again.
@@ -58,7 +65,7 @@ pub fn calls(quick: bool) -> usize {
 /// Runs the benchmark.
 pub fn run(opts: &CoordinationOptions) -> Result<CoordinationReport, BenchError> {
     let messages = messages::measure(calls(opts.quick))?;
-    let api_to_actuation_us = if opts.api {
+    let measured = if opts.api {
         // SAFETY: geteuid has no preconditions and cannot fail.
         if unsafe { libc::geteuid() } != 0 {
             return Err(BenchError::Unusable(
@@ -83,6 +90,10 @@ pub fn run(opts: &CoordinationOptions) -> Result<CoordinationReport, BenchError>
     } else {
         None
     };
+    let (api_to_actuation_us, trigger_to_effect_us) = match measured {
+        Some((a, t)) => (Some(a), Some(t)),
+        None => (None, None),
+    };
     let backend = match &api_to_actuation_us {
         Some(a) if a.knob.ends_with("cpu.shares") => "cgroup1",
         Some(_) => "cgroup2",
@@ -91,6 +102,7 @@ pub fn run(opts: &CoordinationOptions) -> Result<CoordinationReport, BenchError>
     Ok(CoordinationReport {
         messages,
         api_to_actuation_us,
+        trigger_to_effect_us,
         machine: machine::describe(backend),
         command: opts.command.clone(),
     })
@@ -105,8 +117,15 @@ pub fn render_table(r: &CoordinationReport) -> String {
         ),
         None => String::new(),
     };
+    let trigger = match &r.trigger_to_effect_us {
+        Some(a) => format!(
+            "trigger_to_effect_us (trigger, {} calls, checked in {}): p50 {:.0} us, p99 {:.0} us\n",
+            a.us.count, a.knob, a.us.p50, a.us.p99
+        ),
+        None => String::new(),
+    };
     format!(
-        "{}{api}machine: {}\ncommand: {}",
+        "{}{api}{trigger}machine: {}\ncommand: {}",
         messages::render(&r.messages),
         r.machine,
         r.command

@@ -63,6 +63,15 @@ pub fn every_message() -> Vec<Message> {
             },
         },
         Message::Deregister { overlay: n("shop") },
+        Message::Revoke {
+            resource: Resource::Cores,
+            overlay: n("shop"),
+            island: n("web"),
+        },
+        Message::TriggerOverlay {
+            resource: Resource::CpuTime,
+            overlay: n("shop"),
+        },
     ];
     for m in &all {
         match m {
@@ -73,7 +82,9 @@ pub fn every_message() -> Vec<Message> {
             | Message::BorrowAny { .. }
             | Message::Release { .. }
             | Message::Register { .. }
-            | Message::Deregister { .. } => {}
+            | Message::Deregister { .. }
+            | Message::Revoke { .. }
+            | Message::TriggerOverlay { .. } => {}
         }
     }
     all
@@ -144,6 +155,10 @@ pub fn every_nack_reason() -> Vec<NackReason> {
             overlay: n("shop"),
         },
         NackReason::NotForIsland { island: n("web") },
+        NackReason::NothingLent {
+            island: n("web"),
+            overlay: n("shop"),
+        },
         NackReason::PlatformRefused {
             overlay: n("shop"),
             resource: Resource::Cores,
@@ -173,6 +188,7 @@ pub fn every_nack_reason() -> Vec<NackReason> {
             | NackReason::SelfBorrow { .. }
             | NackReason::NothingToRelease { .. }
             | NackReason::NotForIsland { .. }
+            | NackReason::NothingLent { .. }
             | NackReason::PlatformRefused { .. } => {}
         }
     }
@@ -227,6 +243,7 @@ pub fn examples() -> Vec<(&'static str, Vec<String>)> {
     for (i, message) in every_message().into_iter().enumerate() {
         let from = match message {
             Message::BorrowPreferred { .. } | Message::Release { .. } => Some("web".to_string()),
+            Message::Revoke { .. } => Some("batch".to_string()),
             _ => None,
         };
         coordinate.push(request(

@@ -254,7 +254,9 @@ impl Coordinator {
             }
             Message::BorrowPreferred { .. }
             | Message::BorrowAny { .. }
-            | Message::Release { .. } => Err(NackReason::NotForIsland {
+            | Message::Release { .. }
+            | Message::Revoke { .. }
+            | Message::TriggerOverlay { .. } => Err(NackReason::NotForIsland {
                 island: self.name.clone(),
             }),
         };
@@ -353,9 +355,22 @@ impl Coordinator {
         unit: &Name,
         resource: Resource,
     ) -> Result<Effect, NackReason> {
+        self.trigger_with(now, overlay, unit, resource, false)
+    }
+
+    /// A trigger; `together`: one of an overlay's units boosted with the
+    /// rest (rule 3, overlay trigger).
+    pub(crate) fn trigger_with(
+        &mut self,
+        now: Duration,
+        overlay: &Name,
+        unit: &Name,
+        resource: Resource,
+        together: bool,
+    ) -> Result<Effect, NackReason> {
         let i = self.unit_of(overlay, unit)?;
         let (v, units, cfg) = self.view_and_units();
-        let change = sched::trigger(&v, units, i, resource, now, cfg)?;
+        let change = sched::trigger(&v, units, i, resource, now, cfg, together)?;
         Ok(Effect::new(
             change,
             Why::Trigger {

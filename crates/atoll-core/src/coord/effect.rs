@@ -202,6 +202,13 @@ pub enum Why {
         /// The overlay.
         overlay: Name,
     },
+    /// A lender took back the cores it had lent for an overlay.
+    Revoke {
+        /// The overlay they were lent for.
+        overlay: Name,
+        /// The lender.
+        lender: Name,
+    },
     /// An overlay left: its loans end, its boosts end, its units' knobs go
     /// back to their configured values.
     Deregistered {
@@ -250,6 +257,9 @@ impl fmt::Display for Why {
             Self::BoostExpired => f.write_str("the boost expired"),
             Self::Borrow { overlay } => write!(f, "overlay {overlay} borrowed them"),
             Self::Release { overlay } => write!(f, "overlay {overlay} released them"),
+            Self::Revoke { overlay, lender } => {
+                write!(f, "island {lender} revoked them from overlay {overlay}")
+            }
             Self::Deregistered { overlay } => write!(f, "overlay {overlay} deregistered"),
             Self::Escalation {
                 winner,

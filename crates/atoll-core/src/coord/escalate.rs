@@ -45,6 +45,10 @@ impl PlatformManager {
                 self.take_knob(now, overlay, unit, resource, prio, nacks)
             }
             Message::Trigger { unit, .. } => self.take_boost(now, overlay, unit, prio, nacks),
+            // The lender's claim: carried out whatever the damping.
+            Message::Revoke { island, .. } => self
+                .index_of(island)
+                .and_then(|b| self.revoke(now, from, b, overlay, true).ok()),
             _ => None,
         };
         taken.ok_or_else(refused)

@@ -74,6 +74,27 @@ pub enum Message {
         /// The lender.
         island: Name,
     },
+    /// The sender (a lender) takes back the CPUs it lent to `island` for
+    /// the overlay, because its own load rose. CPUs the sender owns come
+    /// back at once; CPUs it had borrowed itself and lent onward stay
+    /// within the damping window.
+    Revoke {
+        /// The resource (only [`Resource::Cores`]).
+        resource: Resource,
+        /// The overlay they were lent for.
+        overlay: Name,
+        /// The borrower.
+        island: Name,
+    },
+    /// Boost every unit of the overlay at once, for the same bounded time
+    /// (coscheduling): all of them or none. An overlay's units boosted
+    /// together take one boost slot of their island.
+    TriggerOverlay {
+        /// The resource (only [`Resource::CpuTime`] can be triggered).
+        resource: Resource,
+        /// The overlay.
+        overlay: Name,
+    },
     /// Bring an overlay in.
     Register {
         /// The overlay.
@@ -97,6 +118,8 @@ impl Message {
             | Self::BorrowPreferred { overlay, .. }
             | Self::BorrowAny { overlay, .. }
             | Self::Release { overlay, .. }
+            | Self::Revoke { overlay, .. }
+            | Self::TriggerOverlay { overlay, .. }
             | Self::Deregister { overlay } => Some(overlay),
             Self::Register { overlay } => Some(&overlay.name),
         }
@@ -109,12 +132,15 @@ impl Message {
             | Self::Trigger { resource, .. }
             | Self::BorrowPreferred { resource, .. }
             | Self::BorrowAny { resource, .. }
-            | Self::Release { resource, .. } => Some(*resource),
+            | Self::Release { resource, .. }
+            | Self::Revoke { resource, .. }
+            | Self::TriggerOverlay { resource, .. } => Some(*resource),
             _ => None,
         }
     }
 
-    /// Whether it asks for more: a tune up, a trigger or a borrow. Only these
+    /// Whether it asks for more: a tune up, a trigger, a borrow or a
+    /// lender's revoke. Only these
     /// are arbitrated, backed off and escalated; everything else gives
     /// something back or changes membership and always goes through.
     pub fn is_demand(&self) -> bool {
@@ -124,8 +150,10 @@ impl Message {
                 dir: Direction::Up,
                 ..
             } | Self::Trigger { .. }
+                | Self::TriggerOverlay { .. }
                 | Self::BorrowPreferred { .. }
                 | Self::BorrowAny { .. }
+                | Self::Revoke { .. }
         )
     }
 }
@@ -173,6 +201,17 @@ impl fmt::Display for Message {
                 f,
                 "release {resource} of overlay {overlay} to island {island}"
             ),
+            Self::Revoke {
+                resource,
+                overlay,
+                island,
+            } => write!(
+                f,
+                "revoke {resource} lent to island {island} for overlay {overlay}"
+            ),
+            Self::TriggerOverlay { resource, overlay } => {
+                write!(f, "trigger {resource} for every unit of overlay {overlay}")
+            }
             Self::Register { overlay } => write!(
                 f,
                 "register overlay {} (priority {}, {})",
@@ -450,6 +489,13 @@ pub enum NackReason {
         /// The overlay.
         overlay: Name,
     },
+    /// The sender lent nothing to that island for that overlay.
+    NothingLent {
+        /// The borrower named.
+        island: Name,
+        /// The overlay.
+        overlay: Name,
+    },
     /// One island cannot decide this message alone; the platform manager
     /// routes it.
     NotForIsland {
@@ -563,6 +609,10 @@ impl fmt::Display for NackReason {
             Self::NothingToRelease { island, overlay } => write!(
                 f,
                 "nothing borrowed from island {island} for overlay {overlay} to release"
+            ),
+            Self::NothingLent { island, overlay } => write!(
+                f,
+                "nothing lent to island {island} for overlay {overlay} to revoke"
             ),
             Self::NotForIsland { island } => write!(
                 f,

@@ -48,6 +48,12 @@
 //!    island boosts at most `max_boosts` (1) units at once.
 //!    [`PlatformManager::tick`] ends expired boosts. A tune of a boosted
 //!    unit's weight changes the value restored at the end of the boost.
+//!
+//!    **Overlay trigger.** `trigger_overlay` boosts every unit of the
+//!    overlay at the same time for the same `boost_len` (coscheduling), or
+//!    none when one of them is refused (with that refusal). The units of
+//!    one `trigger_overlay` on an island share one of its `max_boosts`
+//!    slots; any other boost takes a slot of its own.
 //! 4. **Idle capacity.** An island's idle CPUs are `floor(cpus − usage)`
 //!    from its last usage sample (none before the first sample). It may lend
 //!    idle CPUs that did not move within `damping` (300 ms): its own CPUs
@@ -64,6 +70,14 @@
 //!    release or escalation) cannot leave its new island within `damping`,
 //!    neither back nor onward, except by a release of its borrower. So a CPU
 //!    cannot ping-pong faster than the damping window.
+//!
+//!    **Revoke.** A lender whose own load rose sends `revoke` naming the
+//!    borrower: the CPUs it lent there for the overlay come back. CPUs the
+//!    lender owns come back at once, whatever their damping (the owner's
+//!    claim comes first); CPUs it had borrowed and lent onward only after
+//!    their damping window (*damped* until then). A revoke is a demand:
+//!    refusals back off and escalate, and an escalated revoke is carried
+//!    out whatever the damping.
 //! 7. **Arbitration.** [`PlatformManager::submit`] queues messages for a
 //!    round, [`PlatformManager::arbitrate`] runs it: first everything that is
 //!    not a demand (registrations, releases, tune downs) in arrival order,
@@ -121,6 +135,7 @@ mod escalate;
 pub mod message;
 mod overlays;
 mod platform;
+mod revoke;
 mod round;
 mod sched;
 pub mod snapshot;
@@ -432,3 +447,7 @@ mod cap_tests;
 #[cfg(test)]
 #[path = "snapshot_tests.rs"]
 mod snapshot_tests;
+
+#[cfg(test)]
+#[path = "revoke_tests.rs"]
+mod revoke_tests;

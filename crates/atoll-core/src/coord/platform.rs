@@ -343,7 +343,7 @@ impl PlatformManager {
             })
     }
 
-    fn rec(&self, overlay: &Name) -> Result<&OverlayRec, NackReason> {
+    pub(crate) fn rec(&self, overlay: &Name) -> Result<&OverlayRec, NackReason> {
         self.overlays
             .get(overlay)
             .ok_or_else(|| NackReason::NotRegistered {
@@ -441,6 +441,24 @@ impl PlatformManager {
                 let lender = self.island_idx(island)?;
                 self.release(now, from, lender, overlay)
             }
+            Message::Revoke {
+                resource,
+                overlay,
+                island,
+            } => {
+                cores_only(*resource)?;
+                self.rec(overlay)?;
+                let borrower = self.island_idx(island)?;
+                if borrower == from {
+                    return Err(NackReason::SelfBorrow {
+                        island: island.clone(),
+                    });
+                }
+                self.revoke(now, from, borrower, overlay, false)
+            }
+            Message::TriggerOverlay { resource, overlay } => {
+                self.trigger_overlay(now, overlay, *resource)
+            }
             Message::Register { overlay } => self.register(overlay),
             Message::Deregister { overlay } => self.deregister(now, overlay),
         }
@@ -522,7 +540,7 @@ impl PlatformManager {
         )
     }
 
-    fn release(
+    pub(crate) fn release(
         &mut self,
         now: Duration,
         from: usize,

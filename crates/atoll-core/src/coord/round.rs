@@ -179,7 +179,9 @@ impl PlatformManager {
             Message::Tune { overlay, unit, .. } | Message::Trigger { overlay, unit, .. } => {
                 self.unit_island(overlay, unit).ok()
             }
-            Message::BorrowPreferred { island, .. } => self.index_of(island),
+            Message::BorrowPreferred { island, .. } | Message::Revoke { island, .. } => {
+                self.index_of(island)
+            }
             Message::BorrowAny { overlay, .. } => self
                 .overlays
                 .get(overlay)

@@ -24,6 +24,9 @@ pub(crate) fn milli(cpus: f64) -> f64 {
 pub(crate) struct ActiveBoost {
     /// When it ends.
     pub until: Duration,
+    /// Boosted with the rest of its overlay (`trigger_overlay`): such
+    /// boosts of one overlay ending together take one slot.
+    pub together: bool,
 }
 
 /// A unit as its coordinator tracks it.
@@ -325,6 +328,7 @@ pub(crate) fn trigger(
     resource: Resource,
     now: Duration,
     cfg: &CoordConfig,
+    together: bool,
 ) -> Result<Change, NackReason> {
     if resource != Resource::CpuTime {
         return Err(v.unsupported(resource, Op::Trigger));
@@ -345,21 +349,35 @@ pub(crate) fn trigger(
             until: u.cooldown_until,
         });
     }
+    // Boosts of one overlay started together (`trigger_overlay`) take
+    // one slot; any other boost takes one of its own.
+    let until = now + cfg.boost_len;
+    let own = u.overlay.as_ref().map(|(o, _)| o);
+    let mut slots: Vec<(Option<&Name>, Duration)> = Vec::new();
     let mut active = 0u32;
     let mut first_free = Duration::MAX;
-    for b in units.iter().filter_map(|u| u.boosted(now)) {
-        active += 1;
-        first_free = first_free.min(b);
+    for w in units.iter() {
+        let Some(b) = w.boost.filter(|b| now < b.until) else {
+            continue;
+        };
+        first_free = first_free.min(b.until);
+        let key = (w.overlay.as_ref().map(|(o, _)| o), b.until);
+        if !b.together || !slots.contains(&key) {
+            active += 1;
+        }
+        if b.together {
+            slots.push(key);
+        }
     }
-    if active >= cfg.max_boosts {
+    let shared = together && own.is_some() && slots.contains(&(own, until));
+    if !shared && active >= cfg.max_boosts {
         return Err(NackReason::BoostSlotsBusy {
             island: v.name.clone(),
             until: first_free,
         });
     }
-    let until = now + cfg.boost_len;
     let u = &mut units[i];
-    u.boost = Some(ActiveBoost { until });
+    u.boost = Some(ActiveBoost { until, together });
     u.cooldown_until = until + cfg.trigger_cooldown;
     Ok(Change::Boost {
         island: v.name.clone(),

@@ -200,6 +200,28 @@ impl Coordination {
         Ok(())
     }
 
+    /// Whether `caller` may boost `unit`: on a realtime island a boost
+    /// raises its tasks' RT priority, which only root or the island's
+    /// `rt_users` may do.
+    fn may_boost(
+        &self,
+        inp: &Inputs<'_>,
+        caller: Caller,
+        unit: &Name,
+    ) -> Result<(), CoordApiError> {
+        let island = self.island_of(unit).and_then(|i| inp.reg.island(i));
+        match island.filter(|i| {
+            matches!(i.policy, atoll_core::spec::SchedPolicy::Realtime(_))
+                && !i.access.rt_users.contains(&caller.uid)
+        }) {
+            Some(i) => Err(CoordApiError::Realtime {
+                island: i.name.to_string(),
+                uid: caller.uid,
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// `coordinate`: one message, served at once. Returns the coordinator's
     /// reply; the groups it changed are touched in `compose`.
     pub fn coordinate(
@@ -218,15 +240,17 @@ impl Coordination {
                 Message::Tune { overlay, .. } => self.owns(inp, caller, overlay)?,
                 Message::Trigger { overlay, unit, .. } => {
                     self.owns(inp, caller, overlay)?;
-                    let island = self.island_of(unit).and_then(|i| inp.reg.island(i));
-                    if let Some(i) = island.filter(|i| {
-                        matches!(i.policy, atoll_core::spec::SchedPolicy::Realtime(_))
-                            && !i.access.rt_users.contains(&caller.uid)
-                    }) {
-                        return Err(CoordApiError::Realtime {
-                            island: i.name.to_string(),
-                            uid: caller.uid,
-                        });
+                    self.may_boost(inp, caller, unit)?;
+                }
+                Message::TriggerOverlay { overlay, .. } => {
+                    self.owns(inp, caller, overlay)?;
+                    let units = self
+                        .manager()
+                        .and_then(|m| m.overlay(overlay))
+                        .map(|s| s.units.clone())
+                        .unwrap_or_default();
+                    for (_, unit) in &units {
+                        self.may_boost(inp, caller, unit)?;
                     }
                 }
                 other => {
@@ -276,7 +300,7 @@ impl Coordination {
 
     /// Sends one message at once, counts its reply and applies its effects;
     /// `None`: coordination is off.
-    fn send(
+    pub(super) fn send(
         &mut self,
         now: Duration,
         from: &Name,
@@ -396,16 +420,38 @@ impl Coordination {
                 }
                 // The first unit whose coordinator can still give it more:
                 // one at its island's capacity refuses, the next is asked.
-                for (_, _, island, unit) in &ranked {
-                    let msg = tune(Direction::Up, unit);
-                    let reply = self.send(now, island, &msg, context, compose)?;
-                    said.push(format!("{msg}: {reply}"));
-                    if reply.is_ack() {
-                        break;
+                // Once every unit is at capacity, the overlay borrows
+                // CPUs instead (see `stages`).
+                let stage = self
+                    .overlays
+                    .get(overlay)
+                    .map_or_else(Default::default, |s| s.stage);
+                let mut at_capacity = stage != policy::Stage::Tune;
+                if !at_capacity {
+                    let mut refusals = 0;
+                    for (_, _, island, unit) in &ranked {
+                        let msg = tune(Direction::Up, unit);
+                        let reply = self.send(now, island, &msg, context, compose)?;
+                        said.push(format!("{msg}: {reply}"));
+                        match reply.reason() {
+                            None => break,
+                            Some(r) if policy::tune_at_capacity(r) => refusals += 1,
+                            Some(_) => {}
+                        }
                     }
+                    at_capacity = refusals == ranked.len();
+                }
+                if at_capacity {
+                    let (_, _, island, _) = ranked[0].clone();
+                    self.borrow_stage(now, spec, &island, context, compose, &mut said)?;
                 }
             }
             ReportWant::Less => {
+                // Borrowed CPUs go back before any knob is tuned down.
+                if let Some(text) = self.relax_stage(now, overlay, context, compose) {
+                    said.push(text);
+                    return Some(said.join("; then "));
+                }
                 let (_, _, island, unit) = ranked
                     .iter()
                     .rev()

@@ -43,6 +43,12 @@ impl Coordination {
             let why = self.coord_reason(e, context);
             self.apply_change(&e.change, why, compose);
         }
+        if effects
+            .iter()
+            .any(|e| matches!(e.change, Change::MoveCores { .. }))
+        {
+            self.sync_borrowed();
+        }
     }
 
     /// The decision reason of an effect.
@@ -82,6 +88,10 @@ impl Coordination {
             }
             Why::Borrow { overlay } => (overlay.to_string(), format!("borrow cores{context}")),
             Why::Release { overlay } => (overlay.to_string(), format!("release cores{context}")),
+            Why::Revoke { overlay, lender } => (
+                overlay.to_string(),
+                format!("island {lender} revoked the cores it lent{context}"),
+            ),
             Why::Deregistered { overlay } => (
                 overlay.to_string(),
                 format!("the overlay left: back to the configured values{context}"),

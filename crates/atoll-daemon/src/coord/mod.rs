@@ -52,6 +52,7 @@ pub mod pressure;
 mod react;
 pub mod recv;
 pub(crate) mod restore;
+mod stages;
 mod units;
 
 use std::collections::BTreeMap;
@@ -89,6 +90,8 @@ pub(crate) struct OverlayState {
     /// Reports asking for more so far: units tied for the most pressure
     /// take turns by it.
     pub report_turn: usize,
+    /// How far its proactive policy has escalated (tune, then borrow).
+    pub stage: policy::Stage,
 }
 
 impl OverlayState {
@@ -101,6 +104,7 @@ impl OverlayState {
             acked: 0,
             nacked: 0,
             report_turn: 0,
+            stage: policy::Stage::Tune,
         }
     }
 }
@@ -172,6 +176,9 @@ pub struct Coordination {
     pub(crate) island_cpus: BTreeMap<Name, CpuSet>,
     /// Island → its share of the platform CPU cap, CPUs.
     pub(crate) island_caps: BTreeMap<Name, f64>,
+    /// Island → overlay → the CPUs it holds on loan for that overlay: they
+    /// serve the overlay's units on the island only (see `merge_unit`).
+    pub(crate) borrowed: BTreeMap<Name, BTreeMap<Name, CpuSet>>,
     /// Island → its load over the last epoch.
     pub(crate) loads: BTreeMap<Name, IslandLoad>,
     /// Unit → its CPU pressure (%) over the last epoch it was sampled
@@ -238,6 +245,7 @@ impl Coordination {
                 .map(|i| (i.name.clone(), i.cpus.clone()))
                 .collect(),
             island_caps: BTreeMap::new(),
+            borrowed: BTreeMap::new(),
             loads: BTreeMap::new(),
             unit_pressure: BTreeMap::new(),
             psi: pressure::PressureWatcher::default(),
@@ -298,7 +306,7 @@ impl Coordination {
 
     /// A unit's RT budget as tuned by an overlay, if one moved it.
     pub fn tuned_rt_budget(&self, island: &IslandSpec, unit: &Name) -> Option<RtBudget> {
-        self.merge_unit(island, unit, GroupSettings::default())
+        self.merge_unit(island, unit, GroupSettings::default(), None)
             .rt_budget
     }
 
@@ -329,13 +337,56 @@ impl Coordination {
         self.island_cpus.get(island)
     }
 
-    /// A unit group's settings with coordination's knobs over `s`.
+    /// Brings [`Self::borrowed`] in step with the manager's loans.
+    pub(crate) fn sync_borrowed(&mut self) {
+        let mut out: BTreeMap<Name, BTreeMap<Name, CpuSet>> = BTreeMap::new();
+        if let Some(m) = self.manager() {
+            for l in m.loans() {
+                out.entry(l.borrower)
+                    .or_default()
+                    .entry(l.overlay)
+                    .or_default()
+                    .insert(l.cpu);
+            }
+        }
+        self.borrowed = out;
+    }
+
+    /// A unit's CPUs where its island holds CPUs on loan: the loans of the
+    /// unit's own overlay are added to what it has, everyone else's taken
+    /// out, so a borrowed CPU serves the units it was borrowed for and not
+    /// whatever else runs on the island. `base` is what the layers below
+    /// give it (its island's CPUs when they give nothing).
+    fn borrowed_cpus(&self, island: &Name, unit: &Name, base: Option<&CpuSet>) -> Option<CpuSet> {
+        let loans = self.borrowed.get(island)?;
+        let base = base.or_else(|| self.island_cpus.get(island))?;
+        let own = self
+            .manager()
+            .and_then(|m| m.island(island)?.overlay_of(unit).cloned());
+        let mut out = base.clone();
+        for (overlay, cpus) in loans {
+            out = if own.as_ref() == Some(overlay) {
+                out.union(cpus)
+            } else {
+                out.difference(cpus)
+            };
+        }
+        (!out.is_empty()).then_some(out)
+    }
+
+    /// A unit group's settings with coordination's knobs over `s`;
+    /// `parent`: its island group's effective settings.
     pub(crate) fn merge_unit(
         &self,
         island: &IslandSpec,
         unit: &Name,
         mut s: GroupSettings,
+        parent: Option<&GroupSettings>,
     ) -> GroupSettings {
+        let base = s.cpus.as_ref().or(parent.and_then(|p| p.cpus.as_ref()));
+        if let Some(cpus) = self.borrowed_cpus(&island.name, unit, base) {
+            s.cpus = Some(cpus);
+        }
         let Some(c) = self.units.get(unit) else {
             return s;
         };
@@ -425,7 +476,9 @@ impl Layer for Coordination {
 
     fn lay(&self, at: &At<'_>, s: &mut GroupSettings) {
         match (at.unit, at.island) {
-            (Some(u), Some(island)) => *s = self.merge_unit(island, &u.name, s.clone()),
+            (Some(u), Some(island)) => {
+                *s = self.merge_unit(island, &u.name, s.clone(), at.parent);
+            }
             (None, Some(island)) => *s = self.merge_island(&island.name, s.clone()),
             _ => {}
         }

@@ -10,6 +10,13 @@
 //!   more than [`FAR_ABOVE`] times the bound; below [`FAR_BELOW`] times the
 //!   bound it gives one step back (a tune down of a unit above its
 //!   configured knobs);
+//! - when every unit's tune is refused at its island's capacity (`at
+//!   capacity`, or the escalation that followed refused), the overlay
+//!   moves on a [`Stage`]: to `borrow_preferred` (a CPU from another of
+//!   its own islands that has one idle), then to `borrow_any`; a report
+//!   with room to spare gives the borrowed CPUs back first (`release`, one
+//!   lender a report, one stage down each time) and tunes down only once
+//!   nothing is borrowed;
 //! - a throughput below its floor asks for a tune up (a trigger below half
 //!   the floor); above [`FAR_ABOVE`] times the floor it gives a step back;
 //! - a platform CPU cap is kept by the platform manager itself: a reported
@@ -23,6 +30,9 @@
 //! - `react_utilization = U`: an island of the overlay using more than `U`
 //!   of the CPUs it holds borrows one (`borrow_any`); it releases a lender's
 //!   CPUs once it would stay below `U ×` [`RELEASE_BELOW`] without them;
+//! - with `react_utilization`, a lender of the overlay's loans whose own
+//!   use reaches [`REVOKE_ABOVE`] of the CPUs it still holds takes its CPUs
+//!   back (`revoke`, sent by the lender, naming the borrower);
 //! - `react_recv_queue = B`: a unit whose sockets hold more than `B` bytes
 //!   not yet read is triggered (seed 001's buffer monitoring).
 //!
@@ -32,7 +42,8 @@
 
 use std::time::Duration;
 
-use atoll_core::coord::{Direction, Property};
+use atoll_core::coord::{Direction, NackReason, Property};
+use serde::{Deserialize, Serialize};
 
 /// A value this many times past its bound is far off: trigger rather than
 /// tune (latency above, throughput below its inverse), or give back (a
@@ -44,6 +55,10 @@ pub const FAR_BELOW: f64 = 0.5;
 pub const RELAX_BELOW: f64 = 0.5;
 /// Share of `react_utilization` below which borrowed CPUs go back.
 pub const RELEASE_BELOW: f64 = 0.75;
+/// Share of the CPUs a lender still holds above which its own use takes
+/// its lent CPUs back. Near 1: a lender lends only CPUs it leaves idle
+/// (rule 4), so only a load that grew since revokes.
+pub const REVOKE_ABOVE: f64 = 0.95;
 /// Least time between two reactive messages of one overlay about one unit
 /// or island.
 pub const REACT_INTERVAL: Duration = Duration::from_millis(100);
@@ -58,6 +73,59 @@ pub enum ReportWant {
     },
     /// Room to spare: one step back.
     Less,
+}
+
+/// How far an overlay's proactive policy has escalated: what a report
+/// asking for more sends. Plain data, so it can be saved with the rest of
+/// the coordination state.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    /// Tune the most pressured unit up.
+    #[default]
+    Tune,
+    /// Tuning is at the island's capacity: borrow a CPU from another of
+    /// the overlay's islands.
+    BorrowPreferred,
+    /// No island of the overlay lends: borrow from any island.
+    BorrowAny,
+}
+
+impl Stage {
+    /// The message kind in words.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Tune => "tune",
+            Self::BorrowPreferred => "borrow_preferred",
+            Self::BorrowAny => "borrow_any",
+        }
+    }
+
+    /// The next stage up, after a refusal at this one (`None`: the last).
+    pub fn escalated(self) -> Option<Self> {
+        match self {
+            Self::Tune => Some(Self::BorrowPreferred),
+            Self::BorrowPreferred => Some(Self::BorrowAny),
+            Self::BorrowAny => None,
+        }
+    }
+
+    /// One stage down, when the property holds with room to spare.
+    pub fn relaxed(self) -> Self {
+        match self {
+            Self::Tune | Self::BorrowPreferred => Self::Tune,
+            Self::BorrowAny => Self::BorrowPreferred,
+        }
+    }
+}
+
+/// Whether a refused tune up means the unit has all its island can give:
+/// `at capacity`, or the platform manager found nothing to take for it.
+pub fn tune_at_capacity(reason: &NackReason) -> bool {
+    matches!(
+        reason,
+        NackReason::AtCapacity { .. } | NackReason::PlatformRefused { .. }
+    )
 }
 
 /// Whether `property` holds at `value`, and what to ask for.
@@ -153,6 +221,12 @@ pub fn utilization_step(
     })
 }
 
+/// Whether a lender using `used` of the `held` CPUs it still holds takes
+/// back what it lent.
+pub fn revoke_step(used: f64, held: usize) -> bool {
+    held > 0 && used >= held as f64 * REVOKE_ABOVE
+}
+
 /// Whether a unit whose sockets hold `bytes` unread is triggered under
 /// `react_recv_queue = threshold`.
 pub fn recv_queue_step(bytes: u64, threshold: u64) -> bool {
@@ -228,6 +302,54 @@ mod tests {
             Some(UtilWant::Release("batch".into()))
         );
         assert_eq!(utilization_step(1.0, 0, 0.8, &loans), None);
+    }
+
+    #[test]
+    fn stages_escalate_and_relax_in_order() {
+        assert_eq!(Stage::default(), Stage::Tune);
+        assert_eq!(Stage::Tune.escalated(), Some(Stage::BorrowPreferred));
+        assert_eq!(Stage::BorrowPreferred.escalated(), Some(Stage::BorrowAny));
+        assert_eq!(Stage::BorrowAny.escalated(), None);
+        assert_eq!(Stage::BorrowAny.relaxed(), Stage::BorrowPreferred);
+        assert_eq!(Stage::BorrowPreferred.relaxed(), Stage::Tune);
+        assert_eq!(Stage::Tune.relaxed(), Stage::Tune);
+        let json = serde_json::to_string(&Stage::BorrowAny).unwrap();
+        assert_eq!(json, "\"borrow_any\"");
+        assert_eq!(
+            serde_json::from_str::<Stage>(&json).unwrap(),
+            Stage::BorrowAny
+        );
+    }
+
+    #[test]
+    fn only_capacity_refusals_escalate_a_tune() {
+        let n = |s: &str| atoll_core::Name::new(s).unwrap();
+        let cap = NackReason::AtCapacity {
+            island: n("kv"),
+            unit: n("r1"),
+            resource: atoll_core::coord::Resource::CpuTime,
+            limit: atoll_core::coord::Limit::MaxWeight { weight: 10_000 },
+        };
+        assert!(tune_at_capacity(&cap));
+        let refused = NackReason::PlatformRefused {
+            overlay: n("app"),
+            resource: atoll_core::coord::Resource::CpuTime,
+            nacks: 5,
+        };
+        assert!(tune_at_capacity(&refused));
+        let backoff = NackReason::BackingOff {
+            until: Duration::from_millis(30),
+        };
+        assert!(!tune_at_capacity(&backoff));
+    }
+
+    #[test]
+    fn a_lender_revokes_only_once_its_own_use_fills_what_it_holds() {
+        // Lent one of four at 2.5 CPUs used: 2.5 of 3 is not full.
+        assert!(!revoke_step(2.5, 3));
+        assert!(revoke_step(2.9, 3));
+        assert!(revoke_step(3.0, 3));
+        assert!(!revoke_step(0.0, 0));
     }
 
     #[test]

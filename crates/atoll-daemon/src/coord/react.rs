@@ -218,6 +218,7 @@ impl Coordination {
                 islands.sort();
                 islands.dedup();
                 let loans = self.manager().map(|m| m.loans()).unwrap_or_default();
+                planned.extend(self.revokes(&overlay, &loans));
                 for island in islands {
                     let Some(load) = self.loads.get(island).copied() else {
                         continue;
@@ -273,6 +274,41 @@ impl Coordination {
             }
         }
         self.run_round(now, planned, compose);
+    }
+
+    /// A `revoke` from each lender of the overlay's loans whose own use
+    /// now fills the CPUs it still holds (see [`policy::revoke_step`]).
+    fn revokes(&self, overlay: &Name, loans: &[atoll_core::coord::Loan]) -> Vec<Planned> {
+        let mut pairs: Vec<(&Name, &Name)> = loans
+            .iter()
+            .filter(|l| &l.overlay == overlay)
+            .map(|l| (&l.lender, &l.borrower))
+            .collect();
+        pairs.sort();
+        pairs.dedup();
+        pairs
+            .into_iter()
+            .filter_map(|(lender, borrower)| {
+                let load = self.loads.get(lender)?;
+                if !policy::revoke_step(load.used, load.cpus) {
+                    return None;
+                }
+                Some(Planned {
+                    overlay: overlay.clone(),
+                    from: lender.clone(),
+                    msg: Message::Revoke {
+                        resource: Resource::Cores,
+                        overlay: overlay.clone(),
+                        island: borrower.clone(),
+                    },
+                    context: format!(
+                        " (island {lender} uses {:.2} of the {} CPUs it holds)",
+                        load.used, load.cpus
+                    ),
+                    key: format!("revoke {lender} {borrower}"),
+                })
+            })
+            .collect()
     }
 
     /// Submits the planned messages that are due, arbitrates, applies.
