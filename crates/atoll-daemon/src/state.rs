@@ -636,6 +636,15 @@ mod tests {
     }
 
     #[test]
+    fn the_fuzz_seed_with_a_coordination_part_decodes_and_opens() {
+        let text = include_str!("../../../fuzz/seeds/state/state-coord.json");
+        let s = decode(text, Path::new("state-coord.json")).unwrap();
+        let snap = s.coordination.unwrap().open().unwrap();
+        assert_eq!(snap.loans.len(), 1);
+        assert_eq!(snap.units[0].knobs.weight, 156);
+    }
+
+    #[test]
     fn a_damaged_coordination_part_fails_alone() {
         let dir = tempfile::tempdir().unwrap();
         save(dir.path(), &with_coord()).unwrap();
