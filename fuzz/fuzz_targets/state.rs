@@ -5,8 +5,9 @@
 //! checksum, so that the fuzzer gets past the CRC-32 to the typed state and
 //! the unknown-field check.
 //!
-//! Properties: no panic; a decoded state written back the way `save` writes
-//! it decodes to the same state (floats within the last bit).
+//! Properties: no panic (also when the coordination part is opened); a
+//! decoded state written back the way `save` writes it decodes to the same
+//! state (floats within the last bit).
 #![no_main]
 
 use std::path::Path;
@@ -31,6 +32,14 @@ fn check(text: &str) {
             state.units.len(),
             state.processes.len()
         );
+    }
+    // The coordination part is checked when a restart opens it: an answer,
+    // never a panic.
+    if let Some(c) = &state.coordination {
+        let opened = c.open();
+        if atoll_fuzz::verbose() {
+            eprintln!("coordination: {:?}", opened.map(|s| s.loans.len()));
+        }
     }
     let json = serde_json::to_string_pretty(&state).expect("a decoded state serializes");
     let back: SavedState = decode(&atoll_fuzz::state_envelope(&json), path)

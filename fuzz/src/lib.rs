@@ -25,7 +25,7 @@ pub fn vm8() -> Topology {
 /// envelope `atoll_daemon::state::save` writes.
 pub fn state_envelope(state: &str) -> String {
     format!(
-        "{{\"format\":1,\"crc32\":\"{:08x}\",\"state\":{state}}}\n",
+        "{{\"format\":2,\"crc32\":\"{:08x}\",\"state\":{state}}}\n",
         crc32fast::hash(state.as_bytes())
     )
 }

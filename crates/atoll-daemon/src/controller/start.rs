@@ -47,7 +47,11 @@ impl Controller {
         let mut saved = loaded.state;
         let root_name = self.env.backend.root_name().to_string();
         let kind = self.env.backend.kind();
-        let coord_saved = saved.as_mut().and_then(|s| s.coordination.take());
+        // Coordination state only from a state file of this root.
+        let coord_saved = saved
+            .as_mut()
+            .filter(|s| s.root == root_name && s.backend == kind)
+            .and_then(|s| s.coordination.take());
         let mut coord_saved = open_coord(coord_saved, damaged);
         let registered = if self.env.backend.exists(&root) {
             let saved = saved.filter(|s| s.root == root_name && s.backend == kind);
