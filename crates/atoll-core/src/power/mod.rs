@@ -1,0 +1,14 @@
+//! Energy and frequency: the pure parts.
+//!
+//! Reading RAPL counters and cpufreq files is the job of the `atoll-power`
+//! crate (injected sysfs root); here are the values it hands over and the
+//! arithmetic on them: the energy between two counter samples (with the
+//! counter's wrap-around, [`energy_delta_uj`]), the power it means
+//! ([`Meter`]), and a per-island frequency policy ([`FreqPolicy`]) checked
+//! against what a CPU offers ([`FreqOffer`]).
+
+mod freq;
+mod meter;
+
+pub use freq::{FreqError, FreqOffer, FreqPolicy};
+pub use meter::{energy_delta_uj, Meter, Sample};
