@@ -193,6 +193,7 @@ fn status_report() -> StatusReport {
             read: 0,
             fired: 2,
         }),
+        energy: None,
         warnings: Vec::new(),
     }
 }

@@ -257,6 +257,7 @@ mod tests {
             comm: None,
             discovery: None,
             pressure: None,
+            energy: None,
             warnings: Vec::new(),
         }
     }

@@ -105,6 +105,11 @@ impl Monitor {
         })
     }
 
+    /// A monitor of no zone.
+    pub fn empty() -> Self {
+        Self { zones: Vec::new() }
+    }
+
     /// Whether there is no zone to read.
     pub fn is_empty(&self) -> bool {
         self.zones.is_empty()

@@ -55,6 +55,9 @@ pub struct StatusReport {
     /// How the daemon follows the CPU pressure of watched units.
     #[serde(default)]
     pub pressure: Option<coord::PressureSource>,
+    /// RAPL energy and cpufreq, when the daemon runs on a real machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy: Option<crate::energy::EnergyStatus>,
     /// What the daemon could not do or know, in words (a damaged state file
     /// it recovered from, processes whose origin it lost, ...).
     #[serde(default)]

@@ -404,6 +404,7 @@ fn reads_come_from_the_board_and_never_reach_the_loop() {
         comm: None,
         discovery: None,
         pressure: None,
+        energy: None,
         warnings: Vec::new(),
     };
     board.publish(

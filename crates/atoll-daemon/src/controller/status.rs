@@ -92,6 +92,7 @@ impl Controller {
             comm: self.comm.status(spec.comm.as_ref()),
             discovery: Some(self.adoption.discovery()),
             pressure: Some(self.coord.pressure_source()),
+            energy: self.power.as_ref().map(crate::power::Power::status),
             warnings: self
                 .warnings
                 .iter()
