@@ -64,3 +64,37 @@ impl Availability {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    /// The real `/sys`: whatever this machine has, the lines say it, and
+    /// agree with what the directory listing shows.
+    #[test]
+    fn this_machine_is_described_as_it_is() {
+        let sys = Path::new("/sys");
+        if !sys.join("devices/system/cpu").is_dir() {
+            eprintln!("skipped: no /sys/devices/system/cpu here");
+            return;
+        }
+        let a = Availability::probe(sys);
+        let has_zone = std::fs::read_dir(sys.join(rapl::POWERCAP_DIR))
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .any(|e| e.file_name().to_string_lossy().starts_with("intel-rapl:"))
+            })
+            .unwrap_or(false);
+        assert_eq!(!a.rapl_zones.is_empty(), has_zone, "{a:?}");
+        if has_zone {
+            assert!(a.energy_line().starts_with("energy: RAPL "), "{a:?}");
+        } else {
+            assert_eq!(a.energy_line(), "energy: no RAPL on this machine");
+        }
+        let line = a.cpufreq_line();
+        eprintln!("{} / {line}", a.energy_line());
+        assert_eq!(line == "cpufreq: none", a.cpufreq_cpus == 0);
+    }
+}
