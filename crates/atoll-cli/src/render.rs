@@ -85,6 +85,13 @@ pub fn status(r: &StatusReport) -> String {
     if let Some(c) = &r.coord_restored {
         let _ = writeln!(o, "coord      {c}");
     }
+    if let Some(e) = &r.energy {
+        let _ = writeln!(o, "energy     {}", e.energy_text());
+        let _ = writeln!(o, "cpufreq    {}", e.cpufreq_text());
+        if let Some(err) = &e.error {
+            let _ = writeln!(o, "warning    energy: {err}");
+        }
+    }
     if r.host.cpus.is_empty() {
         let _ = writeln!(o, "host       (no host partition)");
     } else {

@@ -194,6 +194,7 @@ fn status_report() -> StatusReport {
             fired: 2,
         }),
         coord_restored: None,
+        energy: None,
         warnings: Vec::new(),
     }
 }

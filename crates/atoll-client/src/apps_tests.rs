@@ -9,6 +9,7 @@ use crate::apps::{describe, load_recipe, parse_recipe, Grant, RecipeLoadError};
 
 pub(super) fn mode(id: u8, threads: u32) -> WorkingMode {
     WorkingMode {
+        power_watts: None,
         id,
         name: format!("t{threads}"),
         value: f64::from(threads) / 8.0,

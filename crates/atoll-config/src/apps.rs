@@ -12,6 +12,7 @@
 //! value = 0.25
 //! cpu_quota = 0.5
 //! threads = 1
+//! power_watts = 9.5   # optional: the mode's power draw (the power term)
 //! ```
 //!
 //! Shapes and types are checked while deserializing (unknown keys refused
@@ -76,6 +77,7 @@ pub(crate) struct RawMode {
     pub exclusive_cpus: bool,
     pub memory: Option<Size>,
     pub islands: Option<Vec<Name>>,
+    pub power_watts: Option<f64>,
 }
 
 /// The spec `[apps]` and the recipe tables ask for; recipe tables that could
@@ -106,6 +108,7 @@ fn recipe(name: Name, raw: RawRecipe) -> Recipe {
             .mode
             .into_iter()
             .map(|m| WorkingMode {
+                power_watts: m.power_watts,
                 id: m.id,
                 name: m.name.unwrap_or_default(),
                 value: m.value,
@@ -134,12 +137,17 @@ pub(crate) fn summary(a: &AppsSpec, out: &mut String) {
     };
     let _ = writeln!(
         out,
-        "apps: islands {islands}; weights value {} reconfig {} migration {} balance {} fairness {}; plan {}-{} ms after events; gap deadband {}",
+        "apps: islands {islands}; weights value {} reconfig {} migration {} balance {} fairness {}{}; plan {}-{} ms after events; gap deadband {}",
         w.value,
         w.reconfig,
         w.migration,
         w.balance,
         w.fairness,
+        if w.power > 0.0 {
+            format!(" power {}", w.power)
+        } else {
+            String::new()
+        },
         a.batch_quiet.as_millis(),
         a.batch_max.as_millis(),
         a.gap_deadband
@@ -193,6 +201,9 @@ fn mode(m: &WorkingMode) -> String {
     if let Some(l) = &n.islands {
         let l: Vec<&str> = l.iter().map(Name::as_str).collect();
         parts.push(format!("islands {}", l.join(" ")));
+    }
+    if let Some(w) = m.power_watts {
+        parts.push(format!("{w} W"));
     }
     format!("mode {}{label}: {}", m.id, parts.join(", "))
 }

@@ -423,6 +423,9 @@ fn recipe(r: &Recipe) -> Result<Table, DumpError> {
         if let Some(islands) = &n.islands {
             mt.insert("islands", value(names(islands)));
         }
+        if let Some(w) = m.power_watts {
+            mt.insert("power_watts", value(w));
+        }
         modes.push(mt);
     }
     if !modes.is_empty() {

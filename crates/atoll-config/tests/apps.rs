@@ -40,6 +40,7 @@ name = "full"
 value = 1.0
 cpu_quota = 4.0
 threads = 5
+power_watts = 45.5
 memory = "1G"
 exclusive_cpus = true
 islands = ["batch"]
@@ -62,12 +63,23 @@ islands = ["web", "batch"]
 batch_quiet_ms = 10
 batch_max_ms = 50
 gap_deadband = 0.1
-weights = {{ value = 2.0, migration = 1.0 }}
+weights = {{ value = 2.0, migration = 1.0, power = 0.5 }}
 params = {{ knee = 0.8 }}
 "#
         )),
         &vm8(),
     );
+    assert_eq!(spec.apps.weights.power, 0.5);
+    assert_eq!(
+        spec.apps.recipes[0].mode(3).unwrap().power_watts,
+        Some(45.5)
+    );
+    assert_eq!(spec.apps.recipes[0].mode(0).unwrap().power_watts, None);
+    // Dumped and read back: the same recipes and weights.
+    let dumped = atoll_config::to_toml(&spec).unwrap();
+    assert!(dumped.contains("power_watts = 45.5"), "{dumped}");
+    let again = ok(&dumped, &vm8());
+    assert_eq!(again.apps, spec.apps);
     let a = &spec.apps;
     assert_eq!(a.recipes.len(), 1);
     let r = &a.recipes[0];
@@ -182,6 +194,14 @@ fn bad_values_are_reported_at_their_key() {
         &vm8(),
     );
     at(&e, "recipe.x.mode[1].threads");
+
+    let e = err(
+        &mode("id = 1\nvalue = 0.5\ncpu_quota = 1.0\npower_watts = -3.0"),
+        &vm8(),
+    );
+    let (pos, msg) = at(&e, "recipe.x.mode[1].power_watts");
+    assert_eq!(pos, "19:1");
+    assert!(msg.contains("watts"), "{msg}");
 
     // web offers applications 3 - 1 = 2 CPUs; batch 4.
     let e = err(

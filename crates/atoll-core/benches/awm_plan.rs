@@ -72,6 +72,7 @@ fn apps(count: usize, modes: usize, islands: &[IslandCapacity], seed: u64) -> Ve
             });
             let modes = (0..modes)
                 .map(|k| WorkingMode {
+                    power_watts: None,
                     id: u8::try_from(k).unwrap(),
                     name: String::new(),
                     value: (k + 1) as f64 / modes as f64,

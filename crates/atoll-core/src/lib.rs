@@ -26,6 +26,7 @@ pub mod layout;
 pub mod name;
 pub mod num;
 pub mod plan;
+pub mod power;
 pub mod pressure;
 pub mod process;
 pub mod spec;

@@ -26,6 +26,7 @@ pub mod metrics;
 pub mod notify;
 pub mod persist;
 pub mod placement;
+pub mod power;
 pub mod publish;
 pub mod recover;
 pub mod registry;

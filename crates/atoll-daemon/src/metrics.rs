@@ -278,6 +278,11 @@ pub fn families() -> Vec<(String, &'static str)> {
     out.extend(ISOLATION.iter().map(|(n, k, _, _)| (n.to_string(), *k)));
     out.extend(comm::COMM.iter().map(|(n, k, _, _)| (n.to_string(), *k)));
     out.extend(ACCOUNTS.iter().map(|(n, k, _, _)| (n.to_string(), *k)));
+    out.extend(
+        energy::ENERGY
+            .iter()
+            .map(|(n, k, _, _)| (n.to_string(), *k)),
+    );
     out.extend(own::OWN.iter().map(|(n, k, _)| (n.to_string(), *k)));
     for level in ["island", "unit"] {
         for s in STATS {
@@ -459,6 +464,9 @@ pub fn render(status: &StatusReport, telemetry: &Telemetry) -> String {
         for (name, kind, help, get) in ACCOUNTS {
             out.family(name, kind, help, vec![(String::new(), get(a).render())]);
         }
+    }
+    if let Some(e) = &status.energy {
+        energy::render(&mut out, e);
     }
     own::render(&mut out, telemetry);
     out.text
@@ -701,6 +709,7 @@ fn linger(stream: &mut TcpStream) {
 }
 
 mod comm;
+mod energy;
 mod own;
 #[cfg(test)]
 mod tests;

@@ -258,6 +258,7 @@ mod tests {
             discovery: None,
             pressure: None,
             coord_restored: None,
+            energy: None,
             warnings: Vec::new(),
         }
     }

@@ -396,6 +396,7 @@ pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
                 controller.set_process_scan(format!("{}: {e}", e.reason().as_str()));
             }
         }
+        controller.set_power(crate::power::Power::probe(&o.sysfs_root));
         controller.set_recv_queues(Box::new(crate::coord::ProcRecvQueues::new(&o.proc_root)));
         match atoll_procfs::psi_watch::PsiGroupWatch::open(&o.proc_root) {
             Some(w) => {

@@ -24,6 +24,7 @@ use common::sim::{ask, controller, n, reply, set, topo8 as topo, user, ROOT};
 
 fn mode(id: u8, value: f64, quota: f64) -> WorkingMode {
     WorkingMode {
+        power_watts: None,
         id,
         name: format!("m{id}"),
         value,

@@ -143,6 +143,7 @@ fn unit(name: &str, island: &str) -> UnitSpec {
 /// `isolate` mode; the `weight` boost for every unit; one recipe of 2 CPUs.
 fn spec() -> PlatformSpec {
     let mode = WorkingMode {
+        power_watts: None,
         id: 0,
         name: "m0".into(),
         value: 1.0,

@@ -4,7 +4,11 @@
 //!   not within the run);
 //! - *spread*: last finish minus first finish over the finite apps;
 //! - per app: finish time, CPU time, latency p50/p99 (clients and
-//!   services).
+//!   services);
+//! - *energy*: the machine's joules until completion (or the end of the
+//!   run) under [`PowerModel::SEED002`](atoll_sim::power::PowerModel):
+//!   every CPU's idle power over the time, plus the busy power over the
+//!   apps' CPU time (see `atoll_sim::power`).
 
 use serde::{Deserialize, Serialize};
 
@@ -44,6 +48,13 @@ pub struct Summary {
     pub wall_s: f64,
     /// CPU time of the run, s.
     pub cpu_s: f64,
+    /// The apps' CPU time (the simulated machine's busy CPU-seconds), s.
+    #[serde(default)]
+    pub busy_cpu_s: f64,
+    /// The simulated machine's energy until completion (or the end of the
+    /// run), J.
+    #[serde(default)]
+    pub energy_j: f64,
 }
 
 impl Summary {
@@ -60,6 +71,14 @@ impl Summary {
         let done: Vec<f64> = finite.iter().flatten().copied().collect();
         let max = done.iter().copied().fold(f64::NAN, f64::max);
         let min = done.iter().copied().fold(f64::NAN, f64::min);
+        let busy_cpu_s: f64 = r.report.apps.iter().map(|a| a.cpu_s).sum();
+        let until = if all_done { max } else { r.report.now_s };
+        let energy_j = atoll_sim::power::PowerModel::SEED002.energy_j(
+            f64::from(r.cpus),
+            until,
+            busy_cpu_s,
+            atoll_sim::power::PowerModel::SEED002.f_max_ghz,
+        );
         Self {
             variant: r.variant.clone(),
             sim_s: r.report.now_s,
@@ -80,6 +99,8 @@ impl Summary {
             events_per_s: r.events as f64 / r.wall_s.max(1e-9),
             wall_s: r.wall_s,
             cpu_s: r.cpu_s,
+            busy_cpu_s,
+            energy_j,
         }
     }
 
@@ -97,19 +118,29 @@ fn opt(v: Option<f64>, prec: usize) -> String {
 pub fn render(summaries: &[Summary]) -> String {
     let mut out = String::new();
     out.push_str(&format!(
-        "{:<12} {:>8} {:>11} {:>9} {:>11} {:>7} {:>7}\n",
-        "variant", "sim_s", "completion", "spread", "events/s", "wall_s", "cpu_s"
+        "{:<12} {:>8} {:>11} {:>9} {:>11} {:>7} {:>7} {:>9} {:>10}\n",
+        "variant",
+        "sim_s",
+        "completion",
+        "spread",
+        "events/s",
+        "wall_s",
+        "cpu_s",
+        "busy_s",
+        "energy_j"
     ));
     for s in summaries {
         out.push_str(&format!(
-            "{:<12} {:>8.2} {:>11} {:>9} {:>11.0} {:>7.2} {:>7.2}\n",
+            "{:<12} {:>8.2} {:>11} {:>9} {:>11.0} {:>7.2} {:>7.2} {:>9.2} {:>10.0}\n",
             s.variant,
             s.sim_s,
             opt(s.completion_s, 2),
             opt(s.spread_s, 2),
             s.events_per_s,
             s.wall_s,
-            s.cpu_s
+            s.cpu_s,
+            s.busy_cpu_s,
+            s.energy_j
         ));
     }
     out.push('\n');

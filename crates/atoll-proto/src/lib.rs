@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod apps;
 pub mod coord;
+pub mod energy;
 pub mod runtime;
 pub mod status;
 pub mod strict;

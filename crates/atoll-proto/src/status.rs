@@ -60,6 +60,9 @@ pub struct StatusReport {
     /// 1`), and what of it was dropped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coord_restored: Option<String>,
+    /// RAPL energy and cpufreq, when the daemon runs on a real machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy: Option<crate::energy::EnergyStatus>,
     /// What the daemon could not do or know, in words (a damaged state file
     /// it recovered from, processes whose origin it lost, ...).
     #[serde(default)]

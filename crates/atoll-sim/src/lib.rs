@@ -46,6 +46,7 @@ pub mod engine;
 mod groups;
 mod model;
 mod platform;
+pub mod power;
 mod procs;
 mod state;
 pub mod workload;

@@ -279,6 +279,10 @@ pub struct Sample {
     pub outside_cpu: Option<f64>,
     /// Every instance.
     pub instances: Vec<Instance>,
+    /// Energy of the machine's RAPL zones over the run, J (`None` without
+    /// RAPL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_j: Option<f64>,
 }
 
 impl Sample {
@@ -298,6 +302,7 @@ impl Sample {
             migrations: instances.iter().map(|i| i.migrations).sum(),
             outside_cpu,
             instances,
+            energy_j: None,
         }
     }
 }
@@ -322,6 +327,9 @@ pub struct SideMean {
     pub suspended_s: Option<f64>,
     /// Mean mode changes per run (managed).
     pub reconfigurations: Option<f64>,
+    /// Mean RAPL energy per run, J (`None` without RAPL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_j: Option<f64>,
 }
 
 impl SideMean {
@@ -339,6 +347,7 @@ impl SideMean {
             outside_cpu: m(&|s| s.outside_cpu, 3),
             suspended_s: m(&|s| sum_of(s, |i| i.suspended_s), 3),
             reconfigurations: m(&|s| sum_of(s, |i| i.reconfigurations.map(|r| r as f64)), 2),
+            energy_j: m(&|s| s.energy_j, 3),
         }
     }
 }
@@ -446,6 +455,10 @@ pub struct AwmReport {
     pub loadavg_end: String,
     /// The command line.
     pub command: String,
+    /// Where joules come from: `RAPL package-0, ...`, or why there are
+    /// none (`no RAPL on this machine`).
+    #[serde(default)]
+    pub energy: String,
 }
 
 #[cfg(test)]

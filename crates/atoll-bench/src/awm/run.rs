@@ -169,6 +169,10 @@ struct Bench<'a> {
     cpus: CpuSet,
     s: &'a Settings,
     runs: usize,
+    /// The machine's RAPL zones (none on a VM).
+    rapl: atoll_power::rapl::Monitor,
+    /// The monitor's time base.
+    clock: Instant,
 }
 
 impl Bench<'_> {
@@ -213,6 +217,7 @@ impl Bench<'_> {
             procs.push((what, p));
         }
         let cpu_ids: Vec<u32> = self.cpus.iter().collect();
+        let joules0 = self.joules();
         let busy0 = busy_now(&cpu_ids);
         let go_mono = monotonic_s();
         std::fs::write(&go, b"go").map_err(|source| BenchError::Io {
@@ -228,6 +233,7 @@ impl Bench<'_> {
             instances.push(instance(&out.report(&what)?, go_mono, &what)?);
         }
         let window_s = monotonic_s() - go_mono;
+        let energy_j = joules0.zip(self.joules()).map(|(a, b)| b - a);
         let busy = busy0
             .zip(busy_now(&cpu_ids))
             .map(|(a, b)| (b.saturating_sub(a) as f64 / clock_ticks_per_s(), window_s));
@@ -236,7 +242,19 @@ impl Bench<'_> {
         }
         drop(free);
         let _ = std::fs::remove_file(&go);
-        Ok(Sample::of(rep, instances, busy))
+        let mut sample = Sample::of(rep, instances, busy);
+        sample.energy_j = energy_j;
+        Ok(sample)
+    }
+
+    /// The RAPL zones' energy so far, J (`None` without RAPL or when a
+    /// zone cannot be read).
+    fn joules(&mut self) -> Option<f64> {
+        if self.rapl.is_empty() {
+            return None;
+        }
+        self.rapl.sample(self.clock.elapsed()).ok()?;
+        Some(self.rapl.readings().iter().map(|r| r.joules_total).sum())
     }
 }
 
@@ -265,7 +283,11 @@ pub fn run(opts: &AwmOptions, progress: &Progress) -> Result<AwmReport, BenchErr
         cpus: cpus.clone(),
         s: &settings,
         runs: 0,
+        rapl: atoll_power::rapl::Monitor::new(Path::new("/sys"))
+            .unwrap_or_else(|_| atoll_power::rapl::Monitor::empty()),
+        clock: Instant::now(),
     };
+    let energy = atoll_power::Availability::probe(Path::new("/sys")).energy_line();
     let order: Vec<(Scenario, Side)> = settings
         .scenarios
         .iter()
@@ -316,6 +338,11 @@ pub fn run(opts: &AwmOptions, progress: &Progress) -> Result<AwmReport, BenchErr
             .trim()
             .to_string(),
         command: opts.command.clone(),
+        energy: if b.rapl.is_empty() {
+            format!("{energy}: no joules per run")
+        } else {
+            energy
+        },
     })
 }
 

@@ -127,6 +127,20 @@ pub fn render_table(r: &AwmReport) -> String {
         t,
         "WAITED_S: seconds the managed instances waited in all (the first plan included); RECONF: mode changes."
     );
+    let _ = writeln!(t, "\n{}", r.energy);
+    for sc in r
+        .scenarios
+        .iter()
+        .filter(|sc| sc.unmanaged.energy_j.is_some())
+    {
+        let _ = writeln!(
+            t,
+            "  {:<10} joules per run: unmanaged {}, managed {}",
+            sc.name,
+            num(sc.unmanaged.energy_j, 1),
+            num(sc.managed.energy_j, 1)
+        );
+    }
     let _ = writeln!(t, "\ngoal: {}", r.goal);
     for sc in &r.scenarios {
         let per_rep: Vec<String> = sc
@@ -193,6 +207,7 @@ mod tests {
             machine: Default::default(),
             loadavg_end: "1.0 2.0 3.0 1/2 3".into(),
             command: "atoll bench awm --quick".into(),
+            energy: "energy: no RAPL on this machine: no joules per run".into(),
         };
         let t = render_table(&r);
         assert!(t.contains("burst-2"), "{t}");
@@ -205,5 +220,17 @@ mod tests {
         r.scenarios[0].goal_met = Some(false);
         assert!(render_table(&r).contains("NOT met"));
         assert!(t.contains("command: atoll bench awm --quick"), "{t}");
+        assert!(
+            t.contains("no RAPL on this machine: no joules per run"),
+            "{t}"
+        );
+        assert!(!t.contains("joules per run: unmanaged"), "{t}");
+        r.scenarios[0].unmanaged.energy_j = Some(120.5);
+        r.scenarios[0].managed.energy_j = Some(80.4);
+        let t = render_table(&r);
+        assert!(
+            t.contains("joules per run: unmanaged 120.5, managed 80.4"),
+            "{t}"
+        );
     }
 }

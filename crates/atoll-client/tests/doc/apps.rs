@@ -25,6 +25,7 @@ fn reply(id: u64, reply: Reply) -> String {
 
 fn mode(id: u8, name: &str, value: f64, cpu_quota: f64, threads: u32) -> WorkingMode {
     WorkingMode {
+        power_watts: None,
         id,
         name: name.into(),
         value,

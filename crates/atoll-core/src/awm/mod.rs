@@ -147,6 +147,8 @@ pub mod trigger;
 #[cfg(test)]
 mod plan_tests;
 #[cfg(test)]
+mod power_tests;
+#[cfg(test)]
 mod prop_tests;
 
 pub use plan::{PlanError, Planner};

@@ -113,10 +113,23 @@ pub enum PlanError {
 }
 
 /// The allocation policy: weights and parameters, validated.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Planner {
     weights: Weights,
     params: PolicyParams,
+    /// Watts a charged CPU draws, for modes whose recipe gives no power
+    /// (see [`score::mode_power`]).
+    watts_per_cpu: f64,
+}
+
+impl Default for Planner {
+    fn default() -> Self {
+        Self {
+            weights: Weights::default(),
+            params: PolicyParams::default(),
+            watts_per_cpu: 1.0,
+        }
+    }
 }
 
 /// One island during a run.
@@ -283,6 +296,8 @@ struct ModeP {
     mem: u64,
     value: f64,
     reconfig: f64,
+    /// `E`, its power index.
+    power: f64,
     /// Offset of its allowed-island bitset, if constrained.
     allowed: Option<u32>,
 }
@@ -340,7 +355,25 @@ impl Planner {
     pub fn new(weights: Weights, params: PolicyParams) -> Result<Self, PolicyError> {
         weights.validate()?;
         params.validate()?;
-        Ok(Self { weights, params })
+        Ok(Self {
+            weights,
+            params,
+            watts_per_cpu: 1.0,
+        })
+    }
+
+    /// Sets the watts a charged CPU draws (learned from RAPL), for modes
+    /// whose recipe gives no `power_watts`. Ignored unless finite and above
+    /// 0. Only matters when the power weight is above 0.
+    pub fn set_watts_per_cpu(&mut self, watts: f64) {
+        if watts.is_finite() && watts > 0.0 {
+            self.watts_per_cpu = watts;
+        }
+    }
+
+    /// The watts a charged CPU is assumed to draw.
+    pub fn watts_per_cpu(&self) -> f64 {
+        self.watts_per_cpu
     }
 
     /// The weights.
@@ -533,6 +566,10 @@ impl Planner {
             }
             let first = ix(modes.len());
             let mut cur_mode = None;
+            let watts = |m: &super::WorkingMode| {
+                score::mode_power(m.power_watts, m.needs.charged_cpus(), self.watts_per_cpu)
+            };
+            let max_watts = r.modes.iter().map(watts).fold(0.0, f64::max);
             // Modes of a recipe often share one list of allowed islands.
             let mut last: Option<(&[Name], u32)> = None;
             for &i in &sorted {
@@ -560,6 +597,7 @@ impl Planner {
                     mem: m.needs.memory_bytes,
                     value: score::value(m.value, m.needs.cpu_quota, shift.as_ref()),
                     reconfig: score::reconfiguration(cur.map(|c| c.mode == m.id), a.goal_gap),
+                    power: score::power(watts(m), max_watts),
                     allowed,
                 });
             }
@@ -613,6 +651,7 @@ impl Planner {
                     migration: score::migration(same_island),
                     balance: score::balance(usage, p),
                     fairness,
+                    power: m.power,
                     idle: false,
                 };
                 s.total = w.combine(&s);

@@ -14,6 +14,7 @@ pub(super) fn isl(name: &str, cpus: f64, mem_gib: u64) -> IslandCapacity {
 
 pub(super) fn mode(id: u8, value: f64, q: f64) -> WorkingMode {
     WorkingMode {
+        power_watts: None,
         id,
         name: format!("wm{id}"),
         value,
@@ -303,6 +304,7 @@ fn hysteresis_keeps_a_nearly_as_good_current_pair() {
         migration: 0.0,
         balance: 0.0,
         fairness: 0.0,
+        power: 0.0,
     };
     let with = |h| {
         Planner::new(

@@ -42,6 +42,11 @@ pub struct WorkingMode {
     pub value: f64,
     /// What the mode needs.
     pub needs: Needs,
+    /// The mode's power draw, watts, when the recipe knows it (measured
+    /// once, or from a datasheet). Without it the policy estimates the
+    /// mode's power from its CPUs (see [`mode_power`](super::score::mode_power)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_watts: Option<f64>,
 }
 
 /// What a working mode needs.
@@ -139,6 +144,16 @@ pub enum RecipeError {
         /// The quota.
         value: f64,
     },
+    /// `power_watts` negative, not finite or absurd.
+    #[error("recipe {recipe}: mode {mode}: power_watts = {value}: must be a finite number of watts between 0 and 1e6")]
+    Power {
+        /// The recipe.
+        recipe: Name,
+        /// The mode id.
+        mode: u8,
+        /// The value.
+        value: f64,
+    },
     /// `threads = 0`.
     #[error("recipe {recipe}: mode {mode}: needs.threads = 0: must be at least 1 (or left out)")]
     ZeroThreads {
@@ -223,6 +238,15 @@ impl Recipe {
                     value: q,
                 });
             }
+            if let Some(w) = m.power_watts {
+                if !w.is_finite() || !(0.0..=1e6).contains(&w) {
+                    return Err(RecipeError::Power {
+                        recipe: recipe(),
+                        mode: m.id,
+                        value: w,
+                    });
+                }
+            }
             if m.needs.threads == Some(0) {
                 return Err(RecipeError::ZeroThreads {
                     recipe: recipe(),
@@ -287,6 +311,7 @@ mod tests {
 
     fn mode(id: u8, value: f64, q: f64) -> WorkingMode {
         WorkingMode {
+            power_watts: None,
             id,
             name: String::new(),
             value,

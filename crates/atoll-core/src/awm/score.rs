@@ -1,9 +1,11 @@
 //! The four contributions of the paper's multi-objective function, each in
 //! `[0, 1]` (1: the best choice for that goal), and their weighted sum.
 //!
-//! `f = a·V + b·R + c·L + d·F`, with `R` split into a reconfiguration part
-//! and a migration part that are weighted separately (`b·R = b_r·R_r +
-//! b_m·R_m`, the paper's `b` being `b_r + b_m`). [`Weights::combine`] divides
+//! `f = a·V + b·R + c·L + d·F + e·E`, with `R` split into a reconfiguration
+//! part and a migration part that are weighted separately (`b·R = b_r·R_r +
+//! b_m·R_m`, the paper's `b` being `b_r + b_m`), and `E` the power term
+//! ([`power`]: the paper's power/energy goal, weight 0 by default so that
+//! the policy is the four-term one unless configured). [`Weights::combine`] divides
 //! the sum by the sum of the weights, so a total is in `[0, 1]` too and the
 //! hysteresis margin is a fraction of the best possible score.
 
@@ -30,6 +32,8 @@ pub struct Weights {
     pub balance: f64,
     /// `d`: fairness `F`.
     pub fairness: f64,
+    /// `e`: power `E` (0: power does not count, the default).
+    pub power: f64,
 }
 
 impl Default for Weights {
@@ -40,6 +44,7 @@ impl Default for Weights {
             migration: 0.4,
             balance: 0.5,
             fairness: 0.6,
+            power: 0.0,
         }
     }
 }
@@ -121,6 +126,7 @@ impl Weights {
             ("migration", self.migration),
             ("balance", self.balance),
             ("fairness", self.fairness),
+            ("power", self.power),
         ];
         for (field, value) in all {
             if !value.is_finite() || value < 0.0 {
@@ -135,16 +141,19 @@ impl Weights {
 
     /// Sum of the weights.
     pub fn sum(&self) -> f64 {
-        self.value + self.reconfig + self.migration + self.balance + self.fairness
+        self.value + self.reconfig + self.migration + self.balance + self.fairness + self.power
     }
 
-    /// The normalized total `(a·V + b_r·R_r + b_m·R_m + c·L + d·F) / Σw`.
+    /// The normalized total `(a·V + b_r·R_r + b_m·R_m + c·L + d·F + e·E)
+    /// / Σw`. With `e = 0` the power term adds exactly 0.0, so totals are
+    /// bit for bit those of the four-term policy.
     pub fn combine(&self, s: &Score) -> f64 {
         (self.value * s.value
             + self.reconfig * s.reconfig
             + self.migration * s.migration
             + self.balance * s.balance
-            + self.fairness * s.fairness)
+            + self.fairness * s.fairness
+            + self.power * s.power)
             / self.sum()
     }
 }
@@ -218,6 +227,9 @@ pub struct Score {
     pub balance: f64,
     /// `F`.
     pub fairness: f64,
+    /// `E`, the power term.
+    #[serde(default)]
+    pub power: f64,
     /// Granted by the idle-capacity pass, not by the selection (see
     /// `PolicyParams::grow_into_idle`).
     #[serde(default)]
@@ -288,6 +300,30 @@ pub fn value(mode_value: f64, mode_quota: f64, shift: Option<&GoalShift>) -> f64
         1.0
     };
     (1.0 - w) * v + w * closeness
+}
+
+/// The power a mode is expected to draw, watts: what the recipe says
+/// (`power_watts`), else `watts_per_cpu` (learned from RAPL by the daemon,
+/// or 1 when nothing is known) times the CPUs the mode is charged.
+pub fn mode_power(declared: Option<f64>, charged_cpus: f64, watts_per_cpu: f64) -> f64 {
+    declared.unwrap_or(watts_per_cpu * charged_cpus).max(0.0)
+}
+
+/// `E`, the power index of a mode whose expected power is `watts`, among
+/// modes of the same recipe drawing at most `max_watts`: `1 − watts /
+/// max_watts` (1 for a mode that draws nothing, 0 for the most hungry
+/// one); 1 when no mode draws anything.
+///
+/// Scale-free within a recipe, like `V`: only the modes' ratios count, so
+/// a per-CPU estimate needs no calibration, and a weight `e` trades a
+/// fraction of value against the same fraction of the recipe's power
+/// range.
+pub fn power(watts: f64, max_watts: f64) -> f64 {
+    if max_watts > 0.0 && watts.is_finite() {
+        (1.0 - watts / max_watts).clamp(0.0, 1.0)
+    } else {
+        1.0
+    }
 }
 
 /// `R_r`, the reconfiguration index: 1 if the application keeps its mode or
@@ -515,6 +551,7 @@ mod tests {
             migration: 1.0,
             balance: 1.0,
             fairness: 1.0,
+            power: 1.0,
             idle: false,
         };
         assert!(close(w.combine(&ones), 1.0));
@@ -525,9 +562,41 @@ mod tests {
             migration: 0.0,
             balance: 0.0,
             fairness: 0.0,
+            power: 0.0,
         };
         let s = Score { value: 0.3, ..ones };
         assert!(close(only_v.combine(&s), 0.3));
+    }
+
+    #[test]
+    fn power_index_favours_modes_that_draw_less() {
+        assert_eq!(power(0.0, 40.0), 1.0);
+        assert_eq!(power(40.0, 40.0), 0.0);
+        assert!(close(power(10.0, 40.0), 0.75));
+        assert_eq!(power(5.0, 0.0), 1.0);
+        assert_eq!(power(f64::NAN, 10.0), 1.0);
+        assert_eq!(mode_power(Some(12.0), 4.0, 3.0), 12.0);
+        assert_eq!(mode_power(None, 4.0, 3.0), 12.0);
+        // Weight 0: the power term changes no total.
+        let w = Weights::default();
+        let s = Score {
+            value: 0.7,
+            reconfig: 1.0,
+            migration: 1.0,
+            balance: 0.6,
+            fairness: 1.0,
+            ..Score::default()
+        };
+        let lean = Score { power: 1.0, ..s };
+        assert_eq!(w.combine(&s).to_bits(), w.combine(&lean).to_bits());
+        let e = Weights { power: 1.0, ..w };
+        assert!(e.combine(&lean) > e.combine(&s));
+        let bad = Weights { power: -1.0, ..w };
+        assert!(bad
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("weights.power"));
     }
 
     #[test]
@@ -546,6 +615,7 @@ mod tests {
             migration: 0.0,
             balance: 0.0,
             fairness: 0.0,
+            power: 0.0,
         };
         assert_eq!(zero.validate(), Err(PolicyError::AllZero));
         let p = PolicyParams {

@@ -266,6 +266,10 @@ fn recipe_error(spec: &PlatformSpec, r: &Recipe, e: RecipeError) -> SpecError {
             at(mode, "cpu_quota"),
             format!("{value}: must be a finite number of CPUs above 0 (at most 1e6)"),
         ),
+        RecipeError::Power { mode, value, .. } => SpecError::new(
+            at(mode, "power_watts"),
+            format!("{value}: must be a finite number of watts between 0 and 1e6"),
+        ),
         RecipeError::ZeroThreads { mode, .. } => SpecError::new(
             at(mode, "threads"),
             "0: must be at least 1 (or left out)",
@@ -319,6 +323,7 @@ mod tests {
             name: n("r"),
             priority: 0,
             modes: vec![WorkingMode {
+                power_watts: None,
                 id: 4,
                 name: String::new(),
                 value: 0.5,

@@ -405,6 +405,7 @@ fn reads_come_from_the_board_and_never_reach_the_loop() {
         discovery: None,
         pressure: None,
         coord_restored: None,
+        energy: None,
         warnings: Vec::new(),
     };
     board.publish(

@@ -375,6 +375,7 @@ mod tests {
                 name: Name::new("r").unwrap(),
                 priority: 0,
                 modes: vec![WorkingMode {
+                    power_watts: None,
                     id: 0,
                     name: String::new(),
                     value: 1.0,

@@ -166,6 +166,8 @@ pub struct Controller {
     comm: Comm,
     apps: Apps,
     services: Services,
+    /// RAPL and cpufreq, on a real machine (see [`crate::power`]).
+    power: Option<crate::power::Power>,
     /// What epochs cost, the daemon's own figures (see [`crate::telemetry`]).
     meter: crate::telemetry::Meter,
     epochs: u64,
@@ -248,6 +250,7 @@ impl Controller {
             comm: Comm::default(),
             apps,
             services: Services::default(),
+            power: None,
             meter,
             epochs: 0,
             started_at: now,
@@ -300,6 +303,9 @@ impl Controller {
         self.guard_rt_budgets(now);
         watch.lap(Step::RtGuard);
         self.sample_loads(now);
+        if let Some(p) = &mut self.power {
+            p.sample(now);
+        }
         watch.lap(Step::Load);
         self.coordinate(now);
         watch.lap(Step::Coordination);
@@ -709,6 +715,11 @@ impl Controller {
     /// (see [`crate::adopt`]); without, `/proc` is scanned every epoch.
     pub fn set_process_events(&mut self, source: Box<dyn atoll_core::events::ProcEventSource>) {
         self.adoption.use_events(source);
+    }
+
+    /// Samples RAPL every epoch and reports it and cpufreq in the status.
+    pub fn set_power(&mut self, power: crate::power::Power) {
+        self.power = Some(power);
     }
 
     /// `/proc` is scanned every epoch, because `why` (for the status).

@@ -93,6 +93,7 @@ impl Controller {
             discovery: Some(self.adoption.discovery()),
             pressure: Some(self.coord.pressure_source()),
             coord_restored: self.coord.restored().map(str::to_string),
+            energy: self.power.as_ref().map(crate::power::Power::status),
             warnings: self
                 .warnings
                 .iter()

@@ -75,6 +75,7 @@ fn report() -> StatusReport {
         discovery: None,
         pressure: None,
         coord_restored: None,
+        energy: None,
         warnings: Vec::new(),
         units: vec![UnitStatus {
             name: "api".into(),
@@ -133,6 +134,15 @@ fn full_report() -> StatusReport {
         boosted: true,
         boosted_us: 1_500_000,
         ..Default::default()
+    });
+    r.energy = Some(atoll_proto::energy::EnergyStatus {
+        zones: vec![atoll_proto::energy::ZoneEnergy {
+            zone: "package-0".into(),
+            watts: Some(12.5),
+            joules_total: 250.0,
+        }],
+        cpufreq_cpus: 0,
+        error: None,
     });
     r
 }
@@ -242,7 +252,8 @@ fn unknown_values_are_omitted_not_zero() {
             || ISOLATION.iter().any(|(n, ..)| *n == name)
             || super::comm::COMM.iter().any(|(n, ..)| *n == name)
             || ACCOUNTS.iter().any(|(n, ..)| *n == name)
-            || super::own::OWN.iter().any(|(n, ..)| *n == name);
+            || super::own::OWN.iter().any(|(n, ..)| *n == name)
+            || super::energy::ENERGY.iter().any(|(n, ..)| *n == name);
         assert_eq!(
             text.contains(&format!("\n{name}")),
             !is_stat,
@@ -375,6 +386,21 @@ fn every_family_has_help_and_type_and_is_documented() {
     assert!(stale.is_empty(), "documented but not rendered: {stale:?}");
     // The partial report's families are well-formed too.
     rendered_families(&render(&report(), &Telemetry::default()));
+}
+
+#[test]
+fn energy_families_per_zone_and_none_without_rapl() {
+    let text = render(&full_report(), &Telemetry::default());
+    assert!(
+        text.contains("atoll_power_watts{zone=\"package-0\"} 12.5\n"),
+        "{text}"
+    );
+    assert!(text.contains("atoll_energy_joules_total{zone=\"package-0\"} 250\n"));
+    let mut r = full_report();
+    r.energy = Some(atoll_proto::energy::EnergyStatus::default());
+    let text = render(&r, &Telemetry::default());
+    assert!(!text.contains("atoll_power_watts"), "{text}");
+    assert!(!text.contains("atoll_energy_joules_total"));
 }
 
 #[test]

@@ -46,6 +46,12 @@ impl Planner {
             let i = &st.isl[island as usize];
             let (room, room_mem) = (i.cap - i.used + c.need, i.cap_mem - i.used_mem + c.mem);
             let margin = self.params.hysteresis * (1.0 - a.gap_strength);
+            // With a power weight, a bigger mode must pay for the power it
+            // adds: `a·ΔV + e·ΔE > 0` (no effect at `e = 0`).
+            let (wv, we) = (self.weights.value, self.weights.power);
+            let worth_its_power = |m: &ModeP, c: &ModeP| {
+                we == 0.0 || wv * (m.value - c.value) + we * (m.power - c.power) > 0.0
+            };
             let fair = |m: &ModeP| {
                 let r = score::fair_ratio(
                     m.need as f64 / MILLI,
@@ -60,6 +66,7 @@ impl Planner {
                     let m = &modes[mi as usize];
                     let allowed = m.allowed.map(|o| &bits[o as usize..o as usize + st.words]);
                     m.value > c.value + margin
+                        && worth_its_power(m, c)
                         && fair(m)
                         && m.need <= room
                         && m.mem <= room_mem
@@ -89,6 +96,7 @@ impl Planner {
                 migration: score::migration(same_island),
                 balance: score::balance(st.usage_after(island, 0), &self.params),
                 fairness: score::fairness(ratio, &self.params),
+                power: m.power,
                 idle: true,
             };
             s.total = self.weights.combine(&s);

@@ -1,0 +1,18 @@
+//! Energy and frequency: the pure parts.
+//!
+//! Reading RAPL counters and cpufreq files is the job of the `atoll-power`
+//! crate (injected sysfs root); here are the values it hands over and the
+//! arithmetic on them: the energy between two counter samples (with the
+//! counter's wrap-around, [`energy_delta_uj`]), the power it means
+//! ([`Meter`]), and a per-island frequency policy ([`FreqPolicy`]) checked
+//! against what a CPU offers ([`FreqOffer`]), and the platform power cap
+//! ([`PowerCap`]) that holds a budget through frequency limits and CPU
+//! caps.
+
+pub mod cap;
+mod freq;
+mod meter;
+
+pub use cap::{IslandKnobs, Knob, PowerCap, PowerCapError, PowerMove};
+pub use freq::{FreqError, FreqOffer, FreqPolicy};
+pub use meter::{energy_delta_uj, Meter, Sample};
