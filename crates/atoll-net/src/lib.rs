@@ -18,14 +18,16 @@
 //! 3. **Classification**: HTB puts a packet whose `skb->priority` is one
 //!    of its class ids in that class before any filter runs, so a unit's
 //!    traffic is classified by giving its sockets the class id as priority
-//!    (cgroup v1 `net_prio.ifpriomap`, nftables `meta priority set` on
-//!    `socket cgroupv2`, or `SO_PRIORITY`); see `docs/netisland.md`.
+//!    (cgroup v1 `net_prio.ifpriomap`, [`classify`]; on cgroup v2,
+//!    nftables `meta priority set` on `socket cgroupv2`, not written yet;
+//!    or `SO_PRIORITY`); see `docs/netisland.md`.
 //!
 //! [`Interfaces`] takes an interface over (snapshot first), applies plans,
 //! reads the classes' backlogs and restores. It refuses an interface whose
 //! root qdisc someone else configured.
 
 pub mod backend;
+pub mod classify;
 pub mod fake;
 pub mod island;
 pub mod mask;

@@ -122,6 +122,33 @@ pub enum PlanError {
 }
 
 impl TcPlan {
+    /// The plan of a network island's class rates
+    /// ([`atoll_core::netisland::NetCoordinator::rates`]): the default
+    /// class is the one without a unit.
+    pub fn from_rates(
+        rate_bps: u64,
+        leaf: LeafQdisc,
+        rates: &[atoll_core::netisland::ClassRate],
+    ) -> Self {
+        Self {
+            rate_bps,
+            default_minor: rates
+                .iter()
+                .find(|r| r.unit.is_none())
+                .map_or(atoll_core::netisland::DEFAULT_MINOR, |r| r.minor),
+            leaf,
+            classes: rates
+                .iter()
+                .map(|r| TcClass {
+                    minor: r.minor,
+                    rate_bps: r.rate_bps,
+                    ceil_bps: r.ceil_bps,
+                    prio: r.prio,
+                })
+                .collect(),
+        }
+    }
+
     /// Checks the plan.
     pub fn validate(&self) -> Result<(), PlanError> {
         if self.rate_bps == 0 {
