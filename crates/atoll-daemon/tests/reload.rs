@@ -95,6 +95,7 @@ fn spec(s: &Shape) -> PlatformSpec {
         overlays: Vec::new(),
         comm: None,
         apps: Default::default(),
+        network: Vec::new(),
     }
 }
 

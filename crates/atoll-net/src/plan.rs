@@ -29,6 +29,15 @@ impl LeafQdisc {
     }
 }
 
+impl From<atoll_core::netisland::Leaf> for LeafQdisc {
+    fn from(leaf: atoll_core::netisland::Leaf) -> Self {
+        match leaf {
+            atoll_core::netisland::Leaf::FqCodel => Self::FqCodel,
+            atoll_core::netisland::Leaf::Pfifo => Self::Pfifo,
+        }
+    }
+}
+
 /// One unit's class.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TcClass {

@@ -3,7 +3,7 @@
 //! deregistering puts them back.
 
 use atoll_core::coord::{Direction, Message, OverlaySpec, Property, Resource};
-use atoll_core::netisland::{NetCoordinator, NetIslandSetup, NetUnitSetup, TriggerConfig};
+use atoll_core::netisland::{Leaf, NetCoordinator, NetIslandSetup, NetUnitSetup, TriggerConfig};
 use atoll_core::Name;
 use atoll_net::{FakeNet, Interfaces, LeafQdisc, Steering, TcPlan};
 
@@ -29,6 +29,9 @@ fn a_bandwidth_tune_rewrites_the_class_rates_and_deregister_restores_them() {
                 })
                 .collect(),
             triggers: TriggerConfig::default(),
+            leaf: Leaf::FqCodel,
+            rx_cpus: None,
+            tx_cpus: None,
         },
         1.25,
     )

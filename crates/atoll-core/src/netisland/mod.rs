@@ -40,14 +40,15 @@ use std::time::Duration;
 
 pub use coordinator::{NetChange, NetCoordinator, NetReply, NetSample, NetTrigger, TriggerCause};
 pub use rates::{class_rates, ClassInput, ClassRate, DEFAULT_MINOR, FIRST_UNIT_MINOR};
+use serde::{Deserialize, Serialize};
 
 #[cfg(doc)]
 use crate::coord::Message;
 use crate::coord::{MAX_WEIGHT, MIN_WEIGHT};
-use crate::Name;
+use crate::{CpuSet, Name};
 
 /// A unit's class on a network island.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NetUnitSetup {
     /// The unit (the same name as in its CPU island).
     pub name: Name,
@@ -60,7 +61,7 @@ pub struct NetUnitSetup {
 }
 
 /// When units' backlogs trigger their CPU island.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TriggerConfig {
     /// Bytes waiting in a unit's sockets' receive queues; `None`: never.
     pub socket_backlog_bytes: Option<u64>,
@@ -80,8 +81,19 @@ impl Default for TriggerConfig {
     }
 }
 
+/// The leaf qdisc of a network island's classes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Leaf {
+    /// fq_codel (per-flow fairness, short queues).
+    #[default]
+    FqCodel,
+    /// pfifo, for kernels without fq_codel.
+    Pfifo,
+}
+
 /// A network island.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NetIslandSetup {
     /// Its name (distinct from every island's).
     pub name: Name,
@@ -95,6 +107,17 @@ pub struct NetIslandSetup {
     pub units: Vec<NetUnitSetup>,
     /// When backlogs trigger.
     pub triggers: TriggerConfig,
+    /// The leaf qdisc.
+    #[serde(default)]
+    pub leaf: Leaf,
+    /// The CPUs that do receive processing (the NIC's IRQs, or RPS);
+    /// `None`: left as found.
+    #[serde(default)]
+    pub rx_cpus: Option<CpuSet>,
+    /// The CPUs whose transmissions use the interface's queues (XPS);
+    /// `None`: left as found.
+    #[serde(default)]
+    pub tx_cpus: Option<CpuSet>,
 }
 
 /// What is wrong with a network island.

@@ -28,6 +28,9 @@ fn setup() -> NetIslandSetup {
             class_backlog_bytes: Some(32 * 1024),
             cooldown: Duration::from_millis(100),
         },
+        leaf: Leaf::FqCodel,
+        rx_cpus: None,
+        tx_cpus: None,
     }
 }
 
