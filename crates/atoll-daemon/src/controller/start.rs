@@ -94,6 +94,18 @@ impl Controller {
             ));
         }
         self.caps = Some(self.env.backend.capabilities());
+        let nets = &self.reg.spec().network;
+        if !nets.is_empty() {
+            // Safe by default: nothing the daemon cannot give back is touched.
+            let names: Vec<String> = nets
+                .iter()
+                .map(|n| format!("{} ({})", n.name, n.interface))
+                .collect();
+            self.warnings.push(format!(
+                "network islands {} are configured but this daemon does not manage network islands yet: their interfaces are left as they are (docs/netisland.md)",
+                names.join(", ")
+            ));
+        }
         let now = self.now();
         {
             let epoch = self.epoch_len();
