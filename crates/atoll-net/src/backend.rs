@@ -62,3 +62,57 @@ pub trait NetBackend {
     /// The leaf qdiscs' figures, by class minor.
     fn leaf_stats(&mut self, iface: &str) -> Result<Vec<LeafStats>, NetError>;
 }
+
+impl<B: NetBackend + ?Sized> NetBackend for Box<B> {
+    fn root_qdisc(&mut self, iface: &str) -> Result<RootQdisc, NetError> {
+        (**self).root_qdisc(iface)
+    }
+
+    fn apply(
+        &mut self,
+        iface: &str,
+        plan: &TcPlan,
+        removed: &[u16],
+        with_root: bool,
+    ) -> Result<(), NetError> {
+        (**self).apply(iface, plan, removed, with_root)
+    }
+
+    fn remove_root(&mut self, iface: &str) -> Result<(), NetError> {
+        (**self).remove_root(iface)
+    }
+
+    fn leaf_stats(&mut self, iface: &str) -> Result<Vec<LeafStats>, NetError> {
+        (**self).leaf_stats(iface)
+    }
+}
+
+/// A backend shared with whoever holds another handle (tests read a fake's
+/// state while the daemon owns it).
+impl<B: NetBackend> NetBackend for std::sync::Arc<std::sync::Mutex<B>> {
+    fn root_qdisc(&mut self, iface: &str) -> Result<RootQdisc, NetError> {
+        lock(self).root_qdisc(iface)
+    }
+
+    fn apply(
+        &mut self,
+        iface: &str,
+        plan: &TcPlan,
+        removed: &[u16],
+        with_root: bool,
+    ) -> Result<(), NetError> {
+        lock(self).apply(iface, plan, removed, with_root)
+    }
+
+    fn remove_root(&mut self, iface: &str) -> Result<(), NetError> {
+        lock(self).remove_root(iface)
+    }
+
+    fn leaf_stats(&mut self, iface: &str) -> Result<Vec<LeafStats>, NetError> {
+        lock(self).leaf_stats(iface)
+    }
+}
+
+fn lock<B>(m: &std::sync::Mutex<B>) -> std::sync::MutexGuard<'_, B> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

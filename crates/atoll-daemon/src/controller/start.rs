@@ -95,7 +95,11 @@ impl Controller {
         }
         self.caps = Some(self.env.backend.capabilities());
         let nets = &self.reg.spec().network;
-        if !nets.is_empty() {
+        if let Some(net) = &mut self.net {
+            let now = self.env.clock.now();
+            let warnings = net.start(now, &mut self.log);
+            self.warnings.extend(warnings);
+        } else if !nets.is_empty() {
             // Safe by default: nothing the daemon cannot give back is touched.
             let names: Vec<String> = nets
                 .iter()
