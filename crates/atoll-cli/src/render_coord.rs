@@ -11,6 +11,7 @@ pub fn resource_word(r: Resource) -> &'static str {
         Resource::Cores => "cores",
         Resource::CpuTime => "cpu-time",
         Resource::Memory => "memory",
+        Resource::Bandwidth => "bandwidth",
     }
 }
 

@@ -85,6 +85,12 @@ pub fn to_toml(spec: &PlatformSpec) -> Result<String, DumpError> {
         .map(|r| Ok((&r.name, recipe(r)?)))
         .collect::<Result<_, DumpError>>()?;
     root.insert("recipe", sections(recipes));
+    let networks: Vec<(&Name, Table)> = spec
+        .network
+        .iter()
+        .map(|n| Ok((&n.name, network(n)?)))
+        .collect::<Result<_, DumpError>>()?;
+    root.insert("network", sections(networks));
     Ok(format!("{HEADER}\n{doc}"))
 }
 
@@ -362,6 +368,69 @@ fn comm(c: &atoll_core::comm::CommSpec) -> Result<Table, DumpError> {
     );
     if let Some(units) = &c.units {
         t.insert("units", value(names(units)));
+    }
+    Ok(t)
+}
+
+/// `[network.NAME]`, every key written (units as sub-tables).
+fn network(n: &atoll_core::netisland::NetIslandSetup) -> Result<Table, DumpError> {
+    let key = format!("network.{}", n.name);
+    let mbit = |bps: u64, field: &str| -> Result<i64, DumpError> {
+        let k = format!("{key}.{field}");
+        if bps % crate::network::MBIT != 0 {
+            return Err(DumpError {
+                key: k,
+                problem: format!("{bps} bit/s is not a whole number of megabits"),
+            });
+        }
+        int(bps / crate::network::MBIT, &k)
+    };
+    let mut t = Table::new();
+    t.insert("interface", value(n.interface.as_str()));
+    t.insert("rate_mbit", value(mbit(n.rate_bps, "rate_mbit")?));
+    t.insert("default_share", value(i64::from(n.default_share)));
+    t.insert("leaf", value(serde_value(&n.leaf, &format!("{key}.leaf"))?));
+    if let Some(c) = &n.rx_cpus {
+        t.insert("rx_cpus", value(c.to_string()));
+    }
+    if let Some(c) = &n.tx_cpus {
+        t.insert("tx_cpus", value(c.to_string()));
+    }
+    if let Some(b) = n.triggers.socket_backlog_bytes {
+        t.insert(
+            "socket_backlog_bytes",
+            value(int(b, &format!("{key}.socket_backlog_bytes"))?),
+        );
+    }
+    if let Some(b) = n.triggers.class_backlog_bytes {
+        t.insert(
+            "class_backlog_bytes",
+            value(int(b, &format!("{key}.class_backlog_bytes"))?),
+        );
+    }
+    t.insert(
+        "trigger_cooldown_ms",
+        value(millis(
+            n.triggers.cooldown,
+            &format!("{key}.trigger_cooldown_ms"),
+        )?),
+    );
+    let mut units = Table::new();
+    units.set_implicit(true);
+    for u in &n.units {
+        let mut ut = Table::new();
+        ut.insert("share", value(i64::from(u.share)));
+        if let Some(c) = u.ceil_bps {
+            ut.insert(
+                "ceil_mbit",
+                value(mbit(c, &format!("units.{}.ceil_mbit", u.name))?),
+            );
+        }
+        ut.insert("prio", value(i64::from(u.prio)));
+        units.insert(u.name.as_str(), Item::Table(ut));
+    }
+    if !n.units.is_empty() {
+        t.insert("units", Item::Table(units));
     }
     Ok(t)
 }

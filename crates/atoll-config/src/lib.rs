@@ -26,6 +26,7 @@ mod apps;
 mod comm;
 mod dump;
 mod error;
+mod network;
 mod overlay;
 mod raw;
 mod resolve;

@@ -30,6 +30,7 @@ pub(crate) const TOP_KEYS: &[&str] = &[
     "comm",
     "apps",
     "recipe",
+    "network",
 ];
 
 /// `[isolation]`: the machine-wide isolation model.

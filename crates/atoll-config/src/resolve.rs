@@ -83,6 +83,7 @@ pub(crate) fn resolve(root: &dyn TableLike, topo: &Topology) -> Outcome {
     let mut comm = None;
     let mut apps = None;
     let mut recipes = Vec::new();
+    let mut network = Vec::new();
     let mut island_table_failed = false;
     for (key, item) in root.iter() {
         match key {
@@ -124,6 +125,14 @@ pub(crate) fn resolve(root: &dyn TableLike, topo: &Topology) -> Outcome {
             }
             "apps" => apps = r.de::<crate::apps::RawApps>(item, key),
             "recipe" => recipes = r.sections(item, key).unwrap_or_default(),
+            "network" => {
+                network = r
+                    .sections::<crate::network::RawNetwork>(item, key)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|(name, raw)| Some(crate::network::resolve(name, raw?)))
+                    .collect();
+            }
             other => r.problems.push(Problem::at_key(
                 other,
                 format!(
@@ -205,6 +214,7 @@ pub(crate) fn resolve(root: &dyn TableLike, topo: &Topology) -> Outcome {
             overlays: spec_overlays,
             comm,
             apps: crate::apps::resolve(apps, recipes),
+            network,
         },
         problems: r.problems,
         generated,

@@ -316,6 +316,45 @@ fn random_spec(seed: u64) -> PlatformSpec {
         }
         c
     });
+    let network = (0..g.below(3))
+        .map(|k| {
+            let rate_mbit = g.range(1, 100_000);
+            let mut unit_names: Vec<Name> = units
+                .iter()
+                .filter(|_| g.coin())
+                .map(|u| u.name.clone())
+                .collect();
+            // The file gives units in name order.
+            unit_names.sort();
+            atoll_core::netisland::NetIslandSetup {
+                name: name(format!("net{k}")),
+                interface: format!("eth{k}"),
+                rate_bps: rate_mbit * 1_000_000,
+                default_share: g.u32_in(1, 10_000),
+                units: unit_names
+                    .into_iter()
+                    .map(|u| atoll_core::netisland::NetUnitSetup {
+                        name: u,
+                        share: g.u32_in(1, 10_000),
+                        ceil_bps: g.coin().then(|| g.range(1, rate_mbit) * 1_000_000),
+                        prio: g.u8_in(0, 7),
+                    })
+                    .collect(),
+                triggers: atoll_core::netisland::TriggerConfig {
+                    socket_backlog_bytes: g.coin().then(|| g.range(1, 1 << 30)),
+                    class_backlog_bytes: g.coin().then(|| g.range(1, 1 << 30)),
+                    cooldown: Duration::from_millis(g.range(1, 10_000)),
+                },
+                leaf: if g.coin() {
+                    atoll_core::netisland::Leaf::FqCodel
+                } else {
+                    atoll_core::netisland::Leaf::Pfifo
+                },
+                rx_cpus: g.coin().then(|| CpuSet::parse("0-1").unwrap()),
+                tx_cpus: g.coin().then(|| CpuSet::parse("31").unwrap()),
+            }
+        })
+        .collect();
     let mut apps = atoll_core::spec::AppsSpec::default();
     if g.coin() {
         apps.islands = Some(vec![islands[0].name.clone()]);
@@ -352,6 +391,7 @@ fn random_spec(seed: u64) -> PlatformSpec {
         overlays,
         comm,
         apps,
+        network,
     }
 }
 

@@ -97,6 +97,16 @@ pub enum Action {
         /// Started (true) or ended.
         start: bool,
     },
+    /// A network island's interface was written or given back (its HTB
+    /// tree, its steering masks).
+    SetNetwork {
+        /// The network island.
+        island: String,
+        /// The interface.
+        interface: String,
+        /// What (`HTB tree: ...`, `rx CPUs 1`, `restored as found`).
+        change: String,
+    },
 }
 
 /// Why it was done.
@@ -210,6 +220,7 @@ impl Action {
             Self::SetUnit { .. } => "set_unit",
             Self::SetOverlay { .. } => "set_overlay",
             Self::Boost { .. } => "boost",
+            Self::SetNetwork { .. } => "set_network",
         }
     }
 }
@@ -288,6 +299,7 @@ impl Decision {
             | Action::SetUnit { unit, .. }
             | Action::Boost { unit, .. } => unit.clone(),
             Action::SetOverlay { overlay, .. } => format!("overlay {overlay}"),
+            Action::SetNetwork { island, .. } => island.clone(),
         }
     }
 }
@@ -328,6 +340,11 @@ impl fmt::Display for Action {
                 start: true,
             } => write!(f, "boost unit {unit} ({how})"),
             Self::Boost { unit, how, .. } => write!(f, "end the boost of unit {unit} ({how})"),
+            Self::SetNetwork {
+                island,
+                interface,
+                change,
+            } => write!(f, "network island {island} on {interface}: {change}"),
         }
     }
 }

@@ -24,6 +24,7 @@ pub mod idset;
 pub mod isolation;
 pub mod layout;
 pub mod name;
+pub mod netisland;
 pub mod num;
 pub mod plan;
 pub mod power;

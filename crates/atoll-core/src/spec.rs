@@ -16,6 +16,7 @@ use crate::topology::Topology;
 use crate::{CpuSet, Name, NodeSet};
 
 mod apps;
+mod network;
 mod overlay;
 mod runtime;
 mod service;
@@ -54,6 +55,9 @@ pub struct PlatformSpec {
     /// Reconfigurable applications (`[recipe.NAME]`, `[apps]`).
     #[serde(default)]
     pub apps: AppsSpec,
+    /// Network islands (`[network.NAME]`), in config order.
+    #[serde(default)]
+    pub network: Vec<crate::netisland::NetIslandSetup>,
 }
 
 /// The machine-wide isolation model (seed 004), so users can compare:
@@ -542,6 +546,7 @@ impl PlatformSpec {
         service::validate_services(self, &mut errs);
         self.validate_comm(&mut errs);
         apps::validate_apps(self, topo, &mut errs);
+        network::validate_network(self, topo, &mut errs);
         if errs.is_empty() {
             Ok(())
         } else {

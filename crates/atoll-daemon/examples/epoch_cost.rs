@@ -56,6 +56,7 @@ fn spec() -> PlatformSpec {
         overlays: Vec::new(),
         comm: None,
         apps: Default::default(),
+        network: Vec::new(),
     }
 }
 

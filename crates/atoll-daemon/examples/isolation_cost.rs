@@ -58,6 +58,7 @@ fn spec(mode: IsolationMode) -> PlatformSpec {
             ..Default::default()
         },
         apps: Default::default(),
+        network: Vec::new(),
     }
 }
 

@@ -131,6 +131,9 @@ pub fn matches_subject(d: &Decision, subject: &str) -> bool {
         Action::SetOverlay { overlay, change } => {
             overlay == subject || change.split([' ', ',']).any(|w| w == subject)
         }
+        Action::SetNetwork {
+            island, interface, ..
+        } => island == subject || interface == subject,
         Action::RestoreProcess { .. } | Action::SetPolicy { .. } => false,
     }
 }

@@ -23,6 +23,7 @@ pub mod decisions;
 pub mod isolation;
 pub mod load;
 pub mod metrics;
+pub mod netisland;
 pub mod notify;
 pub mod persist;
 pub mod placement;

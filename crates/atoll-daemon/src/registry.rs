@@ -434,6 +434,7 @@ mod tests {
             overlays: Vec::new(),
             comm: None,
             apps: Default::default(),
+            network: Vec::new(),
         }
     }
 

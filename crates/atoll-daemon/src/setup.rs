@@ -200,6 +200,9 @@ pub const DEFAULT_ROOT: &str = "atoll";
 /// Why the daemon cannot be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
+    /// A network island could not be set up.
+    #[error(transparent)]
+    Network(#[from] atoll_core::netisland::NetIslandError),
     /// `--cgroup-root` is neither a name nor a path below the mount.
     #[error("--cgroup-root {root:?}: {reason}")]
     RootName {
@@ -367,7 +370,22 @@ pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
         topology: topo_for_opts,
     };
     let comm = spec.comm.is_some();
+    // Network islands: iproute2's tc and the machine's own sysfs and procfs
+    // (docs/netisland.md). Nothing is touched when none is configured.
+    let net = if spec.network.is_empty() {
+        None
+    } else {
+        Some(crate::netisland::NetIslands::new(
+            Box::new(atoll_net::TcBackend::new()),
+            atoll_net::Steering::new(&o.sysfs_root, &o.proc_root),
+            &spec,
+            atoll_core::coord::CoordConfig::default().weight_step,
+        )?)
+    };
     let mut controller = Controller::new(env, spec, opts);
+    if let Some(net) = net {
+        controller.set_network(net);
+    }
     // What an epoch costs is measured in real time whatever the backend.
     controller.set_stopwatch(Arc::new(MonotonicClock::new()));
     controller.set_self_reader(&o.proc_root);

@@ -105,6 +105,7 @@ fn spec(islands: Option<&[&str]>) -> PlatformSpec {
             islands: islands.map(|l| l.iter().map(|i| n(i)).collect()),
             ..Default::default()
         },
+        network: Vec::new(),
     }
 }
 

@@ -75,6 +75,7 @@ fn spec(comm: Option<CommSpec>, hog_cpus: Option<f64>) -> PlatformSpec {
         overlays: Vec::new(),
         comm,
         apps: Default::default(),
+        network: Vec::new(),
     }
 }
 

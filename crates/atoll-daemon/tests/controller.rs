@@ -106,6 +106,7 @@ fn spec(adopt_all: bool) -> PlatformSpec {
         overlays: Vec::new(),
         comm: None,
         apps: Default::default(),
+        network: Vec::new(),
     }
 }
 
@@ -739,6 +740,7 @@ fn iso_spec(mode: atoll_core::spec::IsolationMode) -> PlatformSpec {
         overlays: Vec::new(),
         comm: None,
         apps: Default::default(),
+        network: Vec::new(),
     }
 }
 

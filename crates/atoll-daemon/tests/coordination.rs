@@ -80,6 +80,7 @@ fn spec() -> PlatformSpec {
         overlays: vec![overlay("shop", &["api", "db"], LATENCY)],
         comm: None,
         apps: Default::default(),
+        network: Vec::new(),
     }
 }
 

@@ -213,6 +213,7 @@ fn spec() -> PlatformSpec {
             islands: Some(vec![n("b")]),
             ..Default::default()
         },
+        network: Vec::new(),
     }
 }
 

@@ -79,6 +79,7 @@ fn spec() -> PlatformSpec {
         }],
         comm: None,
         apps: Default::default(),
+        network: Vec::new(),
     }
 }
 

@@ -121,6 +121,7 @@ fn coordination_on_the_real_cgroup1_kernel() {
         ],
         comm: None,
         apps: Default::default(),
+        network: Vec::new(),
     };
     let clock = ManualClock::new();
     let mut c = real.start(spec, &clock);
@@ -221,6 +222,7 @@ fn react_pressure_on_the_real_cgroup1_kernel() {
         }],
         comm: None,
         apps: Default::default(),
+        network: Vec::new(),
     };
     let clock = ManualClock::new();
     let mut c = real.start(spec, &clock);

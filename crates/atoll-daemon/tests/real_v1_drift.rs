@@ -69,6 +69,7 @@ fn spec(real: &common::RealV1, pid: u32) -> PlatformSpec {
         overlays: vec![],
         comm: None,
         apps: Default::default(),
+        network: Vec::new(),
     }
 }
 

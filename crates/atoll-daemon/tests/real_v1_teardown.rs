@@ -55,6 +55,7 @@ fn spec(real: &common::RealV1) -> PlatformSpec {
         overlays: vec![],
         comm: None,
         apps: Default::default(),
+        network: Vec::new(),
     }
 }
 

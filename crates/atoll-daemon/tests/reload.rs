@@ -116,6 +116,7 @@ fn spec(s: &Shape) -> PlatformSpec {
         overlays,
         comm: None,
         apps: Default::default(),
+        network: Vec::new(),
     }
 }
 

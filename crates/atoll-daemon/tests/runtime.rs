@@ -65,6 +65,7 @@ fn spec() -> PlatformSpec {
         overlays: Vec::new(),
         comm: None,
         apps: Default::default(),
+        network: Vec::new(),
     }
 }
 

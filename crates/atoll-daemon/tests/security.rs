@@ -102,6 +102,7 @@ fn spec() -> PlatformSpec {
         }],
         comm: None,
         apps: Default::default(),
+        network: Vec::new(),
     }
 }
 

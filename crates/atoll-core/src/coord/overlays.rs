@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::effect::{Change, Effect, Why};
 use super::message::NackReason;
 use super::platform::{OverlayRec, PlatformManager};
-use super::types::{OverlaySpec, Property};
+use super::types::{OverlaySpec, Property, Resource};
 use super::CoordError;
 use crate::{CpuSet, Name};
 
@@ -64,7 +64,7 @@ impl PlatformManager {
                 spec: spec.clone(),
                 unit_islands,
                 backoff: Vec::new(),
-                nacks: [0; 3],
+                nacks: [0; Resource::ALL.len()],
             },
         );
         Ok(match (cap, spec.property) {

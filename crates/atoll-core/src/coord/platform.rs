@@ -35,7 +35,7 @@ pub(crate) struct OverlayRec {
     /// Backoff per (sending island, resource).
     pub backoff: Vec<Backoff>,
     /// Successive shortage nacks per resource.
-    pub nacks: [u32; 3],
+    pub nacks: [u32; Resource::ALL.len()],
 }
 
 /// A CPU on loan, as reported for status.

@@ -139,7 +139,7 @@ impl PlatformManager {
                 continue;
             }
             let order = self.order(g, &batch);
-            let mut winners: [Option<Name>; 3] = Default::default();
+            let mut winners: [Option<Name>; Resource::ALL.len()] = Default::default();
             for k in order {
                 let p = batch[k];
                 let (overlay, resource) = demand_key(&p.msg).unwrap_or_else(|| unreachable!());

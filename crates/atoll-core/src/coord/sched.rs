@@ -137,7 +137,7 @@ pub(crate) fn tune(
     cfg: &CoordConfig,
 ) -> Result<Option<Change>, NackReason> {
     match resource {
-        Resource::Cores => Err(v.unsupported(resource, Op::Tune)),
+        Resource::Cores | Resource::Bandwidth => Err(v.unsupported(resource, Op::Tune)),
         Resource::Memory => tune_memory(v, &mut units[i], dir, cfg).map(Some),
         Resource::CpuTime => match v.policy {
             SchedPolicy::Fair | SchedPolicy::Batch => tune_fair(v, units, i, dir, now, cfg),
@@ -391,7 +391,7 @@ pub(crate) fn trigger(
 pub(crate) fn above_base(policy: &SchedPolicy, u: &UnitState, resource: Resource) -> bool {
     let (k, b) = (&u.knobs, &u.base);
     match resource {
-        Resource::Cores => false,
+        Resource::Cores | Resource::Bandwidth => false,
         Resource::Memory => looser(
             k.memory_high.map(|v| v as f64),
             b.memory_high.map(|v| v as f64),

@@ -21,18 +21,29 @@ pub enum Resource {
     CpuTime,
     /// A unit's memory limit (`memory.high`).
     Memory,
+    /// A unit's share of a network island's link (its HTB class rate);
+    /// served by the network island's coordinator
+    /// ([`NetCoordinator`](crate::netisland::NetCoordinator)), never by a
+    /// CPU island.
+    Bandwidth,
 }
 
 impl Resource {
     /// Every resource, in index order.
-    pub const ALL: [Resource; 3] = [Resource::Cores, Resource::CpuTime, Resource::Memory];
+    pub const ALL: [Resource; 4] = [
+        Resource::Cores,
+        Resource::CpuTime,
+        Resource::Memory,
+        Resource::Bandwidth,
+    ];
 
-    /// A dense index (0..3) for per-resource counters.
+    /// A dense index (0..4) for per-resource counters.
     pub(crate) fn index(self) -> usize {
         match self {
             Self::Cores => 0,
             Self::CpuTime => 1,
             Self::Memory => 2,
+            Self::Bandwidth => 3,
         }
     }
 }
@@ -43,6 +54,7 @@ impl fmt::Display for Resource {
             Self::Cores => "cores",
             Self::CpuTime => "CPU time",
             Self::Memory => "memory",
+            Self::Bandwidth => "bandwidth",
         })
     }
 }

@@ -72,6 +72,7 @@ pub(crate) fn spec16() -> PlatformSpec {
         overlays: Vec::new(),
         comm: None,
         apps: Default::default(),
+        network: Vec::new(),
     }
 }
 

@@ -62,6 +62,7 @@ fn reg() -> Registry {
         overlays: Vec::new(),
         comm: None,
         apps: Default::default(),
+        network: Vec::new(),
     })
 }
 

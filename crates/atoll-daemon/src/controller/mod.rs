@@ -190,6 +190,8 @@ pub struct Controller {
     unsaved: Vec<Unsaved>,
     /// Where a reload reads the configuration, or why it cannot.
     config_source: Option<Result<ConfigSource, String>>,
+    /// The network islands, when the daemon was given an actuator for them.
+    net: Option<crate::netisland::NetIslands>,
 }
 
 /// The layers over the plan, in the order they are laid: isolation,
@@ -227,6 +229,13 @@ fn placement<'a>(
 }
 
 impl Controller {
+    /// Manages the spec's network islands with `net` (taken over at start,
+    /// given back at teardown). Without it, configured network islands are
+    /// only named in a warning.
+    pub fn set_network(&mut self, net: crate::netisland::NetIslands) {
+        self.net = Some(net);
+    }
+
     /// A controller for `spec`; call [`Controller::start`] next.
     pub fn new(env: Env, spec: PlatformSpec, opts: Options) -> Self {
         let now = env.clock.now();
@@ -260,6 +269,7 @@ impl Controller {
             flushed_generation: 0,
             caps: None,
             warnings: Vec::new(),
+            net: None,
             stop_reply: None,
             unsaved: Vec::new(),
             config_source: None,

@@ -138,6 +138,22 @@ impl Controller {
             ));
         }
         self.caps = Some(self.env.backend.capabilities());
+        let nets = &self.reg.spec().network;
+        if let Some(net) = &mut self.net {
+            let now = self.env.clock.now();
+            let warnings = net.start(now, &mut self.log);
+            self.warnings.extend(warnings);
+        } else if !nets.is_empty() {
+            // Safe by default: nothing the daemon cannot give back is touched.
+            let names: Vec<String> = nets
+                .iter()
+                .map(|n| format!("{} ({})", n.name, n.interface))
+                .collect();
+            self.warnings.push(format!(
+                "network islands {} are configured but this daemon does not manage network islands yet: their interfaces are left as they are (docs/netisland.md)",
+                names.join(", ")
+            ));
+        }
         let now = self.now();
         {
             let epoch = self.epoch_len();

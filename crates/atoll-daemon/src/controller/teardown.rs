@@ -55,6 +55,12 @@ impl Controller {
     /// that is still busy (a task is exiting) is tried again for up to
     /// [`BUSY_WAIT`].
     pub fn teardown(&mut self) -> Result<(), ControllerError> {
+        if let Some(net) = &mut self.net {
+            let now = self.env.clock.now();
+            for w in net.teardown(now, &mut self.log) {
+                tracing::warn!("teardown: {w}");
+            }
+        }
         self.iso.lift(&mut self.compose, Reason::Teardown);
         self.comm
             .end_boosts(&mut *self.env.tasks, &mut self.compose);

@@ -1,0 +1,172 @@
+//! `NetIslands`: the daemon's network islands (issue 17,
+//! `docs/netisland.md`). It owns their coordinators and the interfaces it
+//! took over; at start it takes each interface (snapshot first), writes its
+//! HTB tree from the coordinator's shares and its steering CPUs; at
+//! teardown it gives every interface back as found. Every write is a
+//! [`Decision`] (`atoll why wire`).
+
+use std::time::Duration;
+
+use atoll_core::decision::{Action, Decision, Reason};
+use atoll_core::netisland::{NetCoordinator, NetIslandError, NetIslandSetup};
+use atoll_core::spec::PlatformSpec;
+use atoll_net::{Interfaces, NetBackend, Steering, TcPlan};
+
+use crate::decisions::DecisionLog;
+
+/// The network islands and their interfaces.
+pub struct NetIslands {
+    ifs: Interfaces<Box<dyn NetBackend + Send>>,
+    islands: Vec<(NetIslandSetup, NetCoordinator)>,
+}
+
+impl std::fmt::Debug for NetIslands {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NetIslands")
+            .field("islands", &self.islands.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl NetIslands {
+    /// The spec's network islands over `backend` and the steering files
+    /// under `steering`; `step` is the coordination's weight step.
+    pub fn new(
+        backend: Box<dyn NetBackend + Send>,
+        steering: Steering,
+        spec: &PlatformSpec,
+        step: f64,
+    ) -> Result<Self, NetIslandError> {
+        let islands = spec
+            .network
+            .iter()
+            .map(|s| Ok((s.clone(), NetCoordinator::new(s.clone(), step)?)))
+            .collect::<Result<_, NetIslandError>>()?;
+        Ok(Self {
+            ifs: Interfaces::new(backend, steering),
+            islands,
+        })
+    }
+
+    /// Takes every interface over and writes it; returns a warning for each
+    /// island that could not be (its interface is left as it was, or given
+    /// back at once if the write failed half-way).
+    pub fn start(&mut self, now: Duration, log: &mut DecisionLog) -> Vec<String> {
+        let mut warnings = Vec::new();
+        for (setup, coord) in &self.islands {
+            let iface = setup.interface.as_str();
+            let record = |log: &mut DecisionLog, change: String| {
+                log.record(Decision {
+                    at: now,
+                    action: Action::SetNetwork {
+                        island: setup.name.to_string(),
+                        interface: iface.to_string(),
+                        change,
+                    },
+                    why: Reason::Config,
+                });
+            };
+            let taken = match self.ifs.take(iface) {
+                Ok(snap) => format!(
+                    "taken over (root qdisc {}, {} steering files saved)",
+                    snap.root,
+                    snap.steer.files.len()
+                ),
+                Err(e) => {
+                    warnings.push(format!("network island {}: {e}", setup.name));
+                    continue;
+                }
+            };
+            record(log, taken);
+            let plan = TcPlan::from_rates(coord.rate_bps(), setup.leaf.into(), &coord.rates());
+            if let Err(e) = self.ifs.apply(iface, &plan) {
+                warnings.push(format!("network island {}: {e}", setup.name));
+                give_back(&mut self.ifs, setup, now, log, &mut warnings);
+                continue;
+            }
+            record(log, describe(coord, &plan));
+            let (rx, tx) = (setup.rx_cpus.as_ref(), setup.tx_cpus.as_ref());
+            if rx.is_some() || tx.is_some() {
+                match self.ifs.steer(iface, rx, tx) {
+                    Ok(written) => record(
+                        log,
+                        format!(
+                            "steering: rx CPUs {}, tx CPUs {} ({} files)",
+                            rx.map_or("as found".to_string(), ToString::to_string),
+                            tx.map_or("as found".to_string(), ToString::to_string),
+                            written.len()
+                        ),
+                    ),
+                    Err(e) => warnings.push(format!("network island {}: {e}", setup.name)),
+                }
+            }
+        }
+        warnings
+    }
+
+    /// Gives every interface back as found; a warning for each that could
+    /// not be.
+    pub fn teardown(&mut self, now: Duration, log: &mut DecisionLog) -> Vec<String> {
+        let mut warnings = Vec::new();
+        for (setup, _) in &self.islands {
+            if self.ifs.snapshot(&setup.interface).is_some() {
+                give_back(&mut self.ifs, setup, now, log, &mut warnings);
+            }
+        }
+        warnings
+    }
+
+    /// The interfaces taken over now.
+    pub fn managed(&self) -> Vec<String> {
+        self.ifs.managed().map(str::to_string).collect()
+    }
+}
+
+fn give_back(
+    ifs: &mut Interfaces<Box<dyn NetBackend + Send>>,
+    setup: &NetIslandSetup,
+    now: Duration,
+    log: &mut DecisionLog,
+    warnings: &mut Vec<String>,
+) {
+    let change = match ifs.restore(&setup.interface) {
+        Ok(()) => "restored as found".to_string(),
+        Err(e) => {
+            warnings.push(format!("network island {}: {e}", setup.name));
+            format!("restore failed: {e}")
+        }
+    };
+    log.record(Decision {
+        at: now,
+        action: Action::SetNetwork {
+            island: setup.name.to_string(),
+            interface: setup.interface.clone(),
+            change,
+        },
+        why: Reason::Teardown,
+    });
+}
+
+/// `HTB tree: 1:2 (default) 20000000 bit/s, 1:10 (api) ...`.
+fn describe(coord: &NetCoordinator, plan: &TcPlan) -> String {
+    let classes: Vec<String> = coord
+        .rates()
+        .iter()
+        .map(|r| {
+            format!(
+                "1:{:x} ({}) rate {} ceil {} prio {}",
+                r.minor,
+                r.unit.as_ref().map_or("default", |u| u.as_str()),
+                r.rate_bps,
+                r.ceil_bps,
+                r.prio
+            )
+        })
+        .collect();
+    format!(
+        "HTB tree at {} bit/s, {} leaves: {}",
+        plan.rate_bps,
+        plan.leaf.kind(),
+        classes.join(", ")
+    )
+}
