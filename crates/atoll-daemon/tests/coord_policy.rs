@@ -65,6 +65,7 @@ fn spec(units: &[(&str, &str)], members: &[&str]) -> PlatformSpec {
         }],
         comm: None,
         apps: Default::default(),
+        network: Vec::new(),
     }
 }
 

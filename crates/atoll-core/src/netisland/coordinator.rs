@@ -269,13 +269,16 @@ impl NetCoordinator {
                 resource: *resource,
                 op: Op::Tune,
             }),
-            Message::Trigger { resource, .. } => Err(NackReason::Unsupported {
-                resource: *resource,
-                op: Op::Trigger,
-            }),
+            Message::Trigger { resource, .. } | Message::TriggerOverlay { resource, .. } => {
+                Err(NackReason::Unsupported {
+                    resource: *resource,
+                    op: Op::Trigger,
+                })
+            }
             Message::BorrowPreferred { resource, .. }
             | Message::BorrowAny { resource, .. }
-            | Message::Release { resource, .. } => Err(NackReason::Unsupported {
+            | Message::Release { resource, .. }
+            | Message::Revoke { resource, .. } => Err(NackReason::Unsupported {
                 resource: *resource,
                 op: Op::Borrow,
             }),
