@@ -52,6 +52,7 @@ use crate::common::{
 };
 use crate::error::CgroupError;
 use crate::fs::{CgroupFs, RealFs};
+use crate::kept::{KeptFiles, Through};
 use crate::knobs::{memory_matches, parse_blkio_device_file, parse_i64, parse_u64, v1_memory};
 use crate::mounts::V1Paths;
 use crate::rt::sync_rt;
@@ -64,6 +65,12 @@ pub struct Cgroup1Backend<F: CgroupFs = RealFs> {
     root: String,
     fs: F,
     memo: Memo,
+    /// Counter files kept open between epochs (see [`crate::kept`]).
+    kept: KeptFiles,
+    /// Whether v1 groups have `*.pressure` files (kernels booted with
+    /// `cgroup1 psi`), learned at the first read of a group's: a kernel
+    /// without them is not asked again every epoch.
+    psi_files: std::sync::OnceLock<bool>,
     /// Knobs found different and rewritten, until taken.
     rewrites: Vec<atoll_core::backend::Rewrite>,
     rmdir_attempts: u32,
@@ -95,6 +102,8 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
             root: root_name.to_string(),
             fs,
             memo: Memo::default(),
+            kept: KeptFiles::default(),
+            psi_files: std::sync::OnceLock::new(),
             rewrites: Vec::new(),
             rmdir_attempts: 10,
             rmdir_delay: Duration::from_millis(20),
@@ -573,6 +582,7 @@ impl<F: CgroupFs> Actuator for Cgroup1Backend<F> {
         };
         let mut failed = Vec::new();
         for d in dirs {
+            self.kept.forget_under(&d);
             if let Err(e) = rmdir_retry(&self.fs, &d, self.rmdir_attempts, self.rmdir_delay) {
                 failed.push(e);
             }
@@ -659,7 +669,11 @@ impl<F: CgroupFs> Monitor for Cgroup1Backend<F> {
         if !self.fs.exists(&self.dir(path)) {
             return Err(BackendError::NoGroup(path.clone()));
         }
-        let fs: &dyn CgroupFs = &self.fs;
+        let through = Through {
+            fs: &self.fs,
+            kept: &self.kept,
+        };
+        let fs: &dyn CgroupFs = &through;
         let cpu = self.dir_in(&self.paths.cpu, path);
         let in_ctrl = |on: bool, mount: &Option<PathBuf>| {
             mount.as_ref().filter(|_| on).map(|m| self.dir_in(m, path))
@@ -703,9 +717,18 @@ impl<F: CgroupFs> Monitor for Cgroup1Backend<F> {
             None => None,
         };
         // v1 groups have *.pressure only on kernels that expose PSI for v1.
+        let psi_files = self.psi_files.get().copied();
         let psi = |on: bool, dir: Option<&PathBuf>, file: &str| -> Result<_, CgroupError> {
-            match dir.filter(|_| on) {
-                Some(d) => read_parsed(fs, &d.join(file), parse_psi),
+            match dir.filter(|_| on && psi_files != Some(false)) {
+                Some(d) => {
+                    let read = read_parsed(fs, &d.join(file), parse_psi)?;
+                    // Absent from a group that is still there: the kernel
+                    // has none (a group removed meanwhile teaches nothing).
+                    if psi_files.is_none() && (read.is_some() || self.fs.exists(d)) {
+                        let _ = self.psi_files.set(read.is_some());
+                    }
+                    Ok(read)
+                }
                 None => Ok(None),
             }
         };
