@@ -666,9 +666,38 @@ impl<F: CgroupFs> Monitor for Cgroup1Backend<F> {
     }
 
     fn stats_of(&self, path: &GroupPath, want: StatSelect) -> Result<GroupStats, BackendError> {
+        // Read first: a figure read proves the group is there, which saves
+        // looking it up every epoch; with none, a group that is gone is
+        // told apart from one without the files, as before.
+        let st = self.read_stats(path, want)?;
+        if !crate::stats::has_figures(&st) && !self.fs.exists(&self.dir(path)) {
+            return Err(BackendError::NoGroup(path.clone()));
+        }
+        Ok(st)
+    }
+
+    /// In the cpu hierarchy, where kernels booted with `cgroup1 psi` show
+    /// it.
+    fn cpu_pressure_file(&self, path: &GroupPath) -> Option<PathBuf> {
+        let file = self.dir_in(&self.paths.cpu, path).join("cpu.pressure");
+        self.fs.exists(&file).then_some(file)
+    }
+
+    fn freeze_state(&self, path: &GroupPath) -> Result<Option<FreezeState>, BackendError> {
         if !self.fs.exists(&self.dir(path)) {
             return Err(BackendError::NoGroup(path.clone()));
         }
+        match &self.paths.freezer {
+            Some(m) => Ok(crate::freezer::read_v1(&self.fs, &self.dir_in(m, path))?),
+            None => Ok(None),
+        }
+    }
+}
+
+impl<F: CgroupFs> Cgroup1Backend<F> {
+    /// The figures of `path` that `want` asks for, without looking up
+    /// whether the group exists (an absent file reads as `None`).
+    fn read_stats(&self, path: &GroupPath, want: StatSelect) -> Result<GroupStats, CgroupError> {
         let through = Through {
             fs: &self.fs,
             kept: &self.kept,
@@ -745,23 +774,6 @@ impl<F: CgroupFs> Monitor for Cgroup1Backend<F> {
             memory_pressure: psi(want.memory_pressure(), mem.as_ref(), "memory.pressure")?,
             io_pressure: psi(want.io_pressure(), blk.as_ref(), "io.pressure")?,
         })
-    }
-
-    /// In the cpu hierarchy, where kernels booted with `cgroup1 psi` show
-    /// it.
-    fn cpu_pressure_file(&self, path: &GroupPath) -> Option<PathBuf> {
-        let file = self.dir_in(&self.paths.cpu, path).join("cpu.pressure");
-        self.fs.exists(&file).then_some(file)
-    }
-
-    fn freeze_state(&self, path: &GroupPath) -> Result<Option<FreezeState>, BackendError> {
-        if !self.fs.exists(&self.dir(path)) {
-            return Err(BackendError::NoGroup(path.clone()));
-        }
-        match &self.paths.freezer {
-            Some(m) => Ok(crate::freezer::read_v1(&self.fs, &self.dir_in(m, path))?),
-            None => Ok(None),
-        }
     }
 }
 

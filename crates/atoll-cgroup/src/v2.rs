@@ -781,14 +781,17 @@ impl<F: CgroupFs> Monitor for Cgroup2Backend<F> {
 
     fn stats_of(&self, path: &GroupPath, want: StatSelect) -> Result<GroupStats, BackendError> {
         let dir = self.dir(path);
-        if !self.fs.exists(&dir) {
-            return Err(BackendError::NoGroup(path.clone()));
-        }
         let through = Through {
             fs: &self.fs,
             kept: &self.kept,
         };
-        Ok(crate::foreign::read_stats(&through, &dir, want)?)
+        // Read first: a figure read proves the group is there (see the
+        // v1 backend's).
+        let st = crate::foreign::read_stats(&through, &dir, want)?;
+        if !crate::stats::has_figures(&st) && !self.fs.exists(&dir) {
+            return Err(BackendError::NoGroup(path.clone()));
+        }
+        Ok(st)
     }
 
     fn cpu_pressure_file(&self, path: &GroupPath) -> Option<PathBuf> {
