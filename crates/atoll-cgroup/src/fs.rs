@@ -8,7 +8,7 @@
 
 use std::ffi::CString;
 use std::fs;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -142,19 +142,9 @@ impl CgroupFs for RealFs {
     fn read_to_string(&self, path: &Path) -> io::Result<String> {
         // Not `fs::read_to_string`: it asks the size first (one `statx`
         // more per file), and cgroup files report none. The control loop
-        // reads many small files; a stack buffer suits them.
-        let mut f = fs::File::open(path)?;
-        let mut buf = [0u8; 4096];
-        let mut out = Vec::new();
-        loop {
-            match f.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => out.extend_from_slice(&buf[..n]),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        String::from_utf8(out).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+        // reads many small files; a stack buffer suits them, and a read far
+        // short of it is the last (see `KeptFile::reread`).
+        KeptFile(fs::File::open(path)?).reread()
     }
 
     fn write(&self, path: &Path, value: &str) -> io::Result<()> {
@@ -330,6 +320,17 @@ mod tests {
         assert!(!can_write(&dir.path().join("missing")));
         // A plain directory carries no delegation mark.
         assert!(!fs.is_delegated(dir.path()));
+    }
+
+    #[test]
+    fn real_fs_reads_a_long_list_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("cgroup.procs");
+        let pids: String = (1..3000).map(|p| format!("{p}\n")).collect();
+        std::fs::write(&f, &pids).unwrap();
+        assert_eq!(RealFs.read_to_string(&f).unwrap(), pids);
+        std::fs::write(&f, "").unwrap();
+        assert_eq!(RealFs.read_to_string(&f).unwrap(), "");
     }
 
     #[test]

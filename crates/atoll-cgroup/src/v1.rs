@@ -188,11 +188,13 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
                 None => self.read_set(&parent.join(file))?.unwrap_or_default(),
             };
             let text = target.to_string();
-            let cur = self.read_set(&dir.join(file))?;
             let mut o = sync(&self.fs, dir, file, &text, |c| {
                 ids(c).as_ref() == Some(&target)
             })?;
-            if matches!(o, Outcome::Refused { .. }) && cur.is_some_and(|c| !c.is_subset(&target)) {
+            // The value `sync` found, which a refusal left in place: a
+            // check that finds nothing to change reads the file once.
+            if matches!(&o, Outcome::Refused { got, .. } if ids(got).is_some_and(|c| !c.is_subset(&target)))
+            {
                 self.shrink_children(dir, file, &target);
                 o = sync(&self.fs, dir, file, &text, |c| {
                     ids(c).as_ref() == Some(&target)
