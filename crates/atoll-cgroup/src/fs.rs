@@ -8,11 +8,14 @@
 
 use std::ffi::CString;
 use std::fs;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use atoll_core::CpuSet;
+
+use crate::kept::Reread;
 
 /// The file operations a cgroup backend needs.
 pub trait CgroupFs: Send + Sync {
@@ -47,6 +50,14 @@ pub trait CgroupFs: Send + Sync {
         let _ = (tid, cpus);
         Ok(())
     }
+    /// Opens `path` to be read again and again from its start (a counter;
+    /// see [`crate::kept`]). `None`: this filesystem keeps nothing open,
+    /// read the file with [`read_to_string`](CgroupFs::read_to_string)
+    /// each time.
+    fn keep_open(&self, path: &Path) -> Option<io::Result<Box<dyn Reread>>> {
+        let _ = path;
+        None
+    }
 }
 
 impl<T: CgroupFs + ?Sized> CgroupFs for &T {
@@ -76,6 +87,9 @@ impl<T: CgroupFs + ?Sized> CgroupFs for &T {
     }
     fn set_affinity(&self, tid: u32, cpus: &CpuSet) -> io::Result<()> {
         (**self).set_affinity(tid, cpus)
+    }
+    fn keep_open(&self, path: &Path) -> Option<io::Result<Box<dyn Reread>>> {
+        (**self).keep_open(path)
     }
 }
 
@@ -107,6 +121,9 @@ impl<T: CgroupFs + ?Sized> CgroupFs for std::sync::Arc<T> {
     fn set_affinity(&self, tid: u32, cpus: &CpuSet) -> io::Result<()> {
         (**self).set_affinity(tid, cpus)
     }
+    fn keep_open(&self, path: &Path) -> Option<io::Result<Box<dyn Reread>>> {
+        (**self).keep_open(path)
+    }
 }
 
 /// The real filesystem.
@@ -125,19 +142,9 @@ impl CgroupFs for RealFs {
     fn read_to_string(&self, path: &Path) -> io::Result<String> {
         // Not `fs::read_to_string`: it asks the size first (one `statx`
         // more per file), and cgroup files report none. The control loop
-        // reads many small files; a stack buffer suits them.
-        let mut f = fs::File::open(path)?;
-        let mut buf = [0u8; 4096];
-        let mut out = Vec::new();
-        loop {
-            match f.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => out.extend_from_slice(&buf[..n]),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        String::from_utf8(out).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+        // reads many small files; a stack buffer suits them, and a read far
+        // short of it is the last (see `KeptFile::reread`).
+        KeptFile(fs::File::open(path)?).reread()
     }
 
     fn write(&self, path: &Path, value: &str) -> io::Result<()> {
@@ -171,6 +178,10 @@ impl CgroupFs for RealFs {
         }
         out.sort();
         Ok(out)
+    }
+
+    fn keep_open(&self, path: &Path) -> Option<io::Result<Box<dyn Reread>>> {
+        Some(fs::File::open(path).map(|f| Box::new(KeptFile(f)) as Box<dyn Reread>))
     }
 
     fn is_delegated(&self, path: &Path) -> bool {
@@ -216,6 +227,42 @@ impl CgroupFs for RealFs {
         } else {
             Err(io::Error::last_os_error())
         }
+    }
+}
+
+/// A read that leaves more than this much of the buffer unused is the
+/// last: longer than any one record of a cgroup file.
+const LAST_READ_SLACK: usize = 512;
+
+/// A file of [`RealFs`] kept open: read with `pread(2)` from offset 0.
+#[derive(Debug)]
+struct KeptFile(fs::File);
+
+impl Reread for KeptFile {
+    fn reread(&mut self) -> io::Result<String> {
+        let mut buf = [0u8; 4096];
+        let mut out = Vec::new();
+        let mut at = 0u64;
+        loop {
+            match self.0.read_at(&mut buf, at) {
+                Ok(0) => break,
+                Ok(n) => {
+                    out.extend_from_slice(&buf[..n]);
+                    // Far short of the buffer is the end: a kernfs file
+                    // fills the buffer but for less than one of its records
+                    // (a line of a list; a counter file is one record, all
+                    // in one read), a regular file gives all it has. Saves
+                    // the read of nothing that would say so.
+                    if n + LAST_READ_SLACK < buf.len() {
+                        break;
+                    }
+                    at += n as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        String::from_utf8(out).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
     }
 }
 
@@ -273,6 +320,17 @@ mod tests {
         assert!(!can_write(&dir.path().join("missing")));
         // A plain directory carries no delegation mark.
         assert!(!fs.is_delegated(dir.path()));
+    }
+
+    #[test]
+    fn real_fs_reads_a_long_list_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("cgroup.procs");
+        let pids: String = (1..3000).map(|p| format!("{p}\n")).collect();
+        std::fs::write(&f, &pids).unwrap();
+        assert_eq!(RealFs.read_to_string(&f).unwrap(), pids);
+        std::fs::write(&f, "").unwrap();
+        assert_eq!(RealFs.read_to_string(&f).unwrap(), "");
     }
 
     #[test]

@@ -27,6 +27,7 @@ pub mod error;
 pub mod foreign;
 pub mod freezer;
 pub mod fs;
+pub mod kept;
 pub mod knobs;
 pub mod mounts;
 mod rt;

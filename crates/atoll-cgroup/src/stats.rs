@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::Path;
 
-use atoll_core::backend::{Psi, PsiLine};
+use atoll_core::backend::{GroupStats, Psi, PsiLine};
 use atoll_core::spec::DeviceId;
 
 use crate::error::{BadValue, CgroupError};
@@ -181,6 +181,39 @@ pub fn parse_pids(text: &str) -> Result<Vec<u32>, BadValue> {
         .filter(|l| !l.is_empty())
         .map(|l| l.parse::<u32>().map_err(|_| BadValue::new(l, "not a pid")))
         .collect()
+}
+
+/// Whether any figure was read: then the group's directory exists (its
+/// files were just read from it).
+pub(crate) fn has_figures(st: &GroupStats) -> bool {
+    let GroupStats {
+        cpu_usage_us,
+        nr_periods,
+        nr_throttled,
+        throttled_us,
+        memory_current,
+        io_read_bytes,
+        io_write_bytes,
+        io_devices,
+        cpu_pressure,
+        memory_pressure,
+        io_pressure,
+    } = st;
+    [
+        cpu_usage_us,
+        nr_periods,
+        nr_throttled,
+        throttled_us,
+        memory_current,
+        io_read_bytes,
+        io_write_bytes,
+    ]
+    .iter()
+    .any(|f| f.is_some())
+        || !io_devices.is_empty()
+        || [cpu_pressure, memory_pressure, io_pressure]
+            .iter()
+            .any(|f| f.is_some())
 }
 
 /// Reads a file that may legitimately be absent (a controller not enabled, a

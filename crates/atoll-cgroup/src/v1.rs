@@ -52,6 +52,7 @@ use crate::common::{
 };
 use crate::error::CgroupError;
 use crate::fs::{CgroupFs, RealFs};
+use crate::kept::{KeptFiles, Through};
 use crate::knobs::{memory_matches, parse_blkio_device_file, parse_i64, parse_u64, v1_memory};
 use crate::mounts::V1Paths;
 use crate::rt::sync_rt;
@@ -64,6 +65,12 @@ pub struct Cgroup1Backend<F: CgroupFs = RealFs> {
     root: String,
     fs: F,
     memo: Memo,
+    /// Counter files kept open between epochs (see [`crate::kept`]).
+    kept: KeptFiles,
+    /// Whether v1 groups have `*.pressure` files (kernels booted with
+    /// `cgroup1 psi`), learned at the first read of a group's: a kernel
+    /// without them is not asked again every epoch.
+    psi_files: std::sync::OnceLock<bool>,
     /// Knobs found different and rewritten, until taken.
     rewrites: Vec<atoll_core::backend::Rewrite>,
     rmdir_attempts: u32,
@@ -95,6 +102,8 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
             root: root_name.to_string(),
             fs,
             memo: Memo::default(),
+            kept: KeptFiles::default(),
+            psi_files: std::sync::OnceLock::new(),
             rewrites: Vec::new(),
             rmdir_attempts: 10,
             rmdir_delay: Duration::from_millis(20),
@@ -179,11 +188,13 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
                 None => self.read_set(&parent.join(file))?.unwrap_or_default(),
             };
             let text = target.to_string();
-            let cur = self.read_set(&dir.join(file))?;
             let mut o = sync(&self.fs, dir, file, &text, |c| {
                 ids(c).as_ref() == Some(&target)
             })?;
-            if matches!(o, Outcome::Refused { .. }) && cur.is_some_and(|c| !c.is_subset(&target)) {
+            // The value `sync` found, which a refusal left in place: a
+            // check that finds nothing to change reads the file once.
+            if matches!(&o, Outcome::Refused { got, .. } if ids(got).is_some_and(|c| !c.is_subset(&target)))
+            {
                 self.shrink_children(dir, file, &target);
                 o = sync(&self.fs, dir, file, &text, |c| {
                     ids(c).as_ref() == Some(&target)
@@ -573,6 +584,7 @@ impl<F: CgroupFs> Actuator for Cgroup1Backend<F> {
         };
         let mut failed = Vec::new();
         for d in dirs {
+            self.kept.forget_under(&d);
             if let Err(e) = rmdir_retry(&self.fs, &d, self.rmdir_attempts, self.rmdir_delay) {
                 failed.push(e);
             }
@@ -656,10 +668,53 @@ impl<F: CgroupFs> Monitor for Cgroup1Backend<F> {
     }
 
     fn stats_of(&self, path: &GroupPath, want: StatSelect) -> Result<GroupStats, BackendError> {
+        // Read first: a figure read proves the group is there, which saves
+        // looking it up every epoch; with none, a group that is gone is
+        // told apart from one without the files, as before.
+        let st = self.read_stats(path, want)?;
+        if !crate::stats::has_figures(&st) && !self.fs.exists(&self.dir(path)) {
+            return Err(BackendError::NoGroup(path.clone()));
+        }
+        Ok(st)
+    }
+
+    /// In the cpu hierarchy, where kernels booted with `cgroup1 psi` show
+    /// it.
+    fn cpu_pressure_file(&self, path: &GroupPath) -> Option<PathBuf> {
+        let file = self.dir_in(&self.paths.cpu, path).join("cpu.pressure");
+        self.fs.exists(&file).then_some(file)
+    }
+
+    fn freeze_state(&self, path: &GroupPath) -> Result<Option<FreezeState>, BackendError> {
         if !self.fs.exists(&self.dir(path)) {
             return Err(BackendError::NoGroup(path.clone()));
         }
-        let fs: &dyn CgroupFs = &self.fs;
+        match &self.paths.freezer {
+            Some(m) => Ok(crate::freezer::read_v1(&self.fs, &self.dir_in(m, path))?),
+            None => Ok(None),
+        }
+    }
+
+    fn cpuset(&self, path: &GroupPath) -> Result<Option<CpuSet>, BackendError> {
+        let dir = self.dir(path);
+        if !self.fs.exists(&dir) {
+            return Err(BackendError::NoGroup(path.clone()));
+        }
+        Ok(self
+            .read_set(&dir.join("cpuset.cpus"))?
+            .filter(|s| !s.is_empty()))
+    }
+}
+
+impl<F: CgroupFs> Cgroup1Backend<F> {
+    /// The figures of `path` that `want` asks for, without looking up
+    /// whether the group exists (an absent file reads as `None`).
+    fn read_stats(&self, path: &GroupPath, want: StatSelect) -> Result<GroupStats, CgroupError> {
+        let through = Through {
+            fs: &self.fs,
+            kept: &self.kept,
+        };
+        let fs: &dyn CgroupFs = &through;
         let cpu = self.dir_in(&self.paths.cpu, path);
         let in_ctrl = |on: bool, mount: &Option<PathBuf>| {
             mount.as_ref().filter(|_| on).map(|m| self.dir_in(m, path))
@@ -703,9 +758,18 @@ impl<F: CgroupFs> Monitor for Cgroup1Backend<F> {
             None => None,
         };
         // v1 groups have *.pressure only on kernels that expose PSI for v1.
+        let psi_files = self.psi_files.get().copied();
         let psi = |on: bool, dir: Option<&PathBuf>, file: &str| -> Result<_, CgroupError> {
-            match dir.filter(|_| on) {
-                Some(d) => read_parsed(fs, &d.join(file), parse_psi),
+            match dir.filter(|_| on && psi_files != Some(false)) {
+                Some(d) => {
+                    let read = read_parsed(fs, &d.join(file), parse_psi)?;
+                    // Absent from a group that is still there: the kernel
+                    // has none (a group removed meanwhile teaches nothing).
+                    if psi_files.is_none() && (read.is_some() || self.fs.exists(d)) {
+                        let _ = self.psi_files.set(read.is_some());
+                    }
+                    Ok(read)
+                }
                 None => Ok(None),
             }
         };
@@ -722,33 +786,6 @@ impl<F: CgroupFs> Monitor for Cgroup1Backend<F> {
             memory_pressure: psi(want.memory_pressure(), mem.as_ref(), "memory.pressure")?,
             io_pressure: psi(want.io_pressure(), blk.as_ref(), "io.pressure")?,
         })
-    }
-
-    /// In the cpu hierarchy, where kernels booted with `cgroup1 psi` show
-    /// it.
-    fn cpu_pressure_file(&self, path: &GroupPath) -> Option<PathBuf> {
-        let file = self.dir_in(&self.paths.cpu, path).join("cpu.pressure");
-        self.fs.exists(&file).then_some(file)
-    }
-
-    fn freeze_state(&self, path: &GroupPath) -> Result<Option<FreezeState>, BackendError> {
-        if !self.fs.exists(&self.dir(path)) {
-            return Err(BackendError::NoGroup(path.clone()));
-        }
-        match &self.paths.freezer {
-            Some(m) => Ok(crate::freezer::read_v1(&self.fs, &self.dir_in(m, path))?),
-            None => Ok(None),
-        }
-    }
-
-    fn cpuset(&self, path: &GroupPath) -> Result<Option<CpuSet>, BackendError> {
-        let dir = self.dir(path);
-        if !self.fs.exists(&dir) {
-            return Err(BackendError::NoGroup(path.clone()));
-        }
-        Ok(self
-            .read_set(&dir.join("cpuset.cpus"))?
-            .filter(|s| !s.is_empty()))
     }
 }
 

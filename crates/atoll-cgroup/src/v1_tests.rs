@@ -572,6 +572,49 @@ fn no_pressure_file_without_cgroup1_psi() {
 }
 
 #[test]
+fn a_kernel_without_v1_pressure_files_is_asked_once() {
+    let (fake, p, mut b) = backend();
+    tree(&mut b);
+    let want = StatSelect {
+        pressure: true,
+        ..StatSelect::CPU
+    };
+    assert_eq!(b.stats_of(&gp("web/api"), want).unwrap().cpu_pressure, None);
+    // A file that appears later (no kernel does this) is not read: the
+    // first read taught the backend that this kernel has none.
+    fake.set(
+        &p.cpu.join("atoll/web/api/cpu.pressure"),
+        "some avg10=3.00 avg60=2.00 avg300=1.00 total=500\n",
+    );
+    assert_eq!(b.stats_of(&gp("web/api"), want).unwrap().cpu_pressure, None);
+}
+
+#[test]
+fn a_kernel_with_v1_pressure_files_is_read_every_time() {
+    let (fake, p, mut b) = backend_with(
+        FakeKernel {
+            v1_psi: true,
+            ..Default::default()
+        },
+        false,
+    );
+    tree(&mut b);
+    let want = StatSelect {
+        pressure: true,
+        ..StatSelect::CPU
+    };
+    let file = p.cpu.join("atoll/web/api/cpu.pressure");
+    for total in [500, 900] {
+        fake.set(
+            &file,
+            &format!("some avg10=3.00 avg60=2.00 avg300=1.00 total={total}\n"),
+        );
+        let s = b.stats_of(&gp("web/api"), want).unwrap();
+        assert_eq!(s.cpu_pressure.unwrap().some.total_us, total);
+    }
+}
+
+#[test]
 fn capabilities_and_missing_hierarchies() {
     let (_, mut p, _) = backend();
     let caps = Cgroup1Backend::new(p.clone(), "atoll", RealFs).unwrap();

@@ -52,6 +52,7 @@ use crate::common::{
 use crate::delegate::Delegation;
 use crate::error::CgroupError;
 use crate::fs::{CgroupFs, RealFs};
+use crate::kept::{KeptFiles, Through};
 use crate::knobs::{
     format_cpu_max, format_io_max, format_io_weight, format_memory, io_max_updates, memory_matches,
     parse_cpu_max, parse_i64, parse_io_max, parse_io_weight, parse_memory, DEFAULT_PERIOD_US,
@@ -74,6 +75,8 @@ pub struct Cgroup2Backend<F: CgroupFs = RealFs> {
     added_to_parent: Vec<String>,
     delegation: Option<Delegation>,
     memo: Memo,
+    /// Counter files kept open between epochs (see [`crate::kept`]).
+    kept: KeptFiles,
     /// Knobs found different and rewritten, until taken.
     rewrites: Vec<atoll_core::backend::Rewrite>,
     rmdir_attempts: u32,
@@ -96,6 +99,7 @@ impl<F: CgroupFs> Cgroup2Backend<F> {
             added_to_parent: Vec::new(),
             delegation: None,
             memo: Memo::default(),
+            kept: KeptFiles::default(),
             rewrites: Vec::new(),
             rmdir_attempts: 10,
             rmdir_delay: Duration::from_millis(20),
@@ -740,6 +744,7 @@ impl<F: CgroupFs> Actuator for Cgroup2Backend<F> {
         // Thaw first: a task left in a frozen group would stay stopped. If
         // the thaw fails but the group was empty, the rmdir still succeeds.
         let thawed = crate::freezer::thaw_v2(&self.fs, &dir);
+        self.kept.forget_under(&dir);
         rmdir_retry(&self.fs, &dir, self.rmdir_attempts, self.rmdir_delay)
             .map_err(|e| thawed.err().unwrap_or(e))?;
         self.memo.forget_group(path);
@@ -776,10 +781,17 @@ impl<F: CgroupFs> Monitor for Cgroup2Backend<F> {
 
     fn stats_of(&self, path: &GroupPath, want: StatSelect) -> Result<GroupStats, BackendError> {
         let dir = self.dir(path);
-        if !self.fs.exists(&dir) {
+        let through = Through {
+            fs: &self.fs,
+            kept: &self.kept,
+        };
+        // Read first: a figure read proves the group is there (see the
+        // v1 backend's).
+        let st = crate::foreign::read_stats(&through, &dir, want)?;
+        if !crate::stats::has_figures(&st) && !self.fs.exists(&dir) {
             return Err(BackendError::NoGroup(path.clone()));
         }
-        Ok(crate::foreign::read_stats(&self.fs, &dir, want)?)
+        Ok(st)
     }
 
     fn cpu_pressure_file(&self, path: &GroupPath) -> Option<PathBuf> {
