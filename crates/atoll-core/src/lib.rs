@@ -28,6 +28,7 @@ pub mod num;
 pub mod plan;
 pub mod pressure;
 pub mod process;
+pub mod slo;
 pub mod spec;
 pub mod topology;
 pub mod weight;

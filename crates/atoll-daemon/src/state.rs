@@ -448,6 +448,7 @@ mod tests {
                     percentile: 99.5,
                     bound_us: 800,
                 },
+                slo: Default::default(),
                 react: atoll_core::spec::ReactPolicy {
                     pressure: Some(20.0),
                     ..Default::default()
