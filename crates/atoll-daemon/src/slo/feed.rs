@@ -148,6 +148,9 @@ mod tests {
 
     use super::*;
 
+    /// Fails a test whose thread went silent instead of hanging it.
+    const GUARD: Duration = Duration::from_secs(60);
+
     #[test]
     fn a_probe_thread_sends_samples_and_its_cpu_time() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -167,7 +170,9 @@ mod tests {
             timeout: Duration::from_secs(30),
         });
         let handle = spawn(&Name::new("shop").unwrap(), &src, tx).expect("a thread");
-        let feeds: Vec<Feed> = (0..3).map(|_| rx.recv().unwrap()).collect();
+        let feeds: Vec<Feed> = (0..3)
+            .map(|_| rx.recv_timeout(GUARD).expect("a feed"))
+            .collect();
         drop(handle);
         server.join().unwrap();
         for f in &feeds {
@@ -202,7 +207,7 @@ mod tests {
         }
         let mut got = Vec::new();
         while got.len() < 50 {
-            got.extend(rx.recv().unwrap().samples);
+            got.extend(rx.recv_timeout(GUARD).expect("a feed").samples);
         }
         drop(handle);
         got.extend(rx.try_iter().flat_map(|f| f.samples));
