@@ -268,3 +268,56 @@ fn overlay_show_names_what_it_cannot_show() {
     );
     assert!(format!("{r:?}").contains("no overlay nope"), "{r:?}");
 }
+
+#[test]
+fn a_probed_latency_is_measured_and_reported_to_the_overlay() {
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            let mut b = [0u8; 64];
+            if s.read(&mut b).is_ok() {
+                let _ = s.write_all(b"pong\n");
+            }
+        }
+    });
+    let rig = Rig::new();
+    let mut s = spec(false);
+    s.overlays[0].slo.source = atoll_core::slo::LatencySource::Probe(atoll_core::slo::ProbeSpec {
+        target: atoll_core::slo::ProbeTarget::parse(&format!("tcp://{addr}"), None).unwrap(),
+        every: Duration::from_millis(5),
+        timeout: Duration::from_secs(30),
+    });
+    let mut c = controller(&rig.sim, s, topo());
+    c.start().unwrap();
+    // The probe thread runs on the real clock; the loop on the simulated
+    // one. Wait (bounded) for a few samples to come in.
+    let mut tries = 0;
+    while show(&mut c).samples_total < 3 {
+        tries += 1;
+        assert!(
+            tries < 6000,
+            "no samples from the probe: {:?}",
+            show(&mut c)
+        );
+        std::thread::sleep(Duration::from_millis(10));
+        rig.epochs(&mut c, 1);
+    }
+    let s = show(&mut c);
+    assert_eq!(
+        (s.source.as_str(), s.timeouts, s.error.clone()),
+        ("probe", 0, None)
+    );
+    assert!(s.measured_us.is_some() && s.slack.is_some(), "{s:?}");
+    // Once a second the percentile goes to coordination as a report.
+    rig.run_for(&mut c, Duration::from_millis(1100));
+    let reported = match reply(ask(&mut c, ROOT, Request::Overlays {})) {
+        Reply::Overlays { overlays } => overlays[0].value,
+        other => panic!("{other:?}"),
+    };
+    assert!(reported.is_some(), "the measured percentile was reported");
+}
