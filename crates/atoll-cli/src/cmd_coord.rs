@@ -352,9 +352,11 @@ pub fn overlay(cmd: &OverlayCmd) -> anyhow::Result<ExitCode> {
     crate::cmd_runtime::overlay_change(socket, json, request)
 }
 
-/// `overlay ls` (no `name`) and `overlay show NAME`.
+/// `overlay ls` (no `name`) and `overlay show NAME` (with, for a latency
+/// overlay, its measurement: `slo` in the JSON).
 fn show(socket: &SocketArg, json: bool, name: Option<&String>) -> anyhow::Result<ExitCode> {
-    let overlays = Client::connect(&socket.socket)?.overlays()?;
+    let mut client = Client::connect(&socket.socket)?;
+    let overlays = client.overlays()?;
     let text = match name {
         None if json => serde_json::to_string_pretty(&overlays)? + "\n",
         None => render_coord::overlay_table(&overlays),
@@ -366,10 +368,24 @@ fn show(socket: &SocketArg, json: bool, name: Option<&String>) -> anyhow::Result
                 }
                 anyhow::bail!("no overlay {name} (overlays: {})", names.join(", "));
             };
+            let slo = match o.property {
+                atoll_core::coord::Property::LatencyPercentile { .. } => {
+                    Some(client.overlay_show(name)?)
+                }
+                _ => None,
+            };
             if json {
-                serde_json::to_string_pretty(o)? + "\n"
+                let mut v = serde_json::to_value(o)?;
+                if let (Some(slo), Some(obj)) = (&slo, v.as_object_mut()) {
+                    obj.insert("slo".into(), serde_json::to_value(slo)?);
+                }
+                serde_json::to_string_pretty(&v)? + "\n"
             } else {
-                render_coord::overlay_detail(o)
+                let mut t = render_coord::overlay_detail(o);
+                if let Some(slo) = &slo {
+                    t.push_str(&render_coord::slo_detail(slo));
+                }
+                t
             }
         }
     };

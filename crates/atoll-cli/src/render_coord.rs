@@ -171,6 +171,52 @@ pub fn overlay_detail(o: &OverlayStatus) -> String {
     out
 }
 
+/// The measurement lines of `overlay show` for a latency overlay, in the
+/// same columns as [`overlay_detail`].
+pub fn slo_detail(s: &atoll_proto::slo::SloStatus) -> String {
+    let mut out = String::new();
+    let mut line = |key: &str, text: String| {
+        let _ = writeln!(out, "  {key:<9} {text}");
+    };
+    let measured = match (s.measured_us, s.slack) {
+        (Some(m), Some(k)) => format!(
+            "p{} {m:.0} us, SLO {} us, slack {k:.2}{}",
+            s.percentile,
+            s.slo_us,
+            if k < 0.0 { " (missed)" } else { "" }
+        ),
+        _ => format!("nothing yet, SLO {} us", s.slo_us),
+    };
+    line("measured", measured);
+    let mut source = format!(
+        "{}, {} samples in the window, {} in all",
+        s.source, s.samples, s.samples_total
+    );
+    if s.source != "report" {
+        let _ = write!(
+            source,
+            ", {} timed out, {:.3} s of CPU time",
+            s.timeouts,
+            s.probe_cpu_us as f64 / 1e6
+        );
+    }
+    line("source", source);
+    if let Some(e) = &s.error {
+        line("error", e.clone());
+    }
+    if let Some(level) = s.be_level {
+        line(
+            "beside",
+            format!(
+                "{} as best effort, level {level}/{}",
+                s.best_effort.join(", "),
+                s.be_steps
+            ),
+        );
+    }
+    out
+}
+
 /// A coordination answer: the daemon's words.
 pub fn coordinated(c: &Coordinated) -> String {
     format!("{c}\n")
@@ -330,5 +376,40 @@ mod tests {
         };
         assert_eq!(reported(&r), "overlay shop: the property holds\n");
         assert_eq!(reported_json(&r)["action"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn slo_detail_says_the_measurement_its_cost_and_the_best_effort_level() {
+        let mut s = atoll_proto::slo::SloStatus {
+            overlay: "shop".into(),
+            source: "probe".into(),
+            percentile: 99.0,
+            slo_us: 1000,
+            measured_us: Some(1250.0),
+            slack: Some(-0.25),
+            samples: 40,
+            samples_total: 900,
+            timeouts: 2,
+            probe_cpu_us: 12_500,
+            error: Some("tcp://127.0.0.1:1: refused".into()),
+            best_effort: vec!["batch".into()],
+            be_level: Some(0),
+            be_steps: 8,
+        };
+        assert_eq!(
+            slo_detail(&s),
+            "  measured  p99 1250 us, SLO 1000 us, slack -0.25 (missed)\n  \
+             source    probe, 40 samples in the window, 900 in all, 2 timed out, 0.013 s of CPU time\n  \
+             error     tcp://127.0.0.1:1: refused\n  \
+             beside    batch as best effort, level 0/8\n"
+        );
+        s.source = "report".into();
+        s.measured_us = None;
+        s.error = None;
+        s.be_level = None;
+        assert_eq!(
+            slo_detail(&s),
+            "  measured  nothing yet, SLO 1000 us\n  source    report, 40 samples in the window, 900 in all\n"
+        );
     }
 }

@@ -98,6 +98,21 @@ impl Client {
         }
     }
 
+    /// One latency overlay as the daemon measures it: the percentile over
+    /// its window, the SLO and the slack, the source and its CPU cost, its
+    /// best-effort units' level.
+    pub fn overlay_show(
+        &mut self,
+        overlay: &str,
+    ) -> Result<atoll_proto::slo::SloStatus, ClientError> {
+        match self.request(Request::OverlayShow {
+            overlay: overlay.to_string(),
+        })? {
+            Reply::OverlayShown(s) => Ok(*s),
+            other => Err(self.unexpected("overlay_shown", &other)),
+        }
+    }
+
     /// Sends one coordination message on behalf of island `from` (`None`:
     /// the daemon picks the island of the message's unit, or of the
     /// overlay's first unit).

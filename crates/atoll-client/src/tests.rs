@@ -154,6 +154,7 @@ fn typed_calls_send_sequential_ids_and_decode_replies() {
             | Request::OverlayAdd { .. }
             | Request::OverlaySet { .. }
             | Request::OverlayRm { .. }
+            | Request::OverlayShow { .. }
             | Request::ConfigDump {} => unreachable!("not sent by this test"),
         };
         vec![ok(req.id, reply)]

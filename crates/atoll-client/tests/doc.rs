@@ -105,6 +105,9 @@ fn every_request() -> Vec<Request> {
         Request::OverlayRm {
             overlay: "o".into(),
         },
+        Request::OverlayShow {
+            overlay: "o".into(),
+        },
         Request::ConfigDump {},
     ];
     for r in &all {
@@ -128,6 +131,7 @@ fn every_request() -> Vec<Request> {
             | Request::OverlayAdd { .. }
             | Request::OverlaySet { .. }
             | Request::OverlayRm { .. }
+            | Request::OverlayShow { .. }
             | Request::ConfigDump {} => {}
         }
     }
@@ -155,6 +159,7 @@ fn every_reply_kind() -> Vec<&'static str> {
         Reply::UnitRemoved { .. } => "unit_removed",
         Reply::Overlay { .. } => "overlay",
         Reply::OverlayRemoved { .. } => "overlay_removed",
+        Reply::OverlayShown(_) => "overlay_shown",
         Reply::Config { .. } => "config",
     };
     let stopping = Reply::Stopping;
@@ -181,6 +186,7 @@ fn every_reply_kind() -> Vec<&'static str> {
         "unit_removed",
         "overlay",
         "overlay_removed",
+        "overlay_shown",
         "config",
     ]
 }

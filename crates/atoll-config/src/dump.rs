@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use atoll_core::awm::Recipe;
 use atoll_core::coord::{ArbitrationPolicy, Property};
+use atoll_core::slo::{LatencySource, LogFormat, ProbeTarget, SloConfig};
 use atoll_core::spec::{
     AdoptRule, AppsSpec, IslandSpec, OverlayConfig, PlatformSpec, RtClass, SchedPolicy,
     SharePolicy, UnitSpec,
@@ -341,7 +342,59 @@ fn overlay(o: &OverlayConfig) -> Result<Table, DumpError> {
     if let Some(q) = o.react.recv_queue {
         t.insert("react_recv_queue", value(format_size(q)));
     }
+    slo(&mut t, &o.slo, &key)?;
     Ok(t)
+}
+
+/// The overlay keys of its latency source and best-effort units (none for
+/// the default: app-reported latency, nothing beside).
+fn slo(t: &mut Table, s: &SloConfig, key: &str) -> Result<(), DumpError> {
+    if s.is_default() {
+        return Ok(());
+    }
+    t.insert("latency_source", value(s.source.kind()));
+    t.insert(
+        "window_ms",
+        value(millis(s.window, &format!("{key}.window_ms"))?),
+    );
+    match &s.source {
+        LatencySource::Report => {}
+        LatencySource::Probe(p) => {
+            t.insert("probe", value(p.target.url()));
+            if let ProbeTarget::Tcp { send, .. } = &p.target {
+                t.insert("probe_send", value(send.as_str()));
+            }
+            t.insert(
+                "probe_every_ms",
+                value(millis(p.every, &format!("{key}.probe_every_ms"))?),
+            );
+            t.insert(
+                "probe_timeout_ms",
+                value(millis(p.timeout, &format!("{key}.probe_timeout_ms"))?),
+            );
+        }
+        LatencySource::AccessLog(l) => {
+            let path = l.path.to_str().ok_or_else(|| DumpError {
+                key: format!("{key}.access_log"),
+                problem: "the path is not UTF-8".into(),
+            })?;
+            t.insert("access_log", value(path));
+            match l.format {
+                LogFormat::Field { index, unit } => {
+                    t.insert("log_format", value("nginx"));
+                    t.insert("log_field", value(i64::from(index)));
+                    t.insert("log_unit", value(unit.as_str()));
+                }
+                LogFormat::Haproxy => {
+                    t.insert("log_format", value("haproxy"));
+                }
+            }
+        }
+    }
+    if !s.best_effort.is_empty() {
+        t.insert("best_effort", value(names(&s.best_effort)));
+    }
+    Ok(())
 }
 
 fn comm(c: &atoll_core::comm::CommSpec) -> Result<Table, DumpError> {

@@ -31,6 +31,7 @@ mod overlay;
 mod raw;
 mod resolve;
 mod size;
+mod slo;
 mod spans;
 mod summary;
 

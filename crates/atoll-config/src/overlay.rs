@@ -69,6 +69,7 @@ pub(crate) fn resolve(
             return None;
         }
     };
+    let slo = crate::slo::resolve(&path, raw, problems)?;
     Some(OverlayConfig {
         name: name.clone(),
         priority: raw.priority.unwrap_or(0),
@@ -79,5 +80,6 @@ pub(crate) fn resolve(
             utilization: raw.react_utilization,
             recv_queue: raw.react_recv_queue.map(|s| s.0),
         },
+        slo,
     })
 }

@@ -295,6 +295,30 @@ pub(crate) struct RawOverlay {
     pub react_utilization: Option<f64>,
     /// Receive-queue bytes of a unit's sockets that trigger it.
     pub react_recv_queue: Option<Size>,
+    /// `report` (default), `probe` or `access_log`.
+    pub latency_source: Option<String>,
+    /// Span of the percentile window, ms.
+    pub window_ms: Option<u64>,
+    /// `http://host:port/path` or `tcp://host:port` (source `probe`).
+    pub probe: Option<String>,
+    /// What a TCP probe sends.
+    pub probe_send: Option<String>,
+    /// Time between two probes, ms.
+    pub probe_every_ms: Option<u64>,
+    /// A probe's timeout, ms.
+    pub probe_timeout_ms: Option<u64>,
+    /// The log file (source `access_log`).
+    pub access_log: Option<PathBuf>,
+    /// `nginx` (default) or `haproxy`.
+    pub log_format: Option<String>,
+    /// Whitespace-separated field holding the request time (1-based, or
+    /// negative from the end), for `nginx`.
+    pub log_field: Option<i32>,
+    /// `s` (default), `ms` or `us`, for `nginx`.
+    pub log_unit: Option<String>,
+    /// Units run as best effort beside the overlay's.
+    #[serde(default)]
+    pub best_effort: Vec<Name>,
 }
 
 /// One entry of `io_limits`.

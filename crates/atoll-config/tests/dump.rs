@@ -10,6 +10,9 @@ use std::time::Duration;
 
 use atoll_config::{parse, to_toml};
 use atoll_core::coord::{ArbitrationPolicy, Property};
+use atoll_core::slo::{
+    AccessLogSpec, LatencySource, LogFormat, ProbeSpec, ProbeTarget, SloConfig, TimeUnit,
+};
 use atoll_core::spec::{
     AdoptRule, DeviceId, Entitlement, HostSpec, IoEntitlement, IoLimit, IslandAccess, IslandSpec,
     IsolationMode, IsolationSpec, MemoryEntitlement, OverlayConfig, PlatformSpec, ReactPolicy,
@@ -232,6 +235,53 @@ fn random_unit(g: &mut Gen, i: usize, island: &IslandSpec) -> UnitSpec {
     }
 }
 
+/// A latency overlay's source (any of the three) and maybe a best-effort
+/// unit taken from `free`; the default for other properties.
+fn random_slo(g: &mut Gen, property: &Property, free: &mut Vec<Name>) -> SloConfig {
+    if !matches!(property, Property::LatencyPercentile { .. }) {
+        return SloConfig::default();
+    }
+    let source = match g.below(3) {
+        0 => LatencySource::Report,
+        1 => LatencySource::Probe(ProbeSpec {
+            target: if g.coin() {
+                ProbeTarget::Http {
+                    addr: format!("127.0.0.1:{}", g.range(1, 65535)),
+                    path: format!("/p{}", g.below(9)),
+                }
+            } else {
+                ProbeTarget::Tcp {
+                    addr: format!("localhost:{}", g.range(1, 65535)),
+                    send: "PING\r\n".into(),
+                }
+            },
+            every: Duration::from_millis(g.range(1, 10_000)),
+            timeout: Duration::from_millis(g.range(1, 10_000)),
+        }),
+        _ => LatencySource::AccessLog(AccessLogSpec {
+            path: PathBuf::from(format!("/var/log/w{}/access.log", g.below(9))),
+            format: if g.coin() {
+                LogFormat::Haproxy
+            } else {
+                LogFormat::Field {
+                    index: [-1, -2, 1, 7][g.index(4)],
+                    unit: [TimeUnit::S, TimeUnit::Ms, TimeUnit::Us][g.index(3)],
+                }
+            },
+        }),
+    };
+    let best_effort = if g.coin() && !free.is_empty() {
+        vec![free.remove(0)]
+    } else {
+        Vec::new()
+    };
+    SloConfig {
+        source,
+        window: Duration::from_millis(g.range(1, 100_000)),
+        best_effort,
+    }
+}
+
 fn random_spec(seed: u64) -> PlatformSpec {
     let mut g = Gen(seed);
     // two_socket(): CPUs 0-31, nodes 0 and 1.
@@ -279,6 +329,7 @@ fn random_spec(seed: u64) -> PlatformSpec {
             name: name(format!("o{o}")),
             priority: g.u8_in(0, 255),
             units: members,
+            slo: random_slo(&mut g, &property, &mut free),
             property,
             react: ReactPolicy {
                 pressure: g.coin().then(|| g.quarters(100.0)),
@@ -295,6 +346,7 @@ fn random_spec(seed: u64) -> PlatformSpec {
             property: Property::PlatformCpuCap {
                 cpus: islands.len() as f64 * 0.5 + g.below(4) as f64,
             },
+            slo: Default::default(),
             react: ReactPolicy::default(),
         });
     }

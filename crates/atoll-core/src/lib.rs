@@ -30,6 +30,7 @@ pub mod plan;
 pub mod power;
 pub mod pressure;
 pub mod process;
+pub mod slo;
 pub mod spec;
 pub mod topology;
 pub mod weight;

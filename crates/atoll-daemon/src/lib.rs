@@ -35,6 +35,7 @@ pub mod rt_guard;
 pub mod run;
 pub mod services;
 pub mod setup;
+pub mod slo;
 pub mod state;
 pub mod telemetry;
 pub mod units;

@@ -57,6 +57,7 @@ fn sample() -> SavedState {
                 percentile: 99.5,
                 bound_us: 800,
             },
+            slo: Default::default(),
             react: atoll_core::spec::ReactPolicy {
                 pressure: Some(20.0),
                 ..Default::default()

@@ -40,6 +40,7 @@ fn overlay(name: &str, units: &[&str], property: Property) -> OverlayConfig {
         priority: 5,
         units: units.iter().map(|u| n(u)).collect(),
         property,
+        slo: Default::default(),
         react: ReactPolicy::default(),
     }
 }

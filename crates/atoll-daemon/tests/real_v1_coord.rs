@@ -109,6 +109,7 @@ fn coordination_on_the_real_cgroup1_kernel() {
                     percentile: 99.0,
                     bound_us: 1000,
                 },
+                slo: Default::default(),
                 react: Default::default(),
             },
             OverlayConfig {
@@ -116,6 +117,7 @@ fn coordination_on_the_real_cgroup1_kernel() {
                 priority: 0,
                 units: vec![],
                 property: Property::PlatformCpuCap { cpus: 1.0 },
+                slo: Default::default(),
                 react: Default::default(),
             },
         ],
@@ -215,6 +217,7 @@ fn react_pressure_on_the_real_cgroup1_kernel() {
                 percentile: 99.0,
                 bound_us: 1000,
             },
+            slo: Default::default(),
             react: atoll_core::spec::ReactPolicy {
                 pressure: Some(20.0),
                 ..Default::default()

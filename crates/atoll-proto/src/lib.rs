@@ -22,6 +22,7 @@ pub mod apps;
 pub mod coord;
 pub mod energy;
 pub mod runtime;
+pub mod slo;
 pub mod status;
 pub mod strict;
 
@@ -187,6 +188,13 @@ pub enum Request {
         /// What changes.
         settings: runtime::OverlaySettings,
     },
+    /// One latency overlay as atoll measures it (see [`slo`]): the
+    /// percentile over its window, the SLO and the slack, its source and
+    /// what the source costs, its best-effort units' level.
+    OverlayShow {
+        /// The overlay.
+        overlay: String,
+    },
     /// Deregister an overlay added at run time.
     OverlayRm {
         /// The overlay.
@@ -260,6 +268,7 @@ impl Request {
             Self::OverlayAdd { overlay, .. } => format!("add overlay {overlay}"),
             Self::OverlaySet { overlay, .. } => format!("set overlay {overlay}"),
             Self::OverlayRm { overlay } => format!("remove overlay {overlay}"),
+            Self::OverlayShow { overlay } => format!("show overlay {overlay}"),
             Self::ConfigDump {} => "config dump".into(),
         }
     }
@@ -273,6 +282,7 @@ impl Request {
             Self::Status {}
             | Self::Why { .. }
             | Self::Overlays {}
+            | Self::OverlayShow { .. }
             | Self::Apps {}
             | Self::ConfigDump {} => false,
             Self::Adopt { .. }
@@ -454,6 +464,8 @@ pub enum Reply {
         /// The overlay.
         overlay: coord::OverlayStatus,
     },
+    /// Answer to [`Request::OverlayShow`].
+    OverlayShown(Box<slo::SloStatus>),
     /// Answer to [`Request::OverlayRm`].
     OverlayRemoved {
         /// The overlay.

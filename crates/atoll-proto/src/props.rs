@@ -100,6 +100,7 @@ fn requests() -> impl Strategy<Value = Request> {
             }
         }),
         text().prop_map(|overlay| Request::OverlayRm { overlay }),
+        text().prop_map(|overlay| Request::OverlayShow { overlay }),
         Just(Request::ConfigDump {}),
     ]
 }

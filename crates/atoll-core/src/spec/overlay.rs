@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{PlatformSpec, SpecError};
 use crate::coord::{CoordConfig, OverlaySpec, Property};
+use crate::slo::{LatencySource, SloConfig};
 use crate::Name;
 
 /// An overlay declared in the platform description.
@@ -29,6 +30,10 @@ pub struct OverlayConfig {
     /// What the daemon watches for it every epoch.
     #[serde(default)]
     pub react: ReactPolicy,
+    /// Where its latency comes from and which units run beside it as best
+    /// effort ([`crate::slo`]).
+    #[serde(default, skip_serializing_if = "SloConfig::is_default")]
+    pub slo: SloConfig,
 }
 
 /// The reactive policy of an overlay: monitored thresholds that make the
@@ -195,6 +200,99 @@ pub(super) fn validate_overlays(spec: &PlatformSpec, errs: &mut Vec<SpecError>) 
                 "a queue threshold must be above 0 bytes",
             ));
         }
+        validate_slo(spec, o, &key, errs);
+    }
+    validate_best_effort_owners(spec, errs);
+}
+
+/// Checks an overlay's latency source and best-effort units.
+fn validate_slo(spec: &PlatformSpec, o: &OverlayConfig, key: &str, errs: &mut Vec<SpecError>) {
+    let is_latency = matches!(o.property, Property::LatencyPercentile { .. });
+    let slo = &o.slo;
+    if !is_latency && slo.source != LatencySource::Report {
+        errs.push(SpecError::new(
+            format!("{key}.latency_source"),
+            format!(
+                "a {} source measures latency, and this overlay's property is not `latency_us`",
+                slo.source.kind()
+            ),
+        ));
+    }
+    if slo.window.is_zero() {
+        errs.push(SpecError::new(
+            format!("{key}.window_ms"),
+            "a percentile window must be longer than 0 ms",
+        ));
+    }
+    if let LatencySource::Probe(p) = &slo.source {
+        if p.every.is_zero() {
+            errs.push(SpecError::new(
+                format!("{key}.probe_every_ms"),
+                "probes need a time between them above 0 ms",
+            ));
+        }
+        if p.timeout.is_zero() {
+            errs.push(SpecError::new(
+                format!("{key}.probe_timeout_ms"),
+                "a probe's timeout must be above 0 ms",
+            ));
+        }
+    }
+    if let LatencySource::AccessLog(l) = &slo.source {
+        if !l.path.is_absolute() {
+            errs.push(SpecError::new(
+                format!("{key}.access_log"),
+                format!("{} is not an absolute path", l.path.display()),
+            ));
+        }
+        if matches!(l.format, crate::slo::LogFormat::Field { index: 0, .. }) {
+            errs.push(SpecError::new(
+                format!("{key}.log_field"),
+                "fields count from 1 (or from -1, the last)",
+            ));
+        }
+    }
+    if !slo.best_effort.is_empty() && !is_latency {
+        errs.push(SpecError::new(
+            format!("{key}.best_effort"),
+            "best-effort units are run beside a latency SLO, and this overlay's property is not `latency_us`",
+        ));
+    }
+    for (i, u) in slo.best_effort.iter().enumerate() {
+        let ukey = format!("{key}.best_effort[{i}]");
+        if !spec.units.iter().any(|s| &s.name == u) {
+            errs.push(SpecError::new(
+                ukey,
+                format!("no unit named {:?} in the platform description", u.as_str()),
+            ));
+        } else if slo.best_effort[..i].contains(u) {
+            errs.push(SpecError::new(ukey, format!("unit {u} is listed twice")));
+        } else if o.units.contains(u) {
+            errs.push(SpecError::new(
+                ukey,
+                format!("unit {u} is one of the overlay's latency-critical units"),
+            ));
+        }
+    }
+}
+
+/// A best-effort unit belongs to one overlay's `best_effort` at most.
+fn validate_best_effort_owners(spec: &PlatformSpec, errs: &mut Vec<SpecError>) {
+    let mut owner: Vec<(&Name, &Name)> = Vec::new();
+    for o in &spec.overlays {
+        for (i, u) in o.slo.best_effort.iter().enumerate() {
+            if o.slo.best_effort[..i].contains(u) {
+                continue;
+            }
+            if let Some((_, other)) = owner.iter().find(|(unit, _)| *unit == u) {
+                errs.push(SpecError::new(
+                    format!("overlay.{}.best_effort[{i}]", o.name),
+                    format!("unit {u} is best effort for overlay {other} already"),
+                ));
+            } else {
+                owner.push((u, &o.name));
+            }
+        }
     }
 }
 
@@ -210,6 +308,7 @@ mod tests {
             priority: 0,
             units: units.iter().map(|u| n(u)).collect(),
             property,
+            slo: Default::default(),
             react: ReactPolicy::default(),
         }
     }
@@ -285,5 +384,52 @@ mod tests {
         assert!(errs[3].problem.contains("overlay a"), "{}", errs[3]);
         assert!(errs[5].problem.contains("14 CPUs"), "{}", errs[5]);
         assert!(errs[6].problem.contains("overlay c"), "{}", errs[6]);
+    }
+
+    #[test]
+    fn latency_sources_and_best_effort_units_are_checked() {
+        use std::time::Duration;
+
+        use crate::slo::{AccessLogSpec, LogFormat, ProbeSpec, ProbeTarget};
+        let mut s = spec();
+        s.units.push(UnitSpec {
+            name: n("batch"),
+            island: n("web"),
+            entitlement: Entitlement::default(),
+            adopt: vec![],
+            rt_priority: None,
+        });
+        let mut a = overlay("a", &["api"], latency());
+        a.slo.best_effort = vec![n("batch"), n("api"), n("nope")];
+        a.slo.source = LatencySource::Probe(ProbeSpec {
+            target: ProbeTarget::parse("http://127.0.0.1:1/", None).unwrap(),
+            every: Duration::ZERO,
+            timeout: Duration::from_secs(1),
+        });
+        s.overlays.push(a);
+        let mut b = overlay("b", &["db"], Property::ThroughputFloor { per_s: 5.0 });
+        b.slo.source = LatencySource::AccessLog(AccessLogSpec {
+            path: "relative.log".into(),
+            format: LogFormat::NGINX,
+        });
+        b.slo.best_effort = vec![n("batch")];
+        s.overlays.push(b);
+        let errs = s.validate(&topo16()).unwrap_err();
+        let keys: Vec<_> = errs.iter().map(|e| e.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "overlay.a.probe_every_ms",
+                "overlay.a.best_effort[1]",
+                "overlay.a.best_effort[2]",
+                "overlay.b.latency_source",
+                "overlay.b.access_log",
+                "overlay.b.best_effort",
+                "overlay.b.best_effort[0]",
+            ],
+            "{errs:#?}"
+        );
+        assert!(errs[1].problem.contains("latency-critical"), "{}", errs[1]);
+        assert!(errs[6].problem.contains("overlay a"), "{}", errs[6]);
     }
 }

@@ -53,6 +53,7 @@ fn fake_loop(rx: Receiver<Command>, callers: Sender<Caller>) -> JoinHandle<()> {
                 | Request::OverlayAdd { .. }
                 | Request::OverlaySet { .. }
                 | Request::OverlayRm { .. }
+                | Request::OverlayShow { .. }
                 | Request::ConfigDump {}
                 | Request::Reload {} => Reply::Stopping,
                 Request::Status {} => {

@@ -11,8 +11,10 @@
 //! 3. `coordination`: what overlays tuned (weight, cap, RT budget,
 //!    `memory.high`, boosts) and the CPUs and cap share of each island
 //!    ([`crate::coord`]);
-//! 4. `comm`: the communication boosts ([`crate::comm`]);
-//! 5. `apps`: an application unit's suspension and CPUs of its own
+//! 4. `slo`: best-effort units held below their configured settings while
+//!    a latency SLO lacks slack ([`crate::slo`]);
+//! 5. `comm`: the communication boosts ([`crate::comm`]);
+//! 6. `apps`: an application unit's suspension and CPUs of its own
 //!    ([`crate::apps`]).
 //!
 //! The [`Composer`] owns what was written to every group. Steps update

@@ -30,6 +30,7 @@ mod repair;
 mod requests;
 mod runtime;
 mod runtime_overlay;
+mod slo;
 mod start;
 mod status;
 mod teardown;
@@ -165,6 +166,7 @@ pub struct Controller {
     iso: Isolation,
     comm: Comm,
     apps: Apps,
+    slo: crate::slo::Slo,
     services: Services,
     /// RAPL and cpufreq, on a real machine (see [`crate::power`]).
     power: Option<crate::power::Power>,
@@ -195,17 +197,19 @@ pub struct Controller {
 }
 
 /// The layers over the plan, in the order they are laid: isolation,
-/// coordination, comm, apps. The one place that order is written.
+/// coordination, slo (best-effort units beside a latency SLO), comm, apps.
+/// The one place that order is written.
 fn stack<'a>(
     reg: &'a Registry,
     iso: &'a Isolation,
     coord: &'a Coordination,
+    slo: &'a crate::slo::Slo,
     comm: &'a Comm,
     apps: &'a Apps,
 ) -> Stack<'a> {
     Stack {
         reg,
-        layers: vec![iso, coord, comm, apps],
+        layers: vec![iso, coord, slo, comm, apps],
     }
 }
 
@@ -258,6 +262,7 @@ impl Controller {
             iso: Isolation::default(),
             comm: Comm::default(),
             apps,
+            slo: crate::slo::Slo::default(),
             services: Services::default(),
             power: None,
             meter,
@@ -318,6 +323,7 @@ impl Controller {
         }
         watch.lap(Step::Load);
         self.coordinate(now);
+        self.measure_slos(now);
         watch.lap(Step::Coordination);
         self.isolate(now);
         watch.lap(Step::Isolation);
@@ -521,7 +527,14 @@ impl Controller {
         if !self.compose.pending() {
             return Ok(());
         }
-        let stack = stack(&self.reg, &self.iso, &self.coord, &self.comm, &self.apps);
+        let stack = stack(
+            &self.reg,
+            &self.iso,
+            &self.coord,
+            &self.slo,
+            &self.comm,
+            &self.apps,
+        );
         self.compose
             .flush(&stack, &mut *self.env.backend, &mut self.log, now)
     }

@@ -41,6 +41,9 @@ pub enum RequestError {
     /// `unit_*`, `overlay_*`, `config_dump`.
     #[error(transparent)]
     Runtime(#[from] super::runtime::RuntimeError),
+    /// `overlay_show`.
+    #[error(transparent)]
+    Slo(#[from] crate::slo::SloError),
 }
 
 impl RequestError {
@@ -87,6 +90,8 @@ impl RequestError {
                 AppsError::Process(_) => unreachable!("matched above"),
             },
             Self::StopDenied(_) | Self::ReloadDenied(_) => ErrorCode::PermissionDenied,
+            Self::Slo(crate::slo::SloError::NoOverlay(_)) => ErrorCode::NotFound,
+            Self::Slo(crate::slo::SloError::NotLatency(_)) => ErrorCode::BadRequest,
             Self::Reload(super::ReloadError::Refused { .. }) => ErrorCode::Backend,
             Self::Reload(_) => ErrorCode::BadRequest,
             Self::Runtime(e) => e.code(),
@@ -153,6 +158,7 @@ impl Controller {
             Request::OverlayRm { overlay } => self
                 .overlay_rm(caller, &summary, &overlay)
                 .map_err(Into::into),
+            Request::OverlayShow { overlay } => self.overlay_show(&overlay).map_err(Into::into),
             Request::ConfigDump {} => self.config_dump().map_err(Into::into),
         };
         self.settle();

@@ -96,6 +96,7 @@ fn overlay_config(
         units,
         property,
         react,
+        slo: base.map(|b| b.slo.clone()).unwrap_or_default(),
     })
 }
 

@@ -420,6 +420,12 @@ impl Coordination {
     }
 
     /// The island of a unit the manager knows.
+    /// The value last reported for `overlay` (by the application or by the
+    /// `slo` component's measurement).
+    pub fn reported(&self, overlay: &Name) -> Option<f64> {
+        self.overlays.get(overlay).and_then(|o| o.value)
+    }
+
     pub(crate) fn island_of(&self, unit: &Name) -> Option<&Name> {
         self.base.get(unit).map(|(i, _)| i)
     }

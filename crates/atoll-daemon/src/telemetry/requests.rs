@@ -7,7 +7,7 @@ use atoll_proto::{ErrorCode, Request, ResponseEnvelope};
 
 /// Operations, as the wire's `op` names them; `invalid` for a line that is
 /// no request (not JSON, unknown op, too long).
-pub const OPS: [&str; 21] = [
+pub const OPS: [&str; 22] = [
     "status",
     "adopt",
     "why",
@@ -28,6 +28,7 @@ pub const OPS: [&str; 21] = [
     "overlay_set",
     "overlay_rm",
     "config_dump",
+    "overlay_show",
     "invalid",
 ];
 
@@ -69,6 +70,7 @@ pub fn op_index(request: &Request) -> usize {
         Request::OverlaySet { .. } => 17,
         Request::OverlayRm { .. } => 18,
         Request::ConfigDump {} => 19,
+        Request::OverlayShow { .. } => 20,
     }
 }
 
@@ -173,6 +175,9 @@ mod tests {
                 overlay: "o".into(),
             },
             Request::ConfigDump {},
+            Request::OverlayShow {
+                overlay: "o".into(),
+            },
         ];
         for r in requests {
             let json = serde_json::to_value(&r).unwrap();

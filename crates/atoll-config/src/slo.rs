@@ -1,0 +1,145 @@
+//! An overlay's latency source and best-effort units: the keys
+//! `latency_source`, `window_ms`, `probe*`, `access_log`, `log_*` and
+//! `best_effort` of `[overlay.NAME]`, to a [`SloConfig`].
+//!
+//! Each key belongs to one source; a key of another source than the one
+//! chosen is refused at its own key, so nothing written is ignored.
+
+use std::time::Duration;
+
+use atoll_core::slo::source::{DEFAULT_PROBE_EVERY, DEFAULT_PROBE_TIMEOUT, DEFAULT_WINDOW};
+use atoll_core::slo::{
+    AccessLogSpec, LatencySource, LogFormat, ProbeSpec, ProbeTarget, SloConfig, TimeUnit,
+};
+
+use crate::error::Problem;
+use crate::raw::RawOverlay;
+use crate::spans::join;
+
+/// Resolves the SLO keys of the overlay table at `path`; `None` when one
+/// is wrong (reported in `problems`).
+pub(crate) fn resolve(
+    path: &str,
+    raw: &RawOverlay,
+    problems: &mut Vec<Problem>,
+) -> Option<SloConfig> {
+    let before = problems.len();
+    let kind = raw.latency_source.as_deref().unwrap_or("report");
+    let mut stray = |key: &str, set: bool, owner: &str| {
+        if set && kind != owner {
+            problems.push(Problem::at_key(
+                join(path, key),
+                format!(
+                    "`{key}` is for latency_source = \"{owner}\", and this overlay's is \"{kind}\""
+                ),
+            ));
+        }
+    };
+    stray("probe", raw.probe.is_some(), "probe");
+    stray("probe_send", raw.probe_send.is_some(), "probe");
+    stray("probe_every_ms", raw.probe_every_ms.is_some(), "probe");
+    stray("probe_timeout_ms", raw.probe_timeout_ms.is_some(), "probe");
+    stray("access_log", raw.access_log.is_some(), "access_log");
+    stray("log_format", raw.log_format.is_some(), "access_log");
+    stray("log_field", raw.log_field.is_some(), "access_log");
+    stray("log_unit", raw.log_unit.is_some(), "access_log");
+    let source = match kind {
+        "report" => LatencySource::Report,
+        "probe" => probe(path, raw, problems)?,
+        "access_log" => access_log(path, raw, problems)?,
+        other => {
+            problems.push(Problem::at_key(
+                join(path, "latency_source"),
+                format!(
+                    "{other:?} is not a latency source: \"report\", \"probe\" or \"access_log\""
+                ),
+            ));
+            return None;
+        }
+    };
+    if problems.len() > before {
+        return None;
+    }
+    Some(SloConfig {
+        source,
+        window: raw.window_ms.map_or(DEFAULT_WINDOW, Duration::from_millis),
+        best_effort: raw.best_effort.clone(),
+    })
+}
+
+fn probe(path: &str, raw: &RawOverlay, problems: &mut Vec<Problem>) -> Option<LatencySource> {
+    let Some(url) = &raw.probe else {
+        problems.push(Problem::at_key(
+            join(path, "probe"),
+            "latency_source = \"probe\" needs `probe`, the endpoint (http://host:port/path or tcp://host:port)",
+        ));
+        return None;
+    };
+    let target = ProbeTarget::parse(url, raw.probe_send.as_deref())
+        .map_err(|e| problems.push(Problem::at_key(join(path, "probe"), e)))
+        .ok()?;
+    Some(LatencySource::Probe(ProbeSpec {
+        target,
+        every: raw
+            .probe_every_ms
+            .map_or(DEFAULT_PROBE_EVERY, Duration::from_millis),
+        timeout: raw
+            .probe_timeout_ms
+            .map_or(DEFAULT_PROBE_TIMEOUT, Duration::from_millis),
+    }))
+}
+
+fn access_log(path: &str, raw: &RawOverlay, problems: &mut Vec<Problem>) -> Option<LatencySource> {
+    let Some(file) = &raw.access_log else {
+        problems.push(Problem::at_key(
+            join(path, "access_log"),
+            "latency_source = \"access_log\" needs `access_log`, the log file's path",
+        ));
+        return None;
+    };
+    let format = match raw.log_format.as_deref().unwrap_or("nginx") {
+        "nginx" => {
+            let unit = match raw.log_unit.as_deref().unwrap_or("s") {
+                "s" => TimeUnit::S,
+                "ms" => TimeUnit::Ms,
+                "us" => TimeUnit::Us,
+                other => {
+                    problems.push(Problem::at_key(
+                        join(path, "log_unit"),
+                        format!("{other:?} is not \"s\", \"ms\" or \"us\""),
+                    ));
+                    return None;
+                }
+            };
+            LogFormat::Field {
+                index: raw.log_field.unwrap_or(-1),
+                unit,
+            }
+        }
+        "haproxy" => {
+            for (key, set) in [
+                ("log_field", raw.log_field.is_some()),
+                ("log_unit", raw.log_unit.is_some()),
+            ] {
+                if set {
+                    problems.push(Problem::at_key(
+                        join(path, key),
+                        format!("`{key}` is for log_format = \"nginx\"; HAProxy's total time is the last of its timers, in ms"),
+                    ));
+                }
+            }
+            LogFormat::Haproxy
+        }
+        other => {
+            problems.push(Problem::at_key(
+                join(path, "log_format"),
+                format!("{other:?} is not a log format: \"nginx\" or \"haproxy\""),
+            ));
+            return None;
+        }
+    };
+    Some(LatencySource::AccessLog(AccessLogSpec {
+        path: file.clone(),
+        format,
+    }))
+}

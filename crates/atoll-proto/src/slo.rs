@@ -1,0 +1,43 @@
+//! What `overlay_show` answers: an overlay's latency as atoll measures it,
+//! its SLO and slack, and its best-effort units' level.
+
+use serde::{Deserialize, Serialize};
+
+/// One latency overlay's measurement.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SloStatus {
+    /// The overlay.
+    pub overlay: String,
+    /// Where its latency comes from: `report`, `probe` or `access_log`.
+    pub source: String,
+    /// The percentile of the SLO.
+    pub percentile: f64,
+    /// The SLO, µs.
+    pub slo_us: u64,
+    /// The percentile measured over the window (or the value last
+    /// reported, for `report`), µs; `None` before the first sample.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_us: Option<f64>,
+    /// `(slo - measured) / slo`; below 0 when the SLO is missed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slack: Option<f64>,
+    /// Samples in the window now.
+    pub samples: u64,
+    /// Samples taken since the source started.
+    pub samples_total: u64,
+    /// Probes that timed out (each a sample at the timeout).
+    pub timeouts: u64,
+    /// CPU time the source's thread has used, µs.
+    pub probe_cpu_us: u64,
+    /// What went wrong at the source's last try, if it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Its best-effort units.
+    #[serde(default)]
+    pub best_effort: Vec<String>,
+    /// Their level, 0 (the floor) to `be_steps` (as configured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub be_level: Option<u32>,
+    /// Levels above the floor.
+    pub be_steps: u32,
+}
