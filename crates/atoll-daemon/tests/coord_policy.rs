@@ -61,6 +61,7 @@ fn spec(units: &[(&str, &str)], members: &[&str]) -> PlatformSpec {
             priority: 5,
             units: members.iter().map(|u| n(u)).collect(),
             property: LATENCY,
+            slo: Default::default(),
             react: ReactPolicy::default(),
         }],
         comm: None,

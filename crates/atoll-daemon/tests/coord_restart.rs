@@ -68,6 +68,7 @@ fn spec() -> PlatformSpec {
                 percentile: 99.0,
                 bound_us: 1000,
             },
+            slo: Default::default(),
             react: ReactPolicy::default(),
         }],
         comm: None,

@@ -75,6 +75,7 @@ fn spec(best_effort: bool) -> PlatformSpec {
         overlays: vec![shop],
         comm: None,
         apps: Default::default(),
+        network: Vec::new(),
     }
 }
 

@@ -113,6 +113,7 @@ fn tuned_knobs_survive_a_restart_on_the_real_cgroup1_kernel() {
                 percentile: 99.0,
                 bound_us: 1000,
             },
+            slo: Default::default(),
             react: Default::default(),
         }],
         comm: None,

@@ -99,6 +99,7 @@ fn spec(s: &Shape) -> PlatformSpec {
                 percentile: 99.0,
                 bound_us: 1000,
             },
+            slo: Default::default(),
             react: ReactPolicy::default(),
         }]
     };
