@@ -4,6 +4,7 @@
 //! part of it.
 #![allow(dead_code)]
 
+pub mod rig;
 pub mod sim;
 
 use std::path::{Path, PathBuf};
