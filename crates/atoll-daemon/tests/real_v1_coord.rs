@@ -18,45 +18,9 @@ use atoll_core::spec::{
     DEFAULT_EPOCH,
 };
 use atoll_core::weight::weight_to_shares;
-use atoll_core::{CpuSet, Name};
-use atoll_daemon::command::{Caller, Command};
-use atoll_daemon::controller::Controller;
-use atoll_proto::{Reply, Request};
-
-fn n(s: &str) -> Name {
-    Name::new(s).unwrap()
-}
-
-fn read(p: &Path) -> String {
-    std::fs::read_to_string(p)
-        .unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
-        .trim()
-        .to_string()
-}
-
-fn coordinate(c: &mut Controller, msg: Message) -> bool {
-    let (tx, rx) = std::sync::mpsc::channel();
-    c.handle(Command::Api {
-        caller: Caller {
-            uid: 0,
-            gid: 0,
-            pid: 1,
-        },
-        id: 1,
-        request: Request::Coordinate {
-            from: None,
-            message: msg,
-        },
-        reply: tx,
-    });
-    match rx.recv_timeout(Duration::from_secs(5)).unwrap().ok {
-        Some(Reply::Coordinated { reply, text }) => {
-            println!("{text}");
-            reply.is_ack()
-        }
-        other => panic!("{other:?}"),
-    }
-}
+use atoll_core::CpuSet;
+use common::real_coord::{coordinate, read};
+use common::sim::n;
 
 #[test]
 fn coordination_on_the_real_cgroup1_kernel() {
@@ -69,38 +33,10 @@ fn coordination_on_the_real_cgroup1_kernel() {
     };
     let (topo, root, paths) = (real.topo.clone(), real.root.clone(), real.paths().clone());
     let online = topo.online();
-    let first = online.first().unwrap();
-    let a_cpus = CpuSet::range(first, first);
-    let b_cpus = online.difference(&a_cpus);
-    let mems = topo.all_nodes();
-    let island = |name: &str, cpus: &CpuSet| IslandSpec {
-        name: n(name),
-        cpus: cpus.clone(),
-        mems: mems.clone(),
-        policy: SchedPolicy::Fair,
-        arbitration: Default::default(),
-        exclusive: false,
-        access: Default::default(),
-    };
-    let unit = |name: &str, island: &str| UnitSpec {
-        name: n(name),
-        island: n(island),
-        entitlement: Entitlement::default(),
-        adopt: vec![],
-        rt_priority: None,
-    };
-    let spec = PlatformSpec {
-        host: HostSpec {
-            cpus: CpuSet::new(),
-            mems: mems.clone(),
-            adopt_all: false,
-        },
-        islands: vec![island("a", &a_cpus), island("b", &b_cpus)],
-        units: vec![unit("u1", "a"), unit("u2", "a"), unit("u3", "b")],
-        default_island: None,
-        epoch: DEFAULT_EPOCH,
-        isolation: Default::default(),
-        overlays: vec![
+    let (_, b_cpus) = common::real_coord::split(&topo);
+    let spec = common::real_coord::two_islands(
+        &topo,
+        vec![
             OverlayConfig {
                 name: n("shop"),
                 priority: 1,
@@ -121,10 +57,7 @@ fn coordination_on_the_real_cgroup1_kernel() {
                 react: Default::default(),
             },
         ],
-        comm: None,
-        apps: Default::default(),
-        network: Vec::new(),
-    };
+    );
     let clock = ManualClock::new();
     let mut c = real.start(spec, &clock);
     let cpu = |g: &str, f: &str| read(&paths.cpu.join(&root).join(g).join(f));

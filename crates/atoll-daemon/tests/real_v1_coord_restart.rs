@@ -13,55 +13,14 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::Duration;
 
 use atoll_core::clock::ManualClock;
 use atoll_core::coord::{Direction, Message, Property, Resource};
 use atoll_core::plan::GroupPath;
-use atoll_core::spec::{
-    Entitlement, HostSpec, IslandSpec, OverlayConfig, PlatformSpec, SchedPolicy, UnitSpec,
-    DEFAULT_EPOCH,
-};
-use atoll_core::{CpuSet, Name};
-use atoll_daemon::command::{Caller, Command};
-use atoll_daemon::controller::Controller;
-use atoll_proto::{Reply, Request};
-
-fn n(s: &str) -> Name {
-    Name::new(s).unwrap()
-}
-
-fn read(p: &Path) -> String {
-    std::fs::read_to_string(p)
-        .unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
-        .trim()
-        .to_string()
-}
-
-fn coordinate(c: &mut Controller, msg: Message) -> bool {
-    let (tx, rx) = std::sync::mpsc::channel();
-    c.handle(Command::Api {
-        caller: Caller {
-            uid: 0,
-            gid: 0,
-            pid: 1,
-        },
-        id: 1,
-        request: Request::Coordinate {
-            from: None,
-            message: msg,
-        },
-        reply: tx,
-    });
-    match rx.recv_timeout(Duration::from_secs(5)).unwrap().ok {
-        Some(Reply::Coordinated { reply, text }) => {
-            println!("{text}");
-            reply.is_ack()
-        }
-        other => panic!("{other:?}"),
-    }
-}
+use atoll_core::spec::OverlayConfig;
+use common::real_coord::{coordinate, read};
+use common::sim::n;
 
 #[test]
 fn tuned_knobs_survive_a_restart_on_the_real_cgroup1_kernel() {
@@ -73,39 +32,10 @@ fn tuned_knobs_survive_a_restart_on_the_real_cgroup1_kernel() {
         }
     };
     let (topo, root, paths) = (real.topo.clone(), real.root.clone(), real.paths().clone());
-    let online = topo.online();
-    let first = online.first().unwrap();
-    let a_cpus = CpuSet::range(first, first);
-    let b_cpus = online.difference(&a_cpus);
-    let mems = topo.all_nodes();
-    let island = |name: &str, cpus: &CpuSet| IslandSpec {
-        name: n(name),
-        cpus: cpus.clone(),
-        mems: mems.clone(),
-        policy: SchedPolicy::Fair,
-        arbitration: Default::default(),
-        exclusive: false,
-        access: Default::default(),
-    };
-    let unit = |name: &str, island: &str| UnitSpec {
-        name: n(name),
-        island: n(island),
-        entitlement: Entitlement::default(),
-        adopt: vec![],
-        rt_priority: None,
-    };
-    let spec = PlatformSpec {
-        host: HostSpec {
-            cpus: CpuSet::new(),
-            mems: mems.clone(),
-            adopt_all: false,
-        },
-        islands: vec![island("a", &a_cpus), island("b", &b_cpus)],
-        units: vec![unit("u1", "a"), unit("u2", "a"), unit("u3", "b")],
-        default_island: None,
-        epoch: DEFAULT_EPOCH,
-        isolation: Default::default(),
-        overlays: vec![OverlayConfig {
+    let (a_cpus, b_cpus) = common::real_coord::split(&topo);
+    let spec = common::real_coord::two_islands(
+        &topo,
+        vec![OverlayConfig {
             name: n("shop"),
             priority: 1,
             units: vec![n("u1")],
@@ -116,10 +46,7 @@ fn tuned_knobs_survive_a_restart_on_the_real_cgroup1_kernel() {
             slo: Default::default(),
             react: Default::default(),
         }],
-        comm: None,
-        apps: Default::default(),
-        network: Vec::new(),
-    };
+    );
     let state = tempfile::tempdir().unwrap();
     let clock = ManualClock::new();
     let shares = || read(&paths.cpu.join(&root).join("a/u1").join("cpu.shares"));
