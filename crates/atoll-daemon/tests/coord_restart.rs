@@ -6,21 +6,18 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use atoll_core::backend::Actuator;
 use atoll_core::clock::ManualClock;
 use atoll_core::coord::{Direction, Message, Property, Reply as CoordReply, Resource};
 use atoll_core::plan::{GroupPath, GroupSettings};
-use atoll_core::process::CgroupMembership;
 use atoll_core::spec::{
     AdoptRule, Entitlement, HostSpec, IslandSpec, OverlayConfig, PlatformSpec, ReactPolicy,
     SchedPolicy, UnitSpec, DEFAULT_EPOCH,
 };
-use atoll_daemon::controller::{Controller, Env, Options};
+use atoll_daemon::controller::Controller;
 use atoll_proto::{Reply, Request};
 use atoll_sim::SimPlatform;
-use common::sim::{ask, n, reply, set, topo8 as topo, ROOT};
+use common::sim::{ask, controller_saving, n, reply, set, topo8 as topo, ROOT};
 
 fn unit(name: &str, island: &str) -> UnitSpec {
     UnitSpec {
@@ -92,20 +89,8 @@ impl Rig {
 
     /// A daemon with the state file in the rig's directory, started.
     fn start(&self, spec: PlatformSpec) -> Controller {
-        let env = Env {
-            backend: Box::new(self.sim.clone()),
-            procs: Box::new(self.sim.clone()),
-            tasks: Box::new(self.sim.clone()),
-            system: Box::new(self.sim.clone()),
-            clock: Arc::new(self.sim.clock()),
-        };
-        let opts = Options {
-            state_dir: Some(self.state.path().to_path_buf()),
-            self_origin: CgroupMembership::parse("0::/daemon.slice\n").unwrap(),
-            self_pid: 1,
-            topology: topo(),
-        };
-        let mut c = Controller::new(env, spec, opts);
+        let state = Some(self.state.path().to_path_buf());
+        let mut c = controller_saving(&self.sim, spec, topo(), state);
         c.start().unwrap();
         c
     }

@@ -4,21 +4,19 @@
 //! loop's [`Flow`].
 
 use std::sync::mpsc;
-use std::sync::Arc;
 use std::time::Duration;
 
 use atoll_core::clock::ManualClock;
-use atoll_core::process::CgroupMembership;
 use atoll_core::spec::{
     AdoptRule, Entitlement, HostSpec, IslandSpec, PlatformSpec, RealtimePolicy, RtClass,
     SchedPolicy, UnitSpec, DEFAULT_EPOCH,
 };
 use atoll_daemon::command::{Caller, Command};
-use atoll_daemon::controller::{Controller, Env, Flow, Options};
+use atoll_daemon::controller::{Controller, Flow};
 use atoll_proto::{Request, ResponseEnvelope};
 use atoll_sim::SimPlatform;
 
-use super::sim::{n, set, topo8};
+use super::sim::{controller_saving, n, set, topo8};
 
 /// The cgroup root of these tests.
 pub const ROOT: &str = "atoll-t";
@@ -106,20 +104,12 @@ impl Rig {
     }
 
     pub fn controller(&self, spec: PlatformSpec) -> Controller {
-        let env = Env {
-            backend: Box::new(self.sim.clone()),
-            procs: Box::new(self.sim.clone()),
-            tasks: Box::new(self.sim.clone()),
-            system: Box::new(self.sim.clone()),
-            clock: Arc::new(self.sim.clock()),
-        };
-        let opts = Options {
-            state_dir: Some(self.state.path().to_path_buf()),
-            self_origin: CgroupMembership::parse("0::/daemon.slice\n").unwrap(),
-            self_pid: 1,
-            topology: topo8(),
-        };
-        Controller::new(env, spec, opts)
+        controller_saving(
+            &self.sim,
+            spec,
+            topo8(),
+            Some(self.state.path().to_path_buf()),
+        )
     }
 
     pub fn epochs(&self, c: &mut Controller, n: usize) {

@@ -1,6 +1,7 @@
 //! What the simulator-driven tests share: callers, names, the 8-CPU
 //! machine, a controller started on a `SimPlatform`, and API round trips.
 
+use std::path::PathBuf;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,6 +55,16 @@ pub fn topo8() -> Topology {
 
 /// A controller on `sim` (backend, processes, tasks, clock), not started.
 pub fn controller(sim: &SimPlatform, spec: PlatformSpec, topo: Topology) -> Controller {
+    controller_saving(sim, spec, topo, None)
+}
+
+/// [`controller`] keeping its state file in `state_dir`, if any.
+pub fn controller_saving(
+    sim: &SimPlatform,
+    spec: PlatformSpec,
+    topo: Topology,
+    state_dir: Option<PathBuf>,
+) -> Controller {
     let env = Env {
         backend: Box::new(sim.clone()),
         procs: Box::new(sim.clone()),
@@ -62,7 +73,7 @@ pub fn controller(sim: &SimPlatform, spec: PlatformSpec, topo: Topology) -> Cont
         clock: Arc::new(sim.clock()),
     };
     let opts = Options {
-        state_dir: None,
+        state_dir,
         self_origin: CgroupMembership::parse("0::/daemon.slice\n").unwrap(),
         self_pid: 1,
         topology: topo,
