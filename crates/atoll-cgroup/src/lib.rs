@@ -36,6 +36,7 @@ pub mod stats;
 pub mod testutils;
 pub mod v1;
 pub mod v2;
+pub mod watch;
 
 use atoll_core::backend::{
     Actuator, BackendError, BackendKind, Capabilities, Fallback, FreezeState, GroupStats, Monitor,
@@ -126,6 +127,23 @@ impl<F: CgroupFs> CgroupBackend<F> {
         }
     }
 
+    /// v1: learns of writes by others to the groups' files from inotify
+    /// (see [`Cgroup1Backend::watch_writes`]). v2: not yet; an error.
+    pub fn watch_writes(&mut self) -> Result<(), CgroupError> {
+        match self {
+            Self::V1(b) => b.watch_writes(),
+            Self::V2(_) => Err(CgroupError::io(
+                "watch",
+                "inotify",
+                None,
+                std::io::Error::new(
+                    std::io::ErrorKind::Unsupported,
+                    "watching writes is implemented for cgroup v1 only",
+                ),
+            )),
+        }
+    }
+
     /// Forgets remembered refusals so the next `apply` retries them.
     pub fn retry_refused(&mut self) {
         match self {
@@ -193,6 +211,12 @@ impl<F: CgroupFs> Actuator for CgroupBackend<F> {
     }
     fn take_rewrites(&mut self) -> Vec<atoll_core::backend::Rewrite> {
         both!(self, b => b.take_rewrites())
+    }
+    fn watches_writes(&self) -> bool {
+        both!(self, b => b.watches_writes())
+    }
+    fn written_behind(&mut self) -> Vec<GroupPath> {
+        both!(self, b => b.written_behind())
     }
 }
 

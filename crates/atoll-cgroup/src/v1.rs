@@ -76,6 +76,8 @@ pub struct Cgroup1Backend<F: CgroupFs = RealFs> {
     rmdir_attempts: u32,
     rmdir_delay: Duration,
     exclusive_root: bool,
+    /// Writes by others to the groups' files, once watched.
+    watch: Option<crate::watch::Watch>,
 }
 
 fn ids(text: &str) -> Option<CpuSet> {
@@ -108,6 +110,7 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
             rmdir_attempts: 10,
             rmdir_delay: Duration::from_millis(20),
             exclusive_root: false,
+            watch: None,
         })
     }
 
@@ -117,6 +120,15 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
     /// of atoll's CPUs.
     pub fn set_exclusive_root(&mut self, allow: bool) {
         self.exclusive_root = allow;
+    }
+
+    /// From now on, learns of writes by others to the files of the groups
+    /// it applies from inotify (see [`crate::watch`]).
+    pub fn watch_writes(&mut self) -> Result<(), CgroupError> {
+        let w =
+            crate::watch::Watch::new().map_err(|e| CgroupError::io("watch", "inotify", None, e))?;
+        self.watch = Some(w);
+        Ok(())
     }
 
     /// The hierarchies in use.
@@ -547,6 +559,9 @@ impl<F: CgroupFs> Actuator for Cgroup1Backend<F> {
             .into_iter()
             .map(|(_, p)| p.to_path_buf())
             .collect();
+        if let Some(w) = &mut self.watch {
+            w.drain(true); // others' writes so far are kept; the backend's own follow
+        }
         for m in &mounts {
             ensure_dir(&self.fs, &self.dir_in(m, path), path)?;
         }
@@ -562,11 +577,33 @@ impl<F: CgroupFs> Actuator for Cgroup1Backend<F> {
         let fz = self.paths.freezer.as_ref().map(|m| self.dir_in(m, path));
         crate::freezer::apply_v1(&self.fs, fz.as_deref(), settings.frozen, &mut rep)?;
         self.rewrites.append(&mut rep.rewritten);
+        if let Some(w) = &mut self.watch {
+            w.drain(false);
+            if !w.watches(path) {
+                for m in &mounts {
+                    let dir = group_dir(m, &self.root, path);
+                    if let Err(e) = w.add(&dir, path) {
+                        tracing::warn!("watching {}: {e}", dir.display());
+                    }
+                }
+            }
+        }
         Ok(rep.out)
     }
 
     fn take_rewrites(&mut self) -> Vec<atoll_core::backend::Rewrite> {
         std::mem::take(&mut self.rewrites)
+    }
+
+    fn watches_writes(&self) -> bool {
+        self.watch.is_some()
+    }
+
+    fn written_behind(&mut self) -> Vec<GroupPath> {
+        self.watch
+            .as_mut()
+            .map(crate::watch::Watch::take)
+            .unwrap_or_default()
     }
 
     fn remove(&mut self, path: &GroupPath) -> Result<(), BackendError> {

@@ -402,6 +402,18 @@ pub trait Actuator: Send {
     fn take_rewrites(&mut self) -> Vec<Rewrite> {
         Vec::new()
     }
+    /// Whether the backend learns of writes by others to its groups' files
+    /// as they happen (inotify), so that [`written_behind`](Self::written_behind)
+    /// names every group someone wrote: then a full check of every group is
+    /// needed only for changes the kernel makes itself, and can be rare.
+    fn watches_writes(&self) -> bool {
+        false
+    }
+    /// The groups whose settings files someone other than the backend wrote
+    /// since the last call (backends that do not watch report none).
+    fn written_behind(&mut self) -> Vec<GroupPath> {
+        Vec::new()
+    }
     /// Binds the group `path` to a cgroup a service manager owns. From then
     /// on [`apply`](Self::apply) sets the external unit's properties through
     /// its manager (all or none of them), the monitor reads the external

@@ -341,6 +341,13 @@ pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
             let mut backend = atoll_cgroup::open(&choice, &root, RealFs)?;
             backend.set_delegation(delegation)?;
             backend.set_exclusive_root(o.v1_exclusive);
+            if matches!(choice, atoll_cgroup::Choice::Cgroup1(_)) {
+                // Drift repair learns of others' writes at once, and its
+                // full round can be slow (see REPAIR_RATE_WATCHED).
+                if let Err(e) = backend.watch_writes() {
+                    tracing::warn!("drift repair by round only: {e}");
+                }
+            }
             let (backend, what) = with_systemd(backend, &choice, o, what)?;
             let env = Env {
                 backend,

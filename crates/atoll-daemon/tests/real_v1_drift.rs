@@ -20,7 +20,7 @@ use atoll_core::spec::{
     DEFAULT_EPOCH,
 };
 use atoll_core::{CpuSet, Name};
-use atoll_daemon::controller::REPAIR_EVERY;
+use atoll_daemon::controller::{REPAIR_EVERY, REPAIR_RATE_WATCHED};
 
 fn n(s: &str) -> Name {
     Name::new(s).unwrap()
@@ -142,6 +142,109 @@ fn drift_is_put_back_or_let_go_of_and_each_is_a_decision() {
     ] {
         assert!(said.iter().any(|d| d.contains(want)), "{want}: {said:#?}");
     }
+    c.teardown().unwrap();
+    drop(child);
+}
+
+/// With the backend watching writes (as the daemon runs on v1), a knob
+/// someone writes and a group someone makes are dealt with in the next
+/// epoch; a process moved out (no event in atoll's groups) is still found
+/// by the slower round.
+#[test]
+fn with_a_watch_a_write_is_put_back_in_the_next_epoch_and_the_round_still_runs() {
+    let real = match common::real_v1() {
+        Ok(r) => r,
+        Err(why) => {
+            println!("skipped: {why}");
+            return;
+        }
+    };
+    let child = Kill(Command::new("sleep").arg("60").spawn().unwrap());
+    let pid = child.0.id();
+    let origin_cpu = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let clock = ManualClock::new();
+    let mut c = real.start_watching(spec(&real, pid), &clock);
+    let paths = real.paths();
+    let shares = paths.cpu.join(&real.root).join("main/light/cpu.shares");
+    let before = std::fs::read_to_string(&shares).unwrap();
+    assert!(c.registry().managed(pid).is_some());
+    clock.advance(DEFAULT_EPOCH);
+    c.epoch();
+    let said = |c: &atoll_daemon::controller::Controller| -> Vec<String> {
+        c.decisions()
+            .query(None, 4096)
+            .iter()
+            .map(|d| d.to_string())
+            .collect()
+    };
+    let behind = |d: &Vec<String>| {
+        d.iter()
+            .filter(|d| d.contains("behind atoll's back"))
+            .count()
+    };
+    assert_eq!(behind(&said(&c)), 0, "atoll's own writes are not drift");
+
+    std::fs::write(&shares, "1234").unwrap();
+    let stray = paths.cpuset.join(&real.root).join("main/light/theirs");
+    std::fs::create_dir(&stray).unwrap();
+    clock.advance(DEFAULT_EPOCH);
+    c.epoch();
+    assert_eq!(
+        std::fs::read_to_string(&shares).unwrap(),
+        before,
+        "put back at once"
+    );
+    assert!(
+        !Path::new(&stray).exists(),
+        "the stray group is removed at once"
+    );
+    let now = said(&c);
+    assert!(
+        now.iter()
+            .any(|d| d.contains("cpu.shares was \"1234\", changed behind atoll's back")),
+        "{now:#?}"
+    );
+    assert!(now
+        .iter()
+        .any(|d| d.contains("group main/light/theirs is not in the platform description")));
+
+    // Moved out of its unit: nothing is written in atoll's groups.
+    for (controller, mount) in [("cpuset", &paths.cpuset), ("cpu", &paths.cpu)] {
+        let rel = origin_cpu
+            .lines()
+            .find_map(|l| {
+                let mut f = l.splitn(3, ':');
+                let (_, ctl, path) = (f.next()?, f.next()?, f.next()?);
+                ctl.split(',')
+                    .any(|c| c == controller)
+                    .then(|| path.to_string())
+            })
+            .unwrap_or_else(|| "/".into());
+        let dir = mount.join(rel.trim_start_matches('/'));
+        std::fs::write(dir.join("cgroup.procs"), pid.to_string()).unwrap();
+    }
+    clock.advance(DEFAULT_EPOCH);
+    c.epoch();
+    assert!(c.registry().managed(pid).is_some(), "not seen by the watch");
+    // One slow round: every planned group at REPAIR_RATE_WATCHED (or the
+    // repair interval, whichever is slower), twice over.
+    let groups = c.registry().plan().groups.len() as f64;
+    let round = std::time::Duration::from_secs_f64(
+        REPAIR_EVERY.as_secs_f64().max(groups / REPAIR_RATE_WATCHED),
+    );
+    let steps = 2 * round.as_millis() / DEFAULT_EPOCH.as_millis() + 1;
+    for _ in 0..steps {
+        clock.advance(DEFAULT_EPOCH);
+        c.epoch();
+        if c.registry().managed(pid).is_none() {
+            break;
+        }
+    }
+    assert!(c.registry().managed(pid).is_none(), "the round lets it go");
+    let last = said(&c);
+    let want = format!("pid {pid} (sleep) left main/light: someone moved it");
+    assert!(last.iter().any(|d| d.contains(&want)), "{want}: {last:#?}");
+    assert_eq!(behind(&last), 1, "the only drift was the one write");
     c.teardown().unwrap();
     drop(child);
 }

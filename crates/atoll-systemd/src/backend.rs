@@ -201,6 +201,14 @@ impl<B: Backend> Actuator for SystemdDriver<B> {
         self.inner.take_rewrites()
     }
 
+    fn watches_writes(&self) -> bool {
+        self.inner.watches_writes()
+    }
+
+    fn written_behind(&mut self) -> Vec<GroupPath> {
+        self.inner.written_behind()
+    }
+
     fn bind(&mut self, path: &GroupPath, to: &External) -> Result<(), BackendError> {
         self.bind_group(path, to)
     }

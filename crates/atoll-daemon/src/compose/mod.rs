@@ -521,13 +521,27 @@ impl Composer {
         if groups.is_empty() {
             return seen;
         }
-        // Rewrites from earlier writes were expected: not drift.
-        drop(backend.take_rewrites());
         for _ in 0..count.min(groups.len()) {
             self.repair_cursor %= groups.len();
-            let g = &groups[self.repair_cursor].path;
+            seen.push(groups[self.repair_cursor].path.clone());
             self.repair_cursor += 1;
-            seen.push(g.clone());
+        }
+        self.repair(&seen, backend, log, now);
+        seen
+    }
+
+    /// Checks `groups` for drift (see [`Self::repair_next`]), out of turn:
+    /// the groups someone was seen writing.
+    pub fn repair(
+        &mut self,
+        groups: &[GroupPath],
+        backend: &mut dyn Backend,
+        log: &mut DecisionLog,
+        now: Duration,
+    ) {
+        // Rewrites from earlier writes were expected: not drift.
+        drop(backend.take_rewrites());
+        for g in groups {
             match self.applied.get(g).cloned() {
                 Some(s) => match backend.apply(g, &s) {
                     Ok(fallbacks) => self.note_fallbacks(g, fallbacks, log, now),
@@ -552,7 +566,6 @@ impl Composer {
                 });
             }
         }
-        seen
     }
 
     /// Thaws `group` if it was written frozen, before its tasks leave it

@@ -81,6 +81,14 @@ pub const REPAIR_EVERY: Duration = Duration::from_secs(10);
 /// on a platform of 100 units the round takes 25 s.
 pub const REPAIR_RATE: f64 = 4.0;
 
+/// The round's rate when the backend watches writes to the groups' files
+/// (inotify, see [`atoll_core::backend::Actuator::watches_writes`]): the
+/// groups someone wrote are checked in the epoch after the write, and the
+/// round is left only what raises no event (a cpuset mask the kernel
+/// shrank on CPU hotplug, a process moved out of its unit): one group in
+/// two seconds, a round of 100 units in 200 s.
+pub const REPAIR_RATE_WATCHED: f64 = 0.5;
+
 /// What the controller is given.
 pub struct Env {
     /// The kernel (or simulator).

@@ -7,18 +7,34 @@ use atoll_core::decision::Reason;
 use atoll_core::num::saturating_usize;
 use atoll_core::plan::GroupPath;
 
-use super::{Controller, REPAIR_RATE};
+use super::{Controller, REPAIR_RATE, REPAIR_RATE_WATCHED};
 
 impl Controller {
     /// Checks this epoch's slice of the groups for drift (see
-    /// [`crate::compose::Composer::repair_next`]): each group once per repair interval.
+    /// [`crate::compose::Composer::repair_next`]): each group once per repair
+    /// interval. A backend that watches writes ([`Backend::watches_writes`])
+    /// names the groups someone wrote, checked at once; the round then only
+    /// has to find what the kernel changed itself (or a process moved out),
+    /// and goes at [`REPAIR_RATE_WATCHED`].
+    ///
+    /// [`Backend::watches_writes`]: atoll_core::backend::Actuator::watches_writes
     pub(super) fn repair(&mut self) {
+        let watched = self.env.backend.watches_writes();
+        if watched {
+            let mut written = self.env.backend.written_behind();
+            if !written.is_empty() {
+                let plan = self.reg.plan();
+                written.retain(|g| plan.groups.iter().any(|p| &p.path == g));
+                self.check_groups(&written);
+            }
+        }
+        let rate = if watched {
+            REPAIR_RATE_WATCHED
+        } else {
+            REPAIR_RATE
+        };
         let groups = self.reg.plan().groups.len() as f64;
-        let round = self
-            .repair_every
-            .as_secs_f64()
-            .max(groups / REPAIR_RATE)
-            .max(1e-3);
+        let round = self.repair_every.as_secs_f64().max(groups / rate).max(1e-3);
         self.repair_owed += groups * self.epoch_len().as_secs_f64() / round;
         let count = self.repair_owed.floor();
         if count < 1.0 {
@@ -33,10 +49,25 @@ impl Controller {
             now,
             saturating_usize(count),
         );
-        for g in &groups {
+        self.after_check(&groups, now);
+    }
+
+    /// Checks `groups` now, out of the round's turn.
+    fn check_groups(&mut self, groups: &[GroupPath]) {
+        if groups.is_empty() {
+            return;
+        }
+        let now = self.now();
+        self.compose
+            .repair(groups, &mut *self.env.backend, &mut self.log, now);
+        self.after_check(groups, now);
+    }
+
+    fn after_check(&mut self, groups: &[GroupPath], now: Duration) {
+        for g in groups {
             self.let_go_of_moved(g, now);
         }
-        self.remove_strays_in(&groups);
+        self.remove_strays_in(groups);
         if self.compose.pending() {
             self.settle();
         }

@@ -87,10 +87,30 @@ impl RealV1 {
         clock: &ManualClock,
         state_dir: Option<PathBuf>,
     ) -> Controller {
+        self.start_env(spec, clock, state_dir, false)
+    }
+
+    /// [`Self::start`] with the backend watching writes to its groups'
+    /// files, as the daemon opens it on cgroup v1.
+    pub fn start_watching(&self, spec: PlatformSpec, clock: &ManualClock) -> Controller {
+        self.start_env(spec, clock, None, true)
+    }
+
+    fn start_env(
+        &self,
+        spec: PlatformSpec,
+        clock: &ManualClock,
+        state_dir: Option<PathBuf>,
+        watch: bool,
+    ) -> Controller {
         spec.validate(&self.topo).unwrap();
         let procfs = ProcFs::new("/proc");
+        let mut backend = open(&self.choice, &self.root, RealFs).unwrap();
+        if watch {
+            backend.watch_writes().unwrap();
+        }
         let env = Env {
-            backend: Box::new(open(&self.choice, &self.root, RealFs).unwrap()),
+            backend: Box::new(backend),
             procs: Box::new(procfs.clone()),
             tasks: Box::new(LinuxTaskControl::new()),
             system: Box::new(procfs.clone()),
