@@ -1,5 +1,6 @@
 use std::time::Duration;
 
+use atoll_core::backend::{Monitor, StatSelect};
 use atoll_core::plan::{CpuMax, RtBudget};
 use atoll_core::spec::{IoLimit, MemoryEntitlement};
 
