@@ -107,6 +107,7 @@ fn spec(adopt_all: bool) -> PlatformSpec {
         comm: None,
         apps: Default::default(),
         network: Vec::new(),
+        frequency: Default::default(),
     }
 }
 
@@ -741,6 +742,7 @@ fn iso_spec(mode: atoll_core::spec::IsolationMode) -> PlatformSpec {
         comm: None,
         apps: Default::default(),
         network: Vec::new(),
+        frequency: Default::default(),
     }
 }
 

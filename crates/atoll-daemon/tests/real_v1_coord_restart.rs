@@ -119,6 +119,7 @@ fn tuned_knobs_survive_a_restart_on_the_real_cgroup1_kernel() {
         comm: None,
         apps: Default::default(),
         network: Vec::new(),
+        frequency: Default::default(),
     };
     let state = tempfile::tempdir().unwrap();
     let clock = ManualClock::new();
