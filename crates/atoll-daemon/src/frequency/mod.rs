@@ -58,6 +58,11 @@ impl Frequencies {
         Ok(Self { actuator, policies })
     }
 
+    /// Checks `spec`'s policies against the CPUs without writing.
+    pub fn check(&self, spec: &PlatformSpec) -> Result<(), FrequencyError> {
+        checked(&self.actuator, spec).map(drop)
+    }
+
     /// Writes every island's policy; a warning for each that failed (its
     /// CPUs written so far are given back at teardown).
     pub fn start(&mut self, now: Duration, log: &mut DecisionLog) -> Vec<String> {
