@@ -88,6 +88,9 @@ pub fn status(r: &StatusReport) -> String {
     if let Some(e) = &r.energy {
         let _ = writeln!(o, "energy     {}", e.energy_text());
         let _ = writeln!(o, "cpufreq    {}", e.cpufreq_text());
+        for f in &e.frequency {
+            let _ = writeln!(o, "frequency  {f}");
+        }
         if let Some(err) = &e.error {
             let _ = writeln!(o, "warning    energy: {err}");
         }

@@ -58,7 +58,7 @@ pub fn to_toml(spec: &PlatformSpec) -> Result<String, DumpError> {
     let islands: Vec<(&Name, Table)> = spec
         .islands
         .iter()
-        .map(|i| Ok((&i.name, island(i)?)))
+        .map(|i| Ok((&i.name, island(i, spec.frequency.get(&i.name))?)))
         .collect::<Result<_, DumpError>>()?;
     root.insert("island", sections(islands));
     let units: Vec<(&Name, Table)> = spec
@@ -164,7 +164,10 @@ fn isolation(spec: &PlatformSpec) -> Result<Table, DumpError> {
     Ok(t)
 }
 
-fn island(i: &IslandSpec) -> Result<Table, DumpError> {
+fn island(
+    i: &IslandSpec,
+    frequency: Option<&atoll_core::power::FreqPolicy>,
+) -> Result<Table, DumpError> {
     let mut t = Table::new();
     t.insert("cpus", value(i.cpus.to_string()));
     t.insert("mems", value(i.mems.to_string()));
@@ -215,6 +218,20 @@ fn island(i: &IslandSpec) -> Result<Table, DumpError> {
     if !a.rt_users.is_empty() {
         let users: Array = a.rt_users.iter().map(|u| i64::from(*u)).collect();
         t.insert("rt_users", value(users));
+    }
+    if let Some(f) = frequency {
+        let key = format!("island.{}.frequency", i.name);
+        let mut ft = Table::new();
+        if let Some(g) = &f.governor {
+            ft.insert("governor", value(g.as_str()));
+        }
+        if let Some(v) = f.min_khz {
+            ft.insert("min_khz", value(int(v, &format!("{key}.min_khz"))?));
+        }
+        if let Some(v) = f.max_khz {
+            ft.insert("max_khz", value(int(v, &format!("{key}.max_khz"))?));
+        }
+        t.insert("frequency", Item::Table(ft));
     }
     Ok(t)
 }

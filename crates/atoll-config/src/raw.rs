@@ -230,6 +230,9 @@ pub(crate) struct RawIsland {
     pub user_units_max: Option<u32>,
     /// Users besides root who may place tasks in it (realtime islands).
     pub rt_users: Option<Vec<u32>>,
+    /// Its CPUs' cpufreq policy (`[island.NAME.frequency]`); default: as
+    /// the machine has it.
+    pub frequency: Option<atoll_core::power::FreqPolicy>,
 }
 
 impl RawIsland {

@@ -150,11 +150,15 @@ pub(crate) fn resolve(root: &dyn TableLike, topo: &Topology) -> Outcome {
     let host = r.host(host.unwrap_or_default());
     let mut failed_islands = Vec::new();
     let mut spec_islands = Vec::new();
+    let mut frequency = std::collections::BTreeMap::new();
     for (name, raw) in &islands {
         let Some(raw) = raw else {
             failed_islands.push(name.clone());
             continue;
         };
+        if let Some(f) = &raw.frequency {
+            frequency.insert(name.clone(), f.clone());
+        }
         match r.island(name, raw) {
             Some(island) => spec_islands.push(island),
             None => failed_islands.push(name.clone()),
@@ -215,6 +219,7 @@ pub(crate) fn resolve(root: &dyn TableLike, topo: &Topology) -> Outcome {
             comm,
             apps: crate::apps::resolve(apps, recipes),
             network,
+            frequency,
         },
         problems: r.problems,
         generated,

@@ -407,6 +407,33 @@ fn random_spec(seed: u64) -> PlatformSpec {
             }
         })
         .collect();
+    let mut frequency = std::collections::BTreeMap::new();
+    for i in &islands {
+        if g.coin() {
+            continue;
+        }
+        let min = if g.coin() {
+            Some(g.range(100_000, 2_000_000))
+        } else {
+            None
+        };
+        let max = if g.coin() {
+            Some(min.unwrap_or(100_000) + g.range(0, 3_000_000))
+        } else {
+            None
+        };
+        let governor = if g.coin() {
+            Some(["performance", "powersave", "schedutil"][g.index(3)].to_string())
+        } else {
+            None
+        };
+        let policy = atoll_core::power::FreqPolicy {
+            governor,
+            min_khz: min,
+            max_khz: max,
+        };
+        frequency.insert(i.name.clone(), policy);
+    }
     let mut apps = atoll_core::spec::AppsSpec::default();
     if g.coin() {
         apps.islands = Some(vec![islands[0].name.clone()]);
@@ -444,6 +471,7 @@ fn random_spec(seed: u64) -> PlatformSpec {
         comm,
         apps,
         network,
+        frequency,
     }
 }
 

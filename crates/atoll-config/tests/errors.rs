@@ -475,7 +475,7 @@ fn display_is_file_line_col_key_message() {
     assert_eq!(
         e.to_string(),
         "test.toml:7:1: island.web.colour: unknown field `colour`, expected one of `cpus`, \
-         `mems`, `policy`, `rt_class`, `priority`, `rt_runtime_us`, `rt_period_us`, `arbitration`, `exclusive`, `user_units`, `user_units_max`, `rt_users`"
+         `mems`, `policy`, `rt_class`, `priority`, `rt_runtime_us`, `rt_period_us`, `arbitration`, `exclusive`, `user_units`, `user_units_max`, `rt_users`, `frequency`"
     );
     let e = err("[host]\ncpus = \"0\"\n", &vm8());
     assert_eq!(

@@ -107,6 +107,16 @@ pub enum Action {
         /// What (`HTB tree: ...`, `rx CPUs 1`, `restored as found`).
         change: String,
     },
+    /// An island's CPU frequency policy was written or given back
+    /// (`[island.NAME.frequency]`, the platform power cap).
+    SetFrequency {
+        /// The island.
+        island: String,
+        /// Its CPUs.
+        cpus: String,
+        /// What (`governor powersave, max 1200000 kHz`, `restored as found`).
+        change: String,
+    },
 }
 
 /// Why it was done.
@@ -221,6 +231,7 @@ impl Action {
             Self::SetOverlay { .. } => "set_overlay",
             Self::Boost { .. } => "boost",
             Self::SetNetwork { .. } => "set_network",
+            Self::SetFrequency { .. } => "set_frequency",
         }
     }
 }
@@ -299,7 +310,9 @@ impl Decision {
             | Action::SetUnit { unit, .. }
             | Action::Boost { unit, .. } => unit.clone(),
             Action::SetOverlay { overlay, .. } => format!("overlay {overlay}"),
-            Action::SetNetwork { island, .. } => island.clone(),
+            Action::SetNetwork { island, .. } | Action::SetFrequency { island, .. } => {
+                island.clone()
+            }
         }
     }
 }
@@ -345,6 +358,11 @@ impl fmt::Display for Action {
                 interface,
                 change,
             } => write!(f, "network island {island} on {interface}: {change}"),
+            Self::SetFrequency {
+                island,
+                cpus,
+                change,
+            } => write!(f, "frequency of island {island} (CPUs {cpus}): {change}"),
         }
     }
 }

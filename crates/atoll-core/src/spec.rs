@@ -16,6 +16,7 @@ use crate::topology::Topology;
 use crate::{CpuSet, Name, NodeSet};
 
 mod apps;
+mod frequency;
 mod network;
 mod overlay;
 mod runtime;
@@ -58,6 +59,10 @@ pub struct PlatformSpec {
     /// Network islands (`[network.NAME]`), in config order.
     #[serde(default)]
     pub network: Vec<crate::netisland::NetIslandSetup>,
+    /// Per-island cpufreq policies (`[island.NAME.frequency]`), by island
+    /// name; an island not here keeps the machine's settings.
+    #[serde(default)]
+    pub frequency: std::collections::BTreeMap<Name, crate::power::FreqPolicy>,
 }
 
 /// The machine-wide isolation model (seed 004), so users can compare:
@@ -547,6 +552,7 @@ impl PlatformSpec {
         self.validate_comm(&mut errs);
         apps::validate_apps(self, topo, &mut errs);
         network::validate_network(self, topo, &mut errs);
+        frequency::validate_frequency(self, &mut errs);
         if errs.is_empty() {
             Ok(())
         } else {

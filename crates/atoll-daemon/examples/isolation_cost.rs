@@ -59,6 +59,7 @@ fn spec(mode: IsolationMode) -> PlatformSpec {
         },
         apps: Default::default(),
         network: Vec::new(),
+        frequency: Default::default(),
     }
 }
 

@@ -134,6 +134,7 @@ pub fn matches_subject(d: &Decision, subject: &str) -> bool {
         Action::SetNetwork {
             island, interface, ..
         } => island == subject || interface == subject,
+        Action::SetFrequency { island, .. } => island == subject,
         Action::RestoreProcess { .. } | Action::SetPolicy { .. } => false,
     }
 }

@@ -20,6 +20,7 @@ pub mod controller;
 pub mod coord;
 pub mod cpu_wait;
 pub mod decisions;
+pub mod frequency;
 pub mod isolation;
 pub mod load;
 pub mod metrics;

@@ -71,6 +71,7 @@ impl Power {
                 .collect(),
             cpufreq_cpus: self.cpufreq_cpus,
             error: self.error.clone(),
+            frequency: Vec::new(),
         }
     }
 }

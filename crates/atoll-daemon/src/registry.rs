@@ -435,6 +435,7 @@ mod tests {
             comm: None,
             apps: Default::default(),
             network: Vec::new(),
+            frequency: Default::default(),
         }
     }
 

@@ -203,6 +203,9 @@ pub enum SetupError {
     /// A network island could not be set up.
     #[error(transparent)]
     Network(#[from] atoll_core::netisland::NetIslandError),
+    /// An island's frequency policy is one the machine cannot follow.
+    #[error(transparent)]
+    Frequency(#[from] crate::frequency::FrequencyError),
     /// `--cgroup-root` is neither a name nor a path below the mount.
     #[error("--cgroup-root {root:?}: {reason}")]
     RootName {
@@ -389,9 +392,20 @@ pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
             atoll_core::coord::CoordConfig::default().weight_step,
         )?)
     };
+    // Frequency policies: the machine's cpufreq files, checked now (a
+    // policy the CPUs cannot follow, or any on a machine without cpufreq,
+    // refuses the start). Not with the simulated backend.
+    let freq = if real && spec.frequency.values().any(|p| !p.is_empty()) {
+        Some(crate::frequency::Frequencies::new(&o.sysfs_root, &spec)?)
+    } else {
+        None
+    };
     let mut controller = Controller::new(env, spec, opts);
     if let Some(net) = net {
         controller.set_network(net);
+    }
+    if let Some(freq) = freq {
+        controller.set_frequencies(freq);
     }
     // What an epoch costs is measured in real time whatever the backend.
     controller.set_stopwatch(Arc::new(MonotonicClock::new()));

@@ -106,6 +106,7 @@ fn spec(islands: Option<&[&str]>) -> PlatformSpec {
             ..Default::default()
         },
         network: Vec::new(),
+        frequency: Default::default(),
     }
 }
 

@@ -76,6 +76,7 @@ fn spec(comm: Option<CommSpec>, hog_cpus: Option<f64>) -> PlatformSpec {
         comm,
         apps: Default::default(),
         network: Vec::new(),
+        frequency: Default::default(),
     }
 }
 

@@ -67,6 +67,7 @@ fn spec(units: &[(&str, &str)], members: &[&str]) -> PlatformSpec {
         comm: None,
         apps: Default::default(),
         network: Vec::new(),
+        frequency: Default::default(),
     }
 }
 

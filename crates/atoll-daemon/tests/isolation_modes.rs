@@ -75,6 +75,7 @@ fn iso_spec(mode: atoll_core::spec::IsolationMode) -> PlatformSpec {
         comm: None,
         apps: Default::default(),
         network: Vec::new(),
+        frequency: Default::default(),
     }
 }
 

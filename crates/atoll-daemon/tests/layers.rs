@@ -215,6 +215,7 @@ fn spec() -> PlatformSpec {
             ..Default::default()
         },
         network: Vec::new(),
+        frequency: Default::default(),
     }
 }
 

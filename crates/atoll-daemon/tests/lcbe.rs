@@ -76,6 +76,7 @@ fn spec(best_effort: bool) -> PlatformSpec {
         comm: None,
         apps: Default::default(),
         network: Vec::new(),
+        frequency: Default::default(),
     }
 }
 

@@ -136,6 +136,7 @@ fn a_unit_with_unread_bytes_gets_the_boost_slice_on_the_real_kernel() {
         }),
         apps: Default::default(),
         network: Vec::new(),
+        frequency: Default::default(),
     };
     let clock = ManualClock::new();
     let mut c = real.start(spec, &clock);

@@ -159,6 +159,7 @@ fn react_pressure_on_the_real_cgroup1_kernel() {
         comm: None,
         apps: Default::default(),
         network: Vec::new(),
+        frequency: Default::default(),
     };
     let clock = ManualClock::new();
     let mut c = real.start(spec, &clock);

@@ -70,6 +70,7 @@ fn spec(real: &common::RealV1, pid: u32) -> PlatformSpec {
         comm: None,
         apps: Default::default(),
         network: Vec::new(),
+        frequency: Default::default(),
     }
 }
 

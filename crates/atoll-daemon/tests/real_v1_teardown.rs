@@ -56,6 +56,7 @@ fn spec(real: &common::RealV1) -> PlatformSpec {
         comm: None,
         apps: Default::default(),
         network: Vec::new(),
+        frequency: Default::default(),
     }
 }
 

@@ -118,6 +118,7 @@ fn spec(s: &Shape) -> PlatformSpec {
         comm: None,
         apps: Default::default(),
         network: Vec::new(),
+        frequency: Default::default(),
     }
 }
 

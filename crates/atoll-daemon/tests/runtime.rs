@@ -66,6 +66,7 @@ fn spec() -> PlatformSpec {
         comm: None,
         apps: Default::default(),
         network: Vec::new(),
+        frequency: Default::default(),
     }
 }
 

@@ -12,6 +12,10 @@ pub struct EnergyStatus {
     /// The last read that failed, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The islands' frequency policies the daemon wrote, a line each
+    /// (`island batch (CPUs 4-7): governor powersave, max 1200000 kHz`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub frequency: Vec<String>,
 }
 
 /// One RAPL zone.
@@ -77,6 +81,7 @@ mod tests {
             ],
             cpufreq_cpus: 16,
             error: None,
+            frequency: Vec::new(),
         };
         assert_eq!(
             some.energy_text(),

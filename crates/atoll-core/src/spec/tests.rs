@@ -73,6 +73,7 @@ pub(crate) fn spec16() -> PlatformSpec {
         comm: None,
         apps: Default::default(),
         network: Vec::new(),
+        frequency: Default::default(),
     }
 }
 

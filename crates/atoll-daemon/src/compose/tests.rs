@@ -63,6 +63,7 @@ fn reg() -> Registry {
         comm: None,
         apps: Default::default(),
         network: Vec::new(),
+        frequency: Default::default(),
     })
 }
 

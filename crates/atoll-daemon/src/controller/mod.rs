@@ -202,6 +202,9 @@ pub struct Controller {
     config_source: Option<Result<ConfigSource, String>>,
     /// The network islands, when the daemon was given an actuator for them.
     net: Option<crate::netisland::NetIslands>,
+    /// The islands' frequency policies, when the daemon was given an
+    /// actuator for them (see [`crate::frequency`]).
+    freq: Option<crate::frequency::Frequencies>,
 }
 
 /// The layers over the plan, in the order they are laid: isolation,
@@ -248,6 +251,13 @@ impl Controller {
         self.net = Some(net);
     }
 
+    /// Writes the islands' frequency policies with `freq` (at start and
+    /// on reload; given back at teardown). Without it, configured
+    /// policies are only named in a warning.
+    pub fn set_frequencies(&mut self, freq: crate::frequency::Frequencies) {
+        self.freq = Some(freq);
+    }
+
     /// A controller for `spec`; call [`Controller::start`] next.
     pub fn new(env: Env, spec: PlatformSpec, opts: Options) -> Self {
         let now = env.clock.now();
@@ -283,6 +293,7 @@ impl Controller {
             caps: None,
             warnings: Vec::new(),
             net: None,
+            freq: None,
             stop_reply: None,
             unsaved: Vec::new(),
             config_source: None,

@@ -60,6 +60,10 @@ pub enum ReloadError {
         #[source]
         source: Box<ComposeError>,
     },
+    /// An island's frequency policy is one the machine cannot follow;
+    /// nothing was changed.
+    #[error("{0}; the daemon keeps running on the configuration it had")]
+    Frequency(#[from] crate::frequency::FrequencyError),
 }
 
 impl Controller {
@@ -88,11 +92,18 @@ impl Controller {
         if changes.is_empty() {
             return Ok(changes);
         }
+        if let Some(freq) = &self.freq {
+            // Refused before anything moves: bad input changes nothing.
+            freq.check(&new)?;
+        }
         for c in &changes {
             tracing::info!("reload: {c}");
         }
         match self.apply_spec(new, &changes) {
-            None => Ok(changes),
+            None => {
+                self.reload_frequencies();
+                Ok(changes)
+            }
             Some(source) => {
                 tracing::warn!("reload: {source}; putting the previous configuration back");
                 let back = describe(self.reg.spec(), &old);
@@ -270,6 +281,21 @@ impl Controller {
     }
 }
 
+impl Controller {
+    /// Writes the new description's frequency policies (checked already),
+    /// each a decision; a write that fails is a warning.
+    fn reload_frequencies(&mut self) {
+        let Some(freq) = &mut self.freq else {
+            return;
+        };
+        let now = self.env.clock.now();
+        match freq.reload(self.reg.spec(), now, &mut self.log) {
+            Ok(warnings) => self.warnings.extend(warnings),
+            Err(e) => self.warnings.push(e.to_string()),
+        }
+    }
+}
+
 /// What differs between two descriptions, a line per change, in the words
 /// of the config file.
 pub fn describe(old: &PlatformSpec, new: &PlatformSpec) -> Vec<String> {
@@ -289,6 +315,16 @@ pub fn describe(old: &PlatformSpec, new: &PlatformSpec) -> Vec<String> {
     diff_named(&mut out, "overlay", &old.overlays, &new.overlays, |o| {
         &o.name
     });
+    for (name, policy) in &new.frequency {
+        if old.frequency.get(name) != Some(policy) {
+            out.push(format!("island.{name}.frequency changed"));
+        }
+    }
+    for name in old.frequency.keys() {
+        if !new.frequency.contains_key(name) {
+            out.push(format!("island.{name}.frequency removed"));
+        }
+    }
     let named = [
         ("[isolation]", old.isolation != new.isolation),
         ("[comm]", old.comm != new.comm),

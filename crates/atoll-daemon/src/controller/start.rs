@@ -154,6 +154,7 @@ impl Controller {
                 names.join(", ")
             ));
         }
+        self.start_frequencies();
         let now = self.now();
         {
             let epoch = self.epoch_len();
@@ -319,6 +320,33 @@ impl Controller {
             {
                 tracing::warn!("removing stray group {path}: {e}");
             }
+        }
+    }
+}
+
+impl Controller {
+    /// Writes the islands' frequency policies (each a decision); without
+    /// an actuator (the simulated backend), names them in a warning.
+    fn start_frequencies(&mut self) {
+        let now = self.env.clock.now();
+        if let Some(freq) = &mut self.freq {
+            let warnings = freq.start(now, &mut self.log);
+            self.warnings.extend(warnings);
+            return;
+        }
+        let named: Vec<String> = self
+            .reg
+            .spec()
+            .frequency
+            .iter()
+            .filter(|(_, p)| !p.is_empty())
+            .map(|(n, _)| n.to_string())
+            .collect();
+        if !named.is_empty() {
+            self.warnings.push(format!(
+                "frequency policies of islands {} are configured but this daemon writes no cpufreq files (simulated backend): left as they are",
+                named.join(", ")
+            ));
         }
     }
 }

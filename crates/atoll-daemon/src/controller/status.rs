@@ -93,7 +93,7 @@ impl Controller {
             discovery: Some(self.adoption.discovery()),
             pressure: Some(self.coord.pressure_source()),
             coord_restored: self.coord.restored().map(str::to_string),
-            energy: self.power.as_ref().map(crate::power::Power::status),
+            energy: self.energy_status(),
             warnings: self
                 .warnings
                 .iter()
@@ -101,6 +101,16 @@ impl Controller {
                 .chain(self.services.warnings())
                 .collect(),
         }
+    }
+
+    /// RAPL and cpufreq as measured (a real machine), and the frequency
+    /// policies written.
+    fn energy_status(&self) -> Option<atoll_proto::energy::EnergyStatus> {
+        let mut e = self.power.as_ref().map(crate::power::Power::status);
+        if let Some(freq) = &self.freq {
+            e.get_or_insert_with(Default::default).frequency = freq.lines();
+        }
+        e
     }
 
     /// How unit group `g` is bound to a service manager, if it should be,

@@ -61,6 +61,12 @@ impl Controller {
                 tracing::warn!("teardown: {w}");
             }
         }
+        if let Some(freq) = &mut self.freq {
+            let now = self.env.clock.now();
+            for w in freq.teardown(now, &mut self.log) {
+                tracing::warn!("teardown: {w}");
+            }
+        }
         self.iso.lift(&mut self.compose, Reason::Teardown);
         self.comm
             .end_boosts(&mut *self.env.tasks, &mut self.compose);

@@ -143,6 +143,7 @@ fn full_report() -> StatusReport {
         }],
         cpufreq_cpus: 0,
         error: None,
+        frequency: Vec::new(),
     });
     r
 }

@@ -94,5 +94,6 @@ pub fn two_islands(topo: &Topology, overlays: Vec<OverlayConfig>) -> PlatformSpe
         comm: None,
         apps: Default::default(),
         network: Vec::new(),
+        frequency: Default::default(),
     }
 }

@@ -85,6 +85,7 @@ pub fn spec(adopt_all: bool) -> PlatformSpec {
         comm: None,
         apps: Default::default(),
         network: Vec::new(),
+        frequency: Default::default(),
     }
 }
 
