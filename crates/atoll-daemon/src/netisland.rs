@@ -5,19 +5,33 @@
 //! teardown it gives every interface back as found. Every write is a
 //! [`Decision`] (`atoll why wire`).
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use atoll_core::decision::{Action, Decision, Reason};
 use atoll_core::netisland::{NetCoordinator, NetIslandError, NetIslandSetup};
 use atoll_core::spec::PlatformSpec;
-use atoll_net::{Interfaces, NetBackend, Steering, TcPlan};
+use atoll_core::Name;
+use atoll_net::{Interfaces, LeafStats, NetBackend, Steering, TcPlan};
 
+use crate::coord::RecvQueues;
 use crate::decisions::DecisionLog;
+
+mod coord;
+
+pub use coord::IslandTrigger;
 
 /// The network islands and their interfaces.
 pub struct NetIslands {
     ifs: Interfaces<Box<dyn NetBackend + Send>>,
     islands: Vec<(NetIslandSetup, NetCoordinator)>,
+    /// Overlays a network island refused (island, overlay): not asked again.
+    refused: BTreeSet<(Name, Name)>,
+    /// Each interface's leaf figures, as last read.
+    stats: BTreeMap<String, Vec<LeafStats>>,
+    /// Reads the units' socket receive queues (none: socket backlogs are
+    /// not watched).
+    recv: Option<Box<dyn RecvQueues>>,
 }
 
 impl std::fmt::Debug for NetIslands {
@@ -45,6 +59,9 @@ impl NetIslands {
         Ok(Self {
             ifs: Interfaces::new(backend, steering),
             islands,
+            refused: BTreeSet::new(),
+            stats: BTreeMap::new(),
+            recv: None,
         })
     }
 
@@ -114,6 +131,17 @@ impl NetIslands {
             }
         }
         warnings
+    }
+
+    /// Sets the reader of the units' socket receive queues (the socket
+    /// backlog of the backlog triggers).
+    pub fn set_recv_queues(&mut self, reader: Box<dyn RecvQueues>) {
+        self.recv = Some(reader);
+    }
+
+    /// Takes the reader of socket receive queues back.
+    pub fn take_recv_queues(&mut self) -> Option<Box<dyn RecvQueues>> {
+        self.recv.take()
     }
 
     /// The interfaces taken over now.

@@ -385,12 +385,14 @@ pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
     let net = if spec.network.is_empty() {
         None
     } else {
-        Some(crate::netisland::NetIslands::new(
+        let mut net = crate::netisland::NetIslands::new(
             Box::new(atoll_net::TcBackend::new()),
             atoll_net::Steering::new(&o.sysfs_root, &o.proc_root),
             &spec,
             atoll_core::coord::CoordConfig::default().weight_step,
-        )?)
+        )?;
+        net.set_recv_queues(Box::new(crate::coord::ProcRecvQueues::new(&o.proc_root)));
+        Some(net)
     };
     // Frequency policies: the machine's cpufreq files, checked now (a
     // policy the CPUs cannot follow, or any on a machine without cpufreq,

@@ -236,6 +236,11 @@ impl PlatformManager {
         self.overlays.get(overlay).map(|r| &r.spec)
     }
 
+    /// Every registered overlay.
+    pub fn overlay_specs(&self) -> impl Iterator<Item = &OverlaySpec> {
+        self.overlays.values().map(|r| &r.spec)
+    }
+
     /// Records `island`'s CPU usage over the last epoch.
     pub fn observe(&mut self, island: &Name, used_cpus: f64) -> Result<(), CoordError> {
         let i = self.index_or_err(island)?;

@@ -25,6 +25,7 @@
 //! anything but the backend, and nothing reads the system clock, so tests
 //! and the simulator drive it step by step.
 
+mod network;
 mod reload;
 mod repair;
 mod requests;
@@ -342,6 +343,7 @@ impl Controller {
         }
         watch.lap(Step::Load);
         self.coordinate(now);
+        self.network_step(now);
         self.measure_slos(now);
         watch.lap(Step::Coordination);
         self.isolate(now);

@@ -415,6 +415,29 @@ impl Controller {
         message: atoll_core::coord::Message,
     ) -> Result<Reply, RequestError> {
         let now = self.now();
+        if self.net.is_some()
+            && matches!(
+                message,
+                atoll_core::coord::Message::Tune {
+                    resource: atoll_core::coord::Resource::Bandwidth,
+                    ..
+                }
+            )
+        {
+            // A unit's share of a link: its network island's coordinator
+            // answers, after the same checks as any tune.
+            let inp = crate::coord::Inputs {
+                now,
+                reg: &self.reg,
+                mon: monitor(&self.env),
+                procs: &*self.env.procs,
+                loads: self.loads.all(),
+            };
+            self.coord.authorize(&inp, caller, &message)?;
+            if let Some((reply, text)) = self.bandwidth_tune(now, &message) {
+                return Ok(Reply::Coordinated { reply, text });
+            }
+        }
         let inp = crate::coord::Inputs {
             now,
             reg: &self.reg,
@@ -427,10 +450,14 @@ impl Controller {
             .coordinate(&inp, caller, from, message, &mut self.compose)?;
         self.carry_out_priorities(now);
         let refused = self.settle();
-        let text = match refused {
+        let mut text = match refused {
             None => reply.to_string(),
             Some(e) => format!("{reply}; the kernel refused: {e}"),
         };
+        for r in self.sync_net_overlays(now) {
+            text.push_str("; ");
+            text.push_str(&r);
+        }
         Ok(Reply::Coordinated { reply, text })
     }
 

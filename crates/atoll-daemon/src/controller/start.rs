@@ -171,6 +171,7 @@ impl Controller {
             self.start_coordination(now, coord_saved, None);
         }
         self.carry_out_priorities(now);
+        self.sync_net_overlays(now);
         self.settle();
         self.stage_coord();
         let _ = self

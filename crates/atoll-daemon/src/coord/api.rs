@@ -222,20 +222,17 @@ impl Coordination {
         }
     }
 
-    /// `coordinate`: one message, served at once. Returns the coordinator's
-    /// reply; the groups it changed are touched in `compose`.
-    pub fn coordinate(
-        &mut self,
+    /// Whether `caller` may send `msg`: root may send anything; others may
+    /// tune and trigger the overlays whose units hold only their
+    /// processes, and send `null`.
+    pub fn authorize(
+        &self,
         inp: &Inputs<'_>,
         caller: Caller,
-        from: Option<&str>,
-        msg: Message,
-        compose: &mut Composer,
-    ) -> Result<CoordReply, CoordApiError> {
-        self.off()?;
-        self.sync_units(inp.reg);
+        msg: &Message,
+    ) -> Result<(), CoordApiError> {
         if !caller.is_root() {
-            match &msg {
+            match msg {
                 Message::Null => {}
                 Message::Tune { overlay, .. } => self.owns(inp, caller, overlay)?,
                 Message::Trigger { overlay, unit, .. } => {
@@ -261,6 +258,22 @@ impl Coordination {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// `coordinate`: one message, served at once. Returns the coordinator's
+    /// reply; the groups it changed are touched in `compose`.
+    pub fn coordinate(
+        &mut self,
+        inp: &Inputs<'_>,
+        caller: Caller,
+        from: Option<&str>,
+        msg: Message,
+        compose: &mut Composer,
+    ) -> Result<CoordReply, CoordApiError> {
+        self.off()?;
+        self.sync_units(inp.reg);
+        self.authorize(inp, caller, &msg)?;
         let from = match from {
             Some(f) => Name::new(f).map_err(|source| CoordApiError::BadName {
                 what: "from",
@@ -300,7 +313,7 @@ impl Coordination {
 
     /// Sends one message at once, counts its reply and applies its effects;
     /// `None`: coordination is off.
-    pub(super) fn send(
+    pub(crate) fn send(
         &mut self,
         now: Duration,
         from: &Name,
