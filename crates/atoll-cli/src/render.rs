@@ -95,6 +95,34 @@ pub fn status(r: &StatusReport) -> String {
             let _ = writeln!(o, "warning    energy: {err}");
         }
     }
+    for n in &r.network {
+        let held = if n.managed { "managed" } else { "not managed" };
+        let _ = writeln!(
+            o,
+            "network    {} on {} ({held}), {} bit/s; classification {}",
+            n.island, n.interface, n.rate_bps, n.classification
+        );
+        for c in &n.classes {
+            let figures = c.stats.map_or_else(
+                || "no figures yet".to_string(),
+                |s| {
+                    format!(
+                        "{} bytes, {} packets, {} drops, backlog {} bytes / {} packets",
+                        s.bytes, s.packets, s.drops, s.backlog_bytes, s.backlog_packets
+                    )
+                },
+            );
+            let _ = writeln!(
+                o,
+                "  class {} ({}) share {} rate {} ceil {} bit/s: {figures}",
+                c.class,
+                c.unit.as_deref().unwrap_or("default"),
+                c.share,
+                c.rate_bps,
+                c.ceil_bps
+            );
+        }
+    }
     if r.host.cpus.is_empty() {
         let _ = writeln!(o, "host       (no host partition)");
     } else {

@@ -283,6 +283,8 @@ pub fn families() -> Vec<(String, &'static str)> {
             .iter()
             .map(|(n, k, _, _)| (n.to_string(), *k)),
     );
+    out.extend(net::NET.iter().map(|(n, k, _, _)| (n.to_string(), *k)));
+    out.push(("atoll_net_class_rate_bits".to_string(), GAUGE));
     out.extend(own::OWN.iter().map(|(n, k, _)| (n.to_string(), *k)));
     for level in ["island", "unit"] {
         for s in STATS {
@@ -467,6 +469,9 @@ pub fn render(status: &StatusReport, telemetry: &Telemetry) -> String {
     }
     if let Some(e) = &status.energy {
         energy::render(&mut out, e);
+    }
+    if !status.network.is_empty() {
+        net::render(&mut out, &status.network);
     }
     own::render(&mut out, telemetry);
     out.text
@@ -710,6 +715,7 @@ fn linger(stream: &mut TcpStream) {
 
 mod comm;
 mod energy;
+mod net;
 mod own;
 #[cfg(test)]
 mod tests;

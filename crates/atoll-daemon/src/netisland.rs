@@ -18,6 +18,7 @@ use crate::coord::RecvQueues;
 use crate::decisions::DecisionLog;
 
 mod coord;
+mod status;
 
 pub use coord::IslandTrigger;
 

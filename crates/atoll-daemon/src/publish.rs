@@ -259,6 +259,7 @@ mod tests {
             pressure: None,
             coord_restored: None,
             energy: None,
+            network: Vec::new(),
             warnings: Vec::new(),
         }
     }

@@ -218,3 +218,53 @@ fn a_class_backlog_over_its_threshold_boosts_the_unit_in_its_cpu_island() {
     );
     r.c.teardown().unwrap();
 }
+
+#[test]
+fn the_status_and_metrics_show_each_class_with_its_rate_share_and_figures() {
+    let mut r = rig("atoll-netcoord5", CONFIG);
+    {
+        let mut f = r.fake.lock().unwrap();
+        f.set_backlog("v0", 0x10, 1500, 1);
+    }
+    epochs(&r.sim, &mut r.c, 1);
+    assert!(coordinate(&mut r.c, tune("shop", "api", Direction::Up)).0);
+    let Reply::Status(status) = reply(ask(&mut r.c, ROOT, Request::Status {})) else {
+        panic!("not a status")
+    };
+    assert_eq!(status.network.len(), 1);
+    let wire = &status.network[0];
+    assert_eq!(
+        (wire.island.as_str(), wire.interface.as_str()),
+        ("wire", "v0")
+    );
+    assert!(wire.managed);
+    assert_eq!(wire.rate_bps, 10_000_000);
+    let api = wire
+        .classes
+        .iter()
+        .find(|c| c.unit.as_deref() == Some("api"))
+        .expect("api's class");
+    assert_eq!(
+        (api.class.as_str(), api.share, api.rate_bps),
+        ("1:10", 375, 7_894_736)
+    );
+    let stats = api.stats.expect("figures read in the epoch");
+    assert_eq!((stats.backlog_bytes, stats.backlog_packets), (1500, 1));
+    let default = &wire.classes[0];
+    assert_eq!((default.unit.as_deref(), default.share), (None, 100));
+    // The JSON form carries it too.
+    let json = serde_json::to_string(&status).unwrap();
+    assert!(json.contains("\"network\""), "{json}");
+    let text = atoll_daemon::metrics::render(&status, &Default::default());
+    assert!(
+        text.contains(
+            "atoll_net_class_backlog_packets{island=\"wire\",interface=\"v0\",class=\"1:10\",unit=\"api\"} 1"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("atoll_net_class_rate_bits{island=\"wire\",interface=\"v0\",class=\"1:10\",unit=\"api\"} 7894736"),
+        "{text}"
+    );
+    r.c.teardown().unwrap();
+}

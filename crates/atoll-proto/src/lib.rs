@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 pub mod apps;
 pub mod coord;
 pub mod energy;
+pub mod net;
 pub mod runtime;
 pub mod slo;
 pub mod status;

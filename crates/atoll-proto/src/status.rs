@@ -63,6 +63,9 @@ pub struct StatusReport {
     /// RAPL energy and cpufreq, when the daemon runs on a real machine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub energy: Option<crate::energy::EnergyStatus>,
+    /// The network islands the daemon manages (`docs/netisland.md`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network: Vec<crate::net::NetIslandStatus>,
     /// What the daemon could not do or know, in words (a damaged state file
     /// it recovered from, processes whose origin it lost, ...).
     #[serde(default)]

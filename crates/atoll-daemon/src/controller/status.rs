@@ -94,6 +94,11 @@ impl Controller {
             pressure: Some(self.coord.pressure_source()),
             coord_restored: self.coord.restored().map(str::to_string),
             energy: self.energy_status(),
+            network: self
+                .net
+                .as_ref()
+                .map(crate::netisland::NetIslands::status)
+                .unwrap_or_default(),
             warnings: self
                 .warnings
                 .iter()

@@ -76,6 +76,7 @@ fn report() -> StatusReport {
         pressure: None,
         coord_restored: None,
         energy: None,
+        network: Vec::new(),
         warnings: Vec::new(),
         units: vec![UnitStatus {
             name: "api".into(),
@@ -135,6 +136,27 @@ fn full_report() -> StatusReport {
         boosted_us: 1_500_000,
         ..Default::default()
     });
+    r.network = vec![atoll_proto::net::NetIslandStatus {
+        island: "wire".into(),
+        interface: "eth1".into(),
+        managed: true,
+        rate_bps: 10_000_000,
+        classification: String::new(),
+        classes: vec![atoll_proto::net::NetClassStatus {
+            class: "1:10".into(),
+            unit: Some("api".into()),
+            share: 300,
+            rate_bps: 7_500_000,
+            ceil_bps: 10_000_000,
+            stats: Some(atoll_proto::net::NetClassStats {
+                bytes: 1000,
+                packets: 10,
+                drops: 1,
+                backlog_bytes: 1500,
+                backlog_packets: 1,
+            }),
+        }],
+    }];
     r.energy = Some(atoll_proto::energy::EnergyStatus {
         zones: vec![atoll_proto::energy::ZoneEnergy {
             zone: "package-0".into(),
@@ -254,7 +276,8 @@ fn unknown_values_are_omitted_not_zero() {
             || super::comm::COMM.iter().any(|(n, ..)| *n == name)
             || ACCOUNTS.iter().any(|(n, ..)| *n == name)
             || super::own::OWN.iter().any(|(n, ..)| *n == name)
-            || super::energy::ENERGY.iter().any(|(n, ..)| *n == name);
+            || super::energy::ENERGY.iter().any(|(n, ..)| *n == name)
+            || name.starts_with("atoll_net_class_");
         assert_eq!(
             text.contains(&format!("\n{name}")),
             !is_stat,
