@@ -35,6 +35,7 @@ mod slo;
 mod start;
 mod status;
 mod teardown;
+mod wiring;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -43,7 +44,6 @@ use std::time::Duration;
 
 use atoll_core::backend::{BackendError, Fallback, Monitor};
 use atoll_core::clock::Clock;
-use atoll_core::comm::NetMonitor;
 use atoll_core::decision::Reason;
 use atoll_core::process::{CgroupMembership, ProcessTable, SystemMonitor, TaskControl};
 use atoll_core::spec::PlatformSpec;
@@ -56,7 +56,7 @@ use crate::apps::{Apps, Kit};
 use crate::comm::Comm;
 use crate::command::Command;
 use crate::compose::{ComposeError, Composer, Stack};
-use crate::coord::{Coordination, RecvQueues};
+use crate::coord::Coordination;
 use crate::decisions::DecisionLog;
 use crate::isolation::Isolation;
 use crate::load::Loads;
@@ -245,20 +245,6 @@ fn placement<'a>(
 }
 
 impl Controller {
-    /// Manages the spec's network islands with `net` (taken over at start,
-    /// given back at teardown). Without it, configured network islands are
-    /// only named in a warning.
-    pub fn set_network(&mut self, net: crate::netisland::NetIslands) {
-        self.net = Some(net);
-    }
-
-    /// Writes the islands' frequency policies with `freq` (at start and
-    /// on reload; given back at teardown). Without it, configured
-    /// policies are only named in a warning.
-    pub fn set_frequencies(&mut self, freq: crate::frequency::Frequencies) {
-        self.freq = Some(freq);
-    }
-
     /// A controller for `spec`; call [`Controller::start`] next.
     pub fn new(env: Env, spec: PlatformSpec, opts: Options) -> Self {
         let now = env.clock.now();
@@ -589,12 +575,6 @@ impl Controller {
             .save_if_changed(&mut self.reg, &*self.env.backend);
     }
 
-    /// Every group is checked for drift once in `every`, or more slowly on
-    /// a large platform (see [`REPAIR_EVERY`], [`REPAIR_RATE`]).
-    pub fn set_repair_interval(&mut self, every: Duration) {
-        self.repair_every = every.max(self.epoch_len());
-    }
-
     /// The control-loop period.
     pub fn epoch_len(&self) -> Duration {
         self.reg.spec().epoch
@@ -747,46 +727,6 @@ impl Controller {
     /// Planning runs of the application policy so far.
     pub fn app_planning_runs(&self) -> u64 {
         self.apps.planning_runs()
-    }
-
-    /// Sets the reader of units' sockets; `source` names it in the status
-    /// (`sock_diag`, `procfs`, ...).
-    pub fn set_net_monitor(&mut self, monitor: Box<dyn NetMonitor>, source: &str) {
-        self.comm.set_monitor(monitor, source);
-    }
-
-    /// New processes come from the kernel's process events from now on
-    /// (see [`crate::adopt`]); without, `/proc` is scanned every epoch.
-    pub fn set_process_events(&mut self, source: Box<dyn atoll_core::events::ProcEventSource>) {
-        self.adoption.use_events(source);
-    }
-
-    /// Samples RAPL every epoch and reports it and cpufreq in the status.
-    pub fn set_power(&mut self, power: crate::power::Power) {
-        self.power = Some(power);
-    }
-
-    /// `/proc` is scanned every epoch, because `why` (for the status).
-    pub fn set_process_scan(&mut self, why: impl Into<String>) {
-        self.adoption.use_scan(why);
-    }
-
-    /// Sets the reader of socket receive queues (for `react_recv_queue`).
-    pub fn set_recv_queues(&mut self, reader: Box<dyn RecvQueues>) {
-        self.coord.set_recv_queues(reader);
-    }
-
-    /// Units whose CPU pressure an overlay watches (`react_pressure`) wait
-    /// on triggers of `watch` while they are quiet, instead of being read
-    /// every epoch (see [`crate::coord::pressure`]).
-    pub fn set_pressure_watch(&mut self, watch: Box<dyn atoll_core::pressure::PressureWatch>) {
-        self.coord.set_pressure_watch(watch);
-    }
-
-    /// The CPU pressure of watched units is read every epoch, because
-    /// `why` (for the status).
-    pub fn set_pressure_averages(&mut self, why: impl Into<String>) {
-        self.coord.set_pressure_averages(why);
     }
 
     /// Now, on the injected clock.
