@@ -8,55 +8,24 @@ mod common;
 use atoll_core::clock::ManualClock;
 use atoll_core::coord::Property;
 use atoll_core::plan::GroupPath;
-use atoll_core::spec::{
-    AdoptRule, Entitlement, HostSpec, IslandSpec, OverlayConfig, PlatformSpec, ReactPolicy,
-    SchedPolicy, UnitSpec, DEFAULT_EPOCH,
-};
+use atoll_core::spec::{OverlayConfig, PlatformSpec, ReactPolicy};
 use atoll_daemon::controller::Controller;
 use atoll_proto::coord::OverlayStatus;
 use atoll_proto::{Reply, Request};
 use atoll_sim::SimPlatform;
-use common::sim::{ask, controller, epochs, n, reply, set, topo8 as topo, ROOT};
+use common::sim::{ask, controller, epochs, n, reply, topo8 as topo, web_and_batch, ROOT};
 
 const LATENCY: Property = Property::LatencyPercentile {
     percentile: 99.0,
     bound_us: 1000,
 };
 
-fn unit(name: &str, island: &str) -> UnitSpec {
-    UnitSpec {
-        name: n(name),
-        island: n(island),
-        entitlement: Entitlement::default(),
-        adopt: vec![AdoptRule::Comm(name.into())],
-        rt_priority: None,
-    }
-}
-
 /// Host CPU 0; fair islands `web` (1-3) and `batch` (4-7) with `units`
 /// (name, island); overlay `shop` over `members`.
 fn spec(units: &[(&str, &str)], members: &[&str]) -> PlatformSpec {
-    let island = |name: &str, cpus: &str, mems: &str| IslandSpec {
-        name: n(name),
-        cpus: set(cpus),
-        mems: set(mems),
-        policy: SchedPolicy::Fair,
-        arbitration: Default::default(),
-        exclusive: true,
-        access: Default::default(),
-    };
-    PlatformSpec {
-        host: HostSpec {
-            cpus: set("0"),
-            mems: set("0"),
-            adopt_all: false,
-        },
-        islands: vec![island("web", "1-3", "0"), island("batch", "4-7", "1")],
-        units: units.iter().map(|(u, i)| unit(u, i)).collect(),
-        default_island: None,
-        epoch: DEFAULT_EPOCH,
-        isolation: Default::default(),
-        overlays: vec![OverlayConfig {
+    web_and_batch(
+        units,
+        vec![OverlayConfig {
             name: n("shop"),
             priority: 5,
             units: members.iter().map(|u| n(u)).collect(),
@@ -64,11 +33,7 @@ fn spec(units: &[(&str, &str)], members: &[&str]) -> PlatformSpec {
             slo: Default::default(),
             react: ReactPolicy::default(),
         }],
-        comm: None,
-        apps: Default::default(),
-        network: Vec::new(),
-        frequency: Default::default(),
-    }
+    )
 }
 
 struct Rig {

@@ -13,8 +13,7 @@ use atoll_core::clock::ManualClock;
 use atoll_core::coord::{Direction, Message, Property, Reply as CoordReply, Resource};
 use atoll_core::plan::GroupPath;
 use atoll_core::spec::{
-    AdoptRule, Entitlement, HostSpec, IslandSpec, IsolationMode, OverlayConfig, PlatformSpec,
-    ReactPolicy, SchedPolicy, UnitSpec, DEFAULT_EPOCH,
+    IsolationMode, OverlayConfig, PlatformSpec, ReactPolicy, SchedPolicy, DEFAULT_EPOCH,
 };
 use atoll_daemon::command::Caller;
 use atoll_daemon::controller::Controller;
@@ -22,17 +21,7 @@ use atoll_daemon::coord::RecvQueues;
 use atoll_proto::coord::{OverlayOrigin, OverlayStatus};
 use atoll_proto::{ErrorCode, Reply, Request};
 use atoll_sim::SimPlatform;
-use common::sim::{ask, controller, n, reply, set, topo8 as topo, user, ROOT};
-
-fn unit(name: &str, island: &str) -> UnitSpec {
-    UnitSpec {
-        name: n(name),
-        island: n(island),
-        entitlement: Entitlement::default(),
-        adopt: vec![AdoptRule::Comm(name.into())],
-        rt_priority: None,
-    }
-}
+use common::sim::{ask, controller, n, reply, set, topo8 as topo, user, web_and_batch, ROOT};
 
 fn overlay(name: &str, units: &[&str], property: Property) -> OverlayConfig {
     OverlayConfig {
@@ -53,37 +42,15 @@ const LATENCY: Property = Property::LatencyPercentile {
 /// Host CPU 0; fair islands web (1-3: api, front) and batch (4-7: db,
 /// crunch); overlay `shop` over api and db.
 fn spec() -> PlatformSpec {
-    let island = |name: &str, cpus: &str, mems: &str| IslandSpec {
-        name: n(name),
-        cpus: set(cpus),
-        mems: set(mems),
-        policy: SchedPolicy::Fair,
-        arbitration: Default::default(),
-        exclusive: true,
-        access: Default::default(),
-    };
-    PlatformSpec {
-        host: HostSpec {
-            cpus: set("0"),
-            mems: set("0"),
-            adopt_all: false,
-        },
-        islands: vec![island("web", "1-3", "0"), island("batch", "4-7", "1")],
-        units: vec![
-            unit("api", "web"),
-            unit("front", "web"),
-            unit("db", "batch"),
-            unit("crunch", "batch"),
+    web_and_batch(
+        &[
+            ("api", "web"),
+            ("front", "web"),
+            ("db", "batch"),
+            ("crunch", "batch"),
         ],
-        default_island: None,
-        epoch: DEFAULT_EPOCH,
-        isolation: Default::default(),
-        overlays: vec![overlay("shop", &["api", "db"], LATENCY)],
-        comm: None,
-        apps: Default::default(),
-        network: Vec::new(),
-        frequency: Default::default(),
-    }
+        vec![overlay("shop", &["api", "db"], LATENCY)],
+    )
 }
 
 struct Rig {

@@ -12,59 +12,24 @@ use atoll_core::clock::ManualClock;
 use atoll_core::coord::{Message, Property};
 use atoll_core::plan::GroupPath;
 use atoll_core::pressure::StallTrigger;
-use atoll_core::spec::{
-    AdoptRule, Entitlement, HostSpec, IslandSpec, OverlayConfig, PlatformSpec, ReactPolicy,
-    SchedPolicy, UnitSpec, DEFAULT_EPOCH,
-};
+use atoll_core::spec::{OverlayConfig, PlatformSpec, ReactPolicy, DEFAULT_EPOCH};
 use atoll_daemon::controller::Controller;
 use atoll_daemon::coord::pressure::{AVERAGES, RETRY, TRIGGERS, WINDOW};
 use atoll_procfs::psi_watch::{FakePressureHandle, FakePressureWatch};
 use atoll_proto::coord::PressureSource;
 use atoll_proto::{Reply, Request};
 use atoll_sim::SimPlatform;
-use common::sim::{ask, controller, n, reply, set, topo8 as topo, ROOT};
+use common::sim::{ask, controller, n, reply, topo8 as topo, web_and_batch, ROOT};
 
 /// `react_pressure` of overlay shop.
 const THRESHOLD: f64 = 20.0;
 
-fn unit(name: &str, island: &str) -> UnitSpec {
-    UnitSpec {
-        name: n(name),
-        island: n(island),
-        entitlement: Entitlement::default(),
-        adopt: vec![AdoptRule::Comm(name.into())],
-        rt_priority: None,
-    }
-}
-
 /// Host CPU 0; islands web (1-3: api, front) and batch (4-7: db); overlay
 /// shop over api and db, reacting to CPU pressure above [`THRESHOLD`].
 fn spec() -> PlatformSpec {
-    let island = |name: &str, cpus: &str, mems: &str| IslandSpec {
-        name: n(name),
-        cpus: set(cpus),
-        mems: set(mems),
-        policy: SchedPolicy::Fair,
-        arbitration: Default::default(),
-        exclusive: true,
-        access: Default::default(),
-    };
-    PlatformSpec {
-        host: HostSpec {
-            cpus: set("0"),
-            mems: set("0"),
-            adopt_all: false,
-        },
-        islands: vec![island("web", "1-3", "0"), island("batch", "4-7", "1")],
-        units: vec![
-            unit("api", "web"),
-            unit("front", "web"),
-            unit("db", "batch"),
-        ],
-        default_island: None,
-        epoch: DEFAULT_EPOCH,
-        isolation: Default::default(),
-        overlays: vec![OverlayConfig {
+    web_and_batch(
+        &[("api", "web"), ("front", "web"), ("db", "batch")],
+        vec![OverlayConfig {
             name: n("shop"),
             priority: 5,
             units: vec![n("api"), n("db")],
@@ -78,11 +43,7 @@ fn spec() -> PlatformSpec {
                 ..Default::default()
             },
         }],
-        comm: None,
-        apps: Default::default(),
-        network: Vec::new(),
-        frequency: Default::default(),
-    }
+    )
 }
 
 fn api() -> GroupPath {

@@ -7,7 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use atoll_core::process::CgroupMembership;
-use atoll_core::spec::PlatformSpec;
+use atoll_core::spec::{
+    AdoptRule, Entitlement, HostSpec, IslandSpec, OverlayConfig, PlatformSpec, SchedPolicy,
+    UnitSpec, DEFAULT_EPOCH,
+};
 use atoll_core::topology::{SyntheticShape, Topology};
 use atoll_core::{CpuSet, Name};
 use atoll_daemon::command::{Caller, Command};
@@ -106,5 +109,49 @@ pub fn reply(r: ResponseEnvelope) -> Reply {
     match (r.ok, r.err) {
         (Some(reply), _) => reply,
         (None, e) => panic!("expected a reply, got {e:?}"),
+    }
+}
+
+/// A unit `name` in `island` with the default entitlement, adopting
+/// processes whose command is its name.
+pub fn unit(name: &str, island: &str) -> UnitSpec {
+    UnitSpec {
+        name: n(name),
+        island: n(island),
+        entitlement: Entitlement::default(),
+        adopt: vec![AdoptRule::Comm(name.into())],
+        rt_priority: None,
+    }
+}
+
+/// Host CPU 0; exclusive fair islands `web` (CPUs 1-3, node 0) and `batch`
+/// (4-7, node 1) with `units` ([`unit`], as name and island) and
+/// `overlays`.
+pub fn web_and_batch(units: &[(&str, &str)], overlays: Vec<OverlayConfig>) -> PlatformSpec {
+    let island = |name: &str, cpus: &str, mems: &str| IslandSpec {
+        name: n(name),
+        cpus: set(cpus),
+        mems: set(mems),
+        policy: SchedPolicy::Fair,
+        arbitration: Default::default(),
+        exclusive: true,
+        access: Default::default(),
+    };
+    PlatformSpec {
+        host: HostSpec {
+            cpus: set("0"),
+            mems: set("0"),
+            adopt_all: false,
+        },
+        islands: vec![island("web", "1-3", "0"), island("batch", "4-7", "1")],
+        units: units.iter().map(|(u, i)| unit(u, i)).collect(),
+        default_island: None,
+        epoch: DEFAULT_EPOCH,
+        isolation: Default::default(),
+        overlays,
+        comm: None,
+        apps: Default::default(),
+        network: Vec::new(),
+        frequency: Default::default(),
     }
 }
