@@ -178,6 +178,9 @@ impl<F: CgroupFs> Actuator for CgroupBackend<F> {
     fn exclusive_root(&self) -> bool {
         both!(self, b => b.exclusive_root())
     }
+    fn net_prio_dir(&self, path: &GroupPath) -> Option<std::path::PathBuf> {
+        both!(self, b => b.net_prio_dir(path))
+    }
     fn apply(
         &mut self,
         path: &GroupPath,

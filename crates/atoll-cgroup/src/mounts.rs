@@ -5,7 +5,7 @@
 //! picks a backend: `auto` prefers cgroup2 when its root lists the controllers
 //! atoll needs (`cpuset cpu memory`; `io` optional) and is writable, else
 //! cgroup1 when writable `cpuset` and `cpu` hierarchies exist (`cpuacct`,
-//! `memory`, `blkio` and `freezer` are used when mounted and writable). Reading
+//! `memory`, `blkio`, `freezer` and `net_prio` are used when mounted and writable). Reading
 //! `cgroup.controllers` goes through a [`CgroupFs`] and the permission check
 //! through a closure, so both can be faked. A refusal names the mount and the
 //! missing piece and points at `--backend sim`.
@@ -243,6 +243,11 @@ pub struct V1Paths {
     /// The `freezer` hierarchy, if mounted and writable (for
     /// `GroupSettings::frozen`).
     pub freezer: Option<PathBuf>,
+    /// The `net_prio` hierarchy, if mounted and writable: unit groups are
+    /// made there too, so that a network island can give their sockets a
+    /// priority per interface (`net_prio.ifpriomap`, docs/netisland.md).
+    #[doc(alias = "net_cls")]
+    pub net_prio: Option<PathBuf>,
 }
 
 impl V1Paths {
@@ -256,6 +261,7 @@ impl V1Paths {
             ("memory", self.memory.as_ref()),
             ("blkio", self.blkio.as_ref()),
             ("freezer", self.freezer.as_ref()),
+            ("net_prio", self.net_prio.as_ref()),
         ];
         for (name, p) in rest {
             if let Some(p) = p {
@@ -375,6 +381,7 @@ fn try_v1(mounts: &Mounts, writable: &dyn Fn(&Path) -> bool) -> Result<Choice, S
         memory: usable("memory").ok(),
         blkio: usable("blkio").ok(),
         freezer: usable("freezer").ok(),
+        net_prio: usable("net_prio").ok(),
     }))
 }
 

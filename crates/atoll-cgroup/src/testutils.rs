@@ -231,6 +231,7 @@ impl FakeCgroupFs {
             memory: Some(f.add_v1_mount("memory", &["memory"])),
             blkio: Some(f.add_v1_mount("blkio", &["blkio"])),
             freezer: None,
+            net_prio: None,
         };
         (f, paths)
     }

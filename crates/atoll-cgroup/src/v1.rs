@@ -545,6 +545,10 @@ impl<F: CgroupFs> Actuator for Cgroup1Backend<F> {
         self.exclusive_root
     }
 
+    fn net_prio_dir(&self, path: &GroupPath) -> Option<PathBuf> {
+        self.paths.net_prio.as_ref().map(|m| self.dir_in(m, path))
+    }
+
     fn apply(
         &mut self,
         path: &GroupPath,

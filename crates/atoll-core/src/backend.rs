@@ -358,6 +358,13 @@ pub trait Actuator: Send {
     fn root_location(&self) -> String {
         self.root_name().to_string()
     }
+    /// The directory of `path` in the cgroup v1 `net_prio` hierarchy, where
+    /// the backend keeps its groups there (a network island writes the
+    /// group's `net_prio.ifpriomap`); `None` otherwise (the default).
+    fn net_prio_dir(&self, path: &GroupPath) -> Option<std::path::PathBuf> {
+        let _ = path;
+        None
+    }
     /// The service manager groups can be bound to, for people (`systemd
     /// 252`), when [`Capabilities::service_manager`] is true.
     fn service_manager(&self) -> Option<String> {

@@ -2,10 +2,15 @@
 //! `docs/netisland.md`). It owns their coordinators and the interfaces it
 //! took over; at start it takes each interface (snapshot first), writes its
 //! HTB tree from the coordinator's shares and its steering CPUs; at
-//! teardown it gives every interface back as found. Every write is a
-//! [`Decision`] (`atoll why wire`).
+//! teardown it gives every interface back as found. On cgroup v1 it gives
+//! each unit's group its class id as socket priority (`classify`); what it
+//! found on each interface is kept for the state file so that a run after a
+//! crash adopts the interface and still gives it back exactly (`saved`); a
+//! reload adds, changes and gives back islands (`lifecycle`). Every write
+//! is a [`Decision`] (`atoll why wire`).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use atoll_core::decision::{Action, Decision, Reason};
@@ -17,10 +22,14 @@ use atoll_net::{Interfaces, LeafStats, NetBackend, Steering, TcPlan};
 use crate::coord::RecvQueues;
 use crate::decisions::DecisionLog;
 
+mod classify;
 mod coord;
+mod lifecycle;
+mod saved;
 mod status;
 
 pub use coord::IslandTrigger;
+pub use saved::{SavedFile, SavedInterface, SavedNetwork};
 
 /// The network islands and their interfaces.
 pub struct NetIslands {
@@ -33,7 +42,25 @@ pub struct NetIslands {
     /// Reads the units' socket receive queues (none: socket backlogs are
     /// not watched).
     recv: Option<Box<dyn RecvQueues>>,
+    /// The coordination's weight step (for islands a reload adds).
+    step: f64,
+    /// Unit groups whose `net_prio.ifpriomap` atoll wrote, with what they
+    /// held.
+    classified: Vec<classify::Classified>,
+    /// (island, unit) whose group could not be written: not tried again
+    /// until a reload.
+    class_failed: BTreeSet<(Name, Name)>,
+    /// Whether the backend keeps unit groups in a `net_prio` hierarchy
+    /// (`None`: not asked yet).
+    net_prio: Option<bool>,
+    /// What a previous run found on its interfaces (from the state file),
+    /// for adopting them after a crash.
+    saved: BTreeMap<String, atoll_net::Snapshot>,
 }
+
+/// Where a unit's group is in the cgroup v1 `net_prio` hierarchy (`None`:
+/// no such hierarchy, or no such unit).
+pub type NetPrioDirs<'a> = &'a dyn Fn(&Name) -> Option<PathBuf>;
 
 impl std::fmt::Debug for NetIslands {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -63,72 +90,117 @@ impl NetIslands {
             refused: BTreeSet::new(),
             stats: BTreeMap::new(),
             recv: None,
+            step,
+            classified: Vec::new(),
+            class_failed: BTreeSet::new(),
+            net_prio: None,
+            saved: BTreeMap::new(),
         })
     }
 
     /// Takes every interface over and writes it; returns a warning for each
     /// island that could not be (its interface is left as it was, or given
-    /// back at once if the write failed half-way).
+    /// back at once if the write failed half-way). An interface a previous
+    /// run left with its tree on it is adopted when the state file has what
+    /// that run found there ([`Self::set_saved`]).
     pub fn start(&mut self, now: Duration, log: &mut DecisionLog) -> Vec<String> {
         let mut warnings = Vec::new();
-        for (setup, coord) in &self.islands {
-            let iface = setup.interface.as_str();
-            let record = |log: &mut DecisionLog, change: String| {
-                log.record(Decision {
-                    at: now,
-                    action: Action::SetNetwork {
-                        island: setup.name.to_string(),
-                        interface: iface.to_string(),
-                        change,
-                    },
-                    why: Reason::Config,
-                });
-            };
-            let taken = match self.ifs.take(iface) {
-                Ok(snap) => format!(
-                    "taken over (root qdisc {}, {} steering files saved)",
-                    snap.root,
-                    snap.steer.files.len()
-                ),
-                Err(e) => {
-                    warnings.push(format!("network island {}: {e}", setup.name));
-                    continue;
-                }
-            };
-            record(log, taken);
-            let plan = TcPlan::from_rates(coord.rate_bps(), setup.leaf.into(), &coord.rates());
-            if let Err(e) = self.ifs.apply(iface, &plan) {
-                warnings.push(format!("network island {}: {e}", setup.name));
-                give_back(&mut self.ifs, setup, now, log, &mut warnings);
-                continue;
-            }
-            record(log, describe(coord, &plan));
-            let (rx, tx) = (setup.rx_cpus.as_ref(), setup.tx_cpus.as_ref());
-            if rx.is_some() || tx.is_some() {
-                match self.ifs.steer(iface, rx, tx) {
-                    Ok(written) => record(
-                        log,
-                        format!(
-                            "steering: rx CPUs {}, tx CPUs {} ({} files)",
-                            rx.map_or("as found".to_string(), ToString::to_string),
-                            tx.map_or("as found".to_string(), ToString::to_string),
-                            written.len()
-                        ),
-                    ),
-                    Err(e) => warnings.push(format!("network island {}: {e}", setup.name)),
-                }
-            }
+        for i in 0..self.islands.len() {
+            self.start_island(i, now, &Reason::Config, log, &mut warnings);
         }
         warnings
     }
 
-    /// Gives every interface back as found; a warning for each that could
-    /// not be.
+    /// Takes island `i`'s interface over (or adopts it) and writes its
+    /// tree and steering, each a decision with `why`.
+    fn start_island(
+        &mut self,
+        i: usize,
+        now: Duration,
+        why: &Reason,
+        log: &mut DecisionLog,
+        warnings: &mut Vec<String>,
+    ) {
+        let (setup, coord) = &self.islands[i];
+        let iface = setup.interface.as_str();
+        let record = |log: &mut DecisionLog, change: String| {
+            log.record(Decision {
+                at: now,
+                action: Action::SetNetwork {
+                    island: setup.name.to_string(),
+                    interface: iface.to_string(),
+                    change,
+                },
+                why: why.clone(),
+            });
+        };
+        let adopted = match self.saved.remove(iface) {
+            None => Ok(false),
+            Some(snap) => self.ifs.adopt(iface, snap),
+        };
+        let taken = match adopted {
+            Ok(true) => {
+                let snap = self.ifs.snapshot(iface).expect("just adopted");
+                Ok(format!(
+                    "adopted from the run before (its tree htb 1: replaced; root qdisc {} and {} steering files as that run found them, from the state file)",
+                    snap.root,
+                    snap.steer.files.len()
+                ))
+            }
+            Ok(false) => self.ifs.take(iface).map(|snap| {
+                format!(
+                    "taken over (root qdisc {}, {} steering files saved)",
+                    snap.root,
+                    snap.steer.files.len()
+                )
+            }),
+            Err(e) => Err(e),
+        };
+        match taken {
+            Ok(text) => record(log, text),
+            Err(e) => {
+                warnings.push(format!("network island {}: {e}", setup.name));
+                return;
+            }
+        }
+        let plan = TcPlan::from_rates(coord.rate_bps(), setup.leaf.into(), &coord.rates());
+        if let Err(e) = self.ifs.apply(iface, &plan) {
+            warnings.push(format!("network island {}: {e}", setup.name));
+            give_back(&mut self.ifs, setup, now, why, log, warnings);
+            return;
+        }
+        record(log, describe(coord, &plan));
+        let (rx, tx) = (setup.rx_cpus.as_ref(), setup.tx_cpus.as_ref());
+        if rx.is_some() || tx.is_some() {
+            match self.ifs.steer(iface, rx, tx) {
+                Ok(written) => record(
+                    log,
+                    format!(
+                        "steering: rx CPUs {}, tx CPUs {} ({} files)",
+                        rx.map_or("as found".to_string(), ToString::to_string),
+                        tx.map_or("as found".to_string(), ToString::to_string),
+                        written.len()
+                    ),
+                ),
+                Err(e) => warnings.push(format!("network island {}: {e}", setup.name)),
+            }
+        }
+    }
+
+    /// Gives every interface back as found (the unit groups' priorities
+    /// first); a warning for each that could not be.
     pub fn teardown(&mut self, now: Duration, log: &mut DecisionLog) -> Vec<String> {
-        let mut warnings = Vec::new();
+        let mut warnings = self.unclassify(|_| true, now, &Reason::Teardown, log);
         for (setup, _) in &self.islands {
             if self.ifs.snapshot(&setup.interface).is_some() {
-                give_back(&mut self.ifs, setup, now, log, &mut warnings);
+                give_back(
+                    &mut self.ifs,
+                    setup,
+                    now,
+                    &Reason::Teardown,
+                    log,
+                    &mut warnings,
+                );
             }
         }
         warnings
@@ -155,6 +227,7 @@ fn give_back(
     ifs: &mut Interfaces<Box<dyn NetBackend + Send>>,
     setup: &NetIslandSetup,
     now: Duration,
+    why: &Reason,
     log: &mut DecisionLog,
     warnings: &mut Vec<String>,
 ) {
@@ -172,7 +245,7 @@ fn give_back(
             interface: setup.interface.clone(),
             change,
         },
-        why: Reason::Teardown,
+        why: why.clone(),
     });
 }
 

@@ -28,6 +28,10 @@ pub struct Persist {
     coord_key: CoordSnapshot,
     /// The coordination state changed since the last save.
     coord_dirty: bool,
+    /// The network islands' interfaces as found, saved with every write.
+    network: Option<crate::netisland::SavedNetwork>,
+    /// They changed since the last save.
+    network_dirty: bool,
 }
 
 /// The wall clock, ms since the Unix epoch (0 before it).
@@ -61,6 +65,15 @@ impl Persist {
             self.coord_dirty = true;
         }
         self.coord = (!snap.is_empty()).then(|| (snap, unix_ms()));
+    }
+
+    /// The interfaces the network islands hold, as found: saved with the
+    /// next write (which this asks for when they changed).
+    pub fn stage_network(&mut self, network: Option<crate::netisland::SavedNetwork>) {
+        if self.network != network {
+            self.network = network;
+            self.network_dirty = true;
+        }
     }
 
     /// How many times the state file was written.
@@ -127,7 +140,7 @@ impl Persist {
         backend: &dyn Backend,
     ) -> Result<(), StateError> {
         let dirty = reg.take_dirty();
-        if dirty || self.coord_dirty || self.retry {
+        if dirty || self.coord_dirty || self.network_dirty || self.retry {
             self.save(reg, backend)
         } else {
             Ok(())
@@ -141,6 +154,7 @@ impl Persist {
             return Ok(());
         };
         let mut s = saved_state(reg, backend);
+        s.network.clone_from(&self.network);
         s.coordination = match &self.coord {
             None => None,
             Some((snap, at)) => match SavedCoord::new(snap, *at) {
@@ -155,6 +169,7 @@ impl Persist {
             Ok(()) => {
                 self.retry = false;
                 self.coord_dirty = false;
+                self.network_dirty = false;
                 self.saves += 1;
                 Ok(())
             }
@@ -217,5 +232,6 @@ pub fn saved_state(reg: &Registry, backend: &dyn Backend) -> SavedState {
         parent_controllers_added: backend.outside_changes(),
         overlays: reg.runtime_overlays().to_vec(),
         coordination: None,
+        network: None,
     }
 }

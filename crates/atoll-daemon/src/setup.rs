@@ -381,10 +381,9 @@ pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
     };
     let comm = spec.comm.is_some();
     // Network islands: iproute2's tc and the machine's own sysfs and procfs
-    // (docs/netisland.md). Nothing is touched when none is configured.
-    let net = if spec.network.is_empty() {
-        None
-    } else {
+    // (docs/netisland.md). Built even when none is configured, so that a
+    // reload can add one; nothing is touched while none is.
+    let net = {
         let mut net = crate::netisland::NetIslands::new(
             Box::new(atoll_net::TcBackend::new()),
             atoll_net::Steering::new(&o.sysfs_root, &o.proc_root),

@@ -87,6 +87,11 @@ pub struct SavedState {
     /// the records of the processes to give back (see [`SavedCoord`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coordination: Option<SavedCoord>,
+    /// The interfaces the network islands hold, each as it was found, so
+    /// that a run after a crash adopts them and still gives them back
+    /// exactly (same format: older files simply have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<crate::netisland::SavedNetwork>,
 }
 
 /// The coordination state ([`CoordSnapshot`]) as saved: its JSON text kept

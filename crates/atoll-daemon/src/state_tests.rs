@@ -64,6 +64,7 @@ fn sample() -> SavedState {
             },
         }],
         coordination: None,
+        network: None,
     }
 }
 
@@ -101,6 +102,7 @@ fn snapshot() -> CoordSnapshot {
 fn with_coord() -> SavedState {
     SavedState {
         coordination: Some(SavedCoord::new(&snapshot(), 1_700_000_000_000).unwrap()),
+        network: None,
         ..sample()
     }
 }

@@ -18,6 +18,12 @@ impl RootQdisc {
     pub fn is_kernel_default(&self) -> bool {
         self.handle == "0:"
     }
+
+    /// Whether it is the root of a tree atoll writes (`htb 1:`), as a
+    /// previous run that did not give the interface back left it.
+    pub fn is_atolls_tree(&self) -> bool {
+        self.kind == "htb" && self.handle == "1:"
+    }
 }
 
 impl std::fmt::Display for RootQdisc {

@@ -90,6 +90,49 @@ impl<B: NetBackend> Interfaces<B> {
         Ok(&self.managed[iface].snapshot)
     }
 
+    /// Takes `iface` over again after a run that did not give it back (a
+    /// crash): `snapshot` is what that run recorded when it took the
+    /// interface, the root qdisc found now must be atoll's tree (`htb 1:`).
+    /// That tree is deleted (the kernel attaches its default again) so the
+    /// next [`apply`](Self::apply) writes a whole new one, and
+    /// [`restore`](Self::restore) puts back what the snapshot says, not
+    /// what the crashed run left. Returns `false`, adopting nothing, when
+    /// the root is the kernel's default (the interface was reset since:
+    /// [`take`](Self::take) it afresh); a root someone else configured is
+    /// refused as by `take`.
+    pub fn adopt(&mut self, iface: &str, snapshot: Snapshot) -> Result<bool, NetError> {
+        if self.managed.contains_key(iface) {
+            return Ok(true);
+        }
+        let root = self.backend.root_qdisc(iface)?;
+        if root.is_kernel_default() {
+            return Ok(false);
+        }
+        if !root.is_atolls_tree() || !snapshot.root.is_kernel_default() {
+            return Err(NetError::ForeignQdisc {
+                iface: iface.to_string(),
+                kind: root.kind,
+                handle: root.handle,
+            });
+        }
+        self.backend.remove_root(iface)?;
+        self.managed.insert(
+            iface.to_string(),
+            Managed {
+                snapshot,
+                applied: None,
+            },
+        );
+        Ok(true)
+    }
+
+    /// Writes `iface`'s steering files back as they were taken, keeping
+    /// the interface managed (before steering it otherwise).
+    pub fn restore_steering(&mut self, iface: &str) -> Result<(), NetError> {
+        let snap = self.entry(iface)?.snapshot.steer.clone();
+        self.steering.restore(&snap)
+    }
+
     fn entry(&mut self, iface: &str) -> Result<&mut Managed, NetError> {
         self.managed
             .get_mut(iface)

@@ -162,3 +162,62 @@ fn leaf_backlogs_come_back_by_class() {
     let s = stats.iter().find(|s| s.minor == 0x10).unwrap();
     assert_eq!((s.backlog_bytes, s.backlog_packets), (3000, 2));
 }
+
+/// A run that crashed left its tree and its masks: a new run adopts the
+/// interface with the snapshot the crashed run saved, and restores that.
+#[test]
+fn adopting_after_a_crash_restores_what_the_first_run_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = setup(dir.path());
+    let saved = first.take("v0").unwrap().clone();
+    first
+        .apply("v0", &plan(vec![class(2, 500_000), class(3, 500_000)]))
+        .unwrap();
+    first
+        .steer("v0", None, Some(&IdSet::parse("1").unwrap()))
+        .unwrap();
+    let xps = dir.path().join("sys/class/net/v0/queues/tx-0/xps_cpus");
+    assert_eq!(fs::read_to_string(&xps).unwrap(), "00000002");
+    // The crash: `first` is gone without restoring; its tree is on v0.
+    let net = std::mem::take(first.backend_mut());
+    let mut second = Interfaces::new(
+        net,
+        Steering::new(dir.path().join("sys"), dir.path().join("proc")),
+    );
+    assert!(matches!(
+        second.take("v0"),
+        Err(NetError::ForeignQdisc { ref kind, .. }) if kind == "htb"
+    ));
+    assert!(second.adopt("v0", saved.clone()).unwrap());
+    assert_eq!(second.snapshot("v0"), Some(&saved));
+    // The old tree was removed; the next apply writes a whole new one.
+    second.apply("v0", &plan(vec![class(2, 1_000_000)])).unwrap();
+    assert!(second
+        .backend()
+        .log
+        .iter()
+        .any(|l| l == "apply v0 removed=[] root=true"));
+    second.restore("v0").unwrap();
+    assert_eq!(fs::read_to_string(&xps).unwrap(), "00000000");
+    assert_eq!(
+        second.backend_mut().root_qdisc("v0").unwrap(),
+        saved.root
+    );
+}
+
+#[test]
+fn adopting_a_reset_interface_adopts_nothing_and_a_foreign_root_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut ifs = setup(dir.path());
+    let saved = ifs.take("v0").unwrap().clone();
+    ifs.restore("v0").unwrap();
+    // The kernel's default again: nothing of a previous run is left.
+    assert!(!ifs.adopt("v0", saved.clone()).unwrap());
+    assert!(ifs.snapshot("v0").is_none());
+    ifs.backend_mut().set_root("v0", "tbf", "8001:");
+    assert!(matches!(
+        ifs.adopt("v0", saved),
+        Err(NetError::ForeignQdisc { ref kind, .. }) if kind == "tbf"
+    ));
+    assert!(ifs.snapshot("v0").is_none());
+}

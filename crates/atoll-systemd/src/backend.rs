@@ -117,6 +117,10 @@ impl<B: Backend> Actuator for SystemdDriver<B> {
         self.inner.exclusive_root()
     }
 
+    fn net_prio_dir(&self, path: &GroupPath) -> Option<std::path::PathBuf> {
+        self.inner.net_prio_dir(path)
+    }
+
     fn apply(
         &mut self,
         path: &GroupPath,

@@ -6,11 +6,65 @@
 use std::time::Duration;
 
 use atoll_core::coord::{Message, OverlaySpec};
+use atoll_core::decision::Reason;
 use atoll_core::plan::GroupPath;
+use atoll_core::Name;
 
 use super::{monitor, Controller};
 
 impl Controller {
+    /// Gives each unit group its class id as socket priority where the
+    /// backend keeps groups in a cgroup v1 `net_prio` hierarchy (see
+    /// [`crate::netisland::NetIslands::classify`]); failures become status
+    /// warnings.
+    pub(super) fn classify_units(&mut self, now: Duration, why: &Reason) {
+        let Some(net) = &mut self.net else {
+            return;
+        };
+        let (reg, backend) = (&self.reg, &*self.env.backend);
+        let dirs = |unit: &Name| {
+            reg.unit_group(unit.as_str())
+                .and_then(|g| backend.net_prio_dir(&g))
+        };
+        let warnings = net.classify(now, &dirs, why, &mut self.log);
+        self.warnings.extend(warnings);
+    }
+
+    /// Saves what the network islands found on their interfaces in the
+    /// state file, at once (before anything else can fail), when it
+    /// changed.
+    pub(super) fn save_network(&mut self) {
+        let Some(net) = &self.net else {
+            return;
+        };
+        self.persist.stage_network(net.saved_state());
+        if let Err(e) = self
+            .persist
+            .save_if_changed(&mut self.reg, &*self.env.backend)
+        {
+            self.warnings.push(format!(
+                "the state file cannot be saved ({e}): after a crash the network islands' interfaces would not be given back"
+            ));
+        }
+    }
+
+    /// Applies a reloaded description's `[network.*]` (see
+    /// [`crate::netisland::NetIslands::reload`]).
+    pub(super) fn reload_network(&mut self) {
+        let Some(net) = &mut self.net else {
+            return;
+        };
+        let now = self.env.clock.now();
+        let warnings = net.reload(self.reg.spec(), now, &mut self.log);
+        self.warnings.extend(warnings);
+        let why = Reason::Reload {
+            detail: "network islands reloaded".into(),
+        };
+        self.classify_units(now, &why);
+        self.save_network();
+        self.sync_net_overlays(now);
+    }
+
     /// Registers with the network islands the overlays the platform
     /// manager holds, deregisters the ones it no longer holds; refusals
     /// become status warnings (once each).
@@ -48,6 +102,8 @@ impl Controller {
             return;
         }
         self.sync_net_overlays(now);
+        // Unit groups made since (or not yet classified) get their class.
+        self.classify_units(now, &Reason::Config);
         let Some(net) = self.net.as_mut() else {
             return;
         };

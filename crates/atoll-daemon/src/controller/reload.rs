@@ -102,6 +102,7 @@ impl Controller {
         match self.apply_spec(new, &changes) {
             None => {
                 self.reload_frequencies();
+                self.reload_network();
                 Ok(changes)
             }
             Some(source) => {
@@ -314,6 +315,9 @@ pub fn describe(old: &PlatformSpec, new: &PlatformSpec) -> Vec<String> {
     diff_named(&mut out, "unit", &old.units, &new.units, |u| &u.name);
     diff_named(&mut out, "overlay", &old.overlays, &new.overlays, |o| {
         &o.name
+    });
+    diff_named(&mut out, "network", &old.network, &new.network, |n| {
+        &n.name
     });
     for (name, policy) in &new.frequency {
         if old.frequency.get(name) != Some(policy) {

@@ -425,7 +425,9 @@ impl Controller {
             )
         {
             // A unit's share of a link: its network island's coordinator
-            // answers, after the same checks as any tune.
+            // answers, after the same checks as any tune (coordination on,
+            // the caller allowed to tune the overlay).
+            self.coord.off()?;
             let inp = crate::coord::Inputs {
                 now,
                 reg: &self.reg,

@@ -53,6 +53,12 @@ impl Controller {
             .filter(|s| s.root == root_name && s.backend == kind)
             .and_then(|s| s.coordination.take());
         let mut coord_saved = open_coord(coord_saved, damaged);
+        // What the network islands of the last run found on their
+        // interfaces (a crash left their trees there).
+        let net_saved = saved
+            .as_mut()
+            .filter(|s| s.root == root_name && s.backend == kind)
+            .and_then(|s| s.network.take());
         let registered = if self.env.backend.exists(&root) {
             let saved = saved.filter(|s| s.root == root_name && s.backend == kind);
             let ours = saved.is_some()
@@ -141,8 +147,11 @@ impl Controller {
         let nets = &self.reg.spec().network;
         if let Some(net) = &mut self.net {
             let now = self.env.clock.now();
+            net.set_saved(net_saved);
             let warnings = net.start(now, &mut self.log);
             self.warnings.extend(warnings);
+            self.classify_units(now, &Reason::Config);
+            self.save_network();
         } else if !nets.is_empty() {
             // Safe by default: nothing the daemon cannot give back is touched.
             let names: Vec<String> = nets

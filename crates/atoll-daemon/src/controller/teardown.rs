@@ -60,6 +60,7 @@ impl Controller {
             for w in net.teardown(now, &mut self.log) {
                 tracing::warn!("teardown: {w}");
             }
+            self.persist.stage_network(net.saved_state());
         }
         if let Some(freq) = &mut self.freq {
             let now = self.env.clock.now();

@@ -77,7 +77,8 @@ pub enum CoordApiError {
 }
 
 impl Coordination {
-    fn off(&self) -> Result<(), CoordApiError> {
+    /// An error saying why coordination is off, if it is.
+    pub(crate) fn off(&self) -> Result<(), CoordApiError> {
         match &self.manager {
             Ok(_) => Ok(()),
             Err(e) => Err(CoordApiError::Off(e.to_string())),

@@ -4,9 +4,6 @@ use atoll_proto::net::{NetClassStats, NetClassStatus, NetIslandStatus};
 
 use super::NetIslands;
 
-/// How units' traffic reaches their classes today.
-const CLASSIFICATION: &str = "by socket priority: a unit's sockets reach its class when they carry the class id as priority (SO_PRIORITY); the daemon does not write net_prio (cgroup v1) or nftables (cgroup v2) rules yet";
-
 impl NetIslands {
     /// Each network island: its interface, its classes with their rates
     /// and shares now, and their leaves' figures as last read.
@@ -44,7 +41,7 @@ impl NetIslands {
                     interface: setup.interface.clone(),
                     managed: self.ifs.snapshot(&setup.interface).is_some(),
                     rate_bps: coord.rate_bps(),
-                    classification: CLASSIFICATION.to_string(),
+                    classification: self.classification(&setup.name),
                     classes,
                 }
             })
