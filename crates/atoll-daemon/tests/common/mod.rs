@@ -87,13 +87,23 @@ impl RealV1 {
         clock: &ManualClock,
         state_dir: Option<PathBuf>,
     ) -> Controller {
-        self.start_env(spec, clock, state_dir, false)
+        self.start_env(spec, clock, state_dir, false, None)
+    }
+
+    /// [`Self::start`] with network islands.
+    pub fn start_with_network(
+        &self,
+        spec: PlatformSpec,
+        clock: &ManualClock,
+        net: atoll_daemon::netisland::NetIslands,
+    ) -> Controller {
+        self.start_env(spec, clock, None, false, Some(net))
     }
 
     /// [`Self::start`] with the backend watching writes to its groups'
     /// files, as the daemon opens it on cgroup v1.
     pub fn start_watching(&self, spec: PlatformSpec, clock: &ManualClock) -> Controller {
-        self.start_env(spec, clock, None, true)
+        self.start_env(spec, clock, None, true, None)
     }
 
     fn start_env(
@@ -102,6 +112,7 @@ impl RealV1 {
         clock: &ManualClock,
         state_dir: Option<PathBuf>,
         watch: bool,
+        net: Option<atoll_daemon::netisland::NetIslands>,
     ) -> Controller {
         spec.validate(&self.topo).unwrap();
         let procfs = ProcFs::new("/proc");
@@ -125,6 +136,9 @@ impl RealV1 {
             topology: self.topo.clone(),
         };
         let mut c = Controller::new(env, spec, opts);
+        if let Some(net) = net {
+            c.set_network(net);
+        }
         c.start().unwrap();
         c
     }

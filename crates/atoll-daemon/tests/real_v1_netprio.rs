@@ -1,0 +1,347 @@
+//! Classification by cgroup on this machine's real cgroup v1 (issue 17): a
+//! network island writes its unit's group's `net_prio.ifpriomap`, so that
+//! frames a process of the unit sends, with no `SO_PRIORITY` of its own,
+//! are counted in the unit's HTB class; the same frames from a process
+//! outside the unit are not; teardown gives the interface back.
+//!
+//! `net_prio` knows only the interfaces of the initial network namespace
+//! (the kernel answers ENODEV for others), so the interface is the host end
+//! of a veth pair this test creates (`atl<pid>h`, no address, its peer in a
+//! namespace of the test's own) and deletes on drop. If no v1 `net_prio`
+//! hierarchy is mounted, the test mounts one on a temporary directory and
+//! unmounts it at the end. The sender is a child `python3` writing raw
+//! frames on the interface (an AF_PACKET socket: no address or route on
+//! the host). Runs only as root with `tc`, `ip`, `/usr/bin/python3` and
+//! writable v1 `cpuset` and `cpu` hierarchies; prints "skipped: ..."
+//! otherwise. Unit groups live under a root named `atoll-test-<pid>-...`.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use atoll_core::clock::ManualClock;
+use atoll_daemon::command::{Caller, Command as DaemonCommand};
+use atoll_daemon::controller::Controller;
+use atoll_daemon::netisland::NetIslands;
+use atoll_net::{NetBackend, Steering, TcBackend};
+use atoll_proto::Request;
+
+const PYTHON: &str = "/usr/bin/python3";
+const SENT: u64 = 25;
+
+fn sh(prog: &str, args: &[&str]) -> String {
+    let out = Command::new(prog).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{prog} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn skip_reason() -> Option<String> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root".to_string());
+    }
+    for prog in ["tc", "ip"] {
+        if Command::new(prog).arg("-V").output().is_err() {
+            return Some(format!("`{prog}` is not installed"));
+        }
+    }
+    if !Path::new(PYTHON).exists() {
+        return Some(format!("no {PYTHON}"));
+    }
+    None
+}
+
+/// A v1 `net_prio` hierarchy: the machine's, or one mounted on a
+/// temporary directory by this test (unmounted on drop).
+struct NetPrioMount {
+    ours: Option<tempfile::TempDir>,
+}
+
+impl NetPrioMount {
+    fn ensure() -> Result<Self, String> {
+        let info = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| e.to_string())?;
+        let mounted = info.lines().any(|l| {
+            l.split_once(" - ").is_some_and(|(_, fs)| {
+                fs.starts_with("cgroup ") && fs.split(',').any(|o| o == "net_prio")
+            })
+        });
+        if mounted {
+            return Ok(Self { ours: None });
+        }
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let target = std::ffi::CString::new(dir.path().as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: valid NUL-terminated strings; the mount is undone by Drop.
+        let rc = unsafe {
+            libc::mount(
+                c"cgroup".as_ptr(),
+                target.as_ptr(),
+                c"cgroup".as_ptr(),
+                0,
+                c"net_prio".as_ptr().cast(),
+            )
+        };
+        if rc != 0 {
+            return Err(format!(
+                "cannot mount a net_prio hierarchy: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        Ok(Self { ours: Some(dir) })
+    }
+}
+
+impl Drop for NetPrioMount {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.ours {
+            let target =
+                std::ffi::CString::new(dir.path().as_os_str().as_encoded_bytes()).unwrap();
+            // SAFETY: a valid path string; our own mount.
+            if unsafe { libc::umount2(target.as_ptr(), 0) } != 0 {
+                // SAFETY: as above.
+                unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+            }
+        }
+    }
+}
+
+/// A veth pair: `atl<pid>h` in the host's namespace (up, no address), its
+/// peer in namespace `atl<pid>p`; both deleted on drop.
+struct Veth {
+    ns: String,
+    host: String,
+}
+
+impl Veth {
+    fn new() -> Self {
+        let pid = std::process::id();
+        let v = Self {
+            ns: format!("atl{pid}p"),
+            host: format!("atl{pid}h"),
+        };
+        sh("ip", &["netns", "add", &v.ns]);
+        let peer = format!("atl{pid}q");
+        sh(
+            "ip",
+            &[
+                "link", "add", &v.host, "type", "veth", "peer", "name", &peer, "netns", &v.ns,
+            ],
+        );
+        sh("ip", &["-n", &v.ns, "link", "set", &peer, "up"]);
+        sh("ip", &["link", "set", &v.host, "up"]);
+        v
+    }
+}
+
+impl Drop for Veth {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.host])
+            .status();
+        let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
+    }
+}
+
+/// A child that says `ready`, waits for a line on its stdin, then sends
+/// [`SENT`] raw frames on `iface` and exits; killed and reaped on drop.
+struct Sender(Child);
+
+impl Sender {
+    fn start(iface: &str) -> Self {
+        let script = format!(
+            "import socket, sys\n\
+             print('ready', flush=True)\n\
+             sys.stdin.readline()\n\
+             s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)\n\
+             s.bind(('{iface}', 0))\n\
+             frame = b'\\xff' * 6 + b'\\x02\\x00\\x00\\x00\\x00\\x01' + b'\\x88\\xb5' + b'atoll' * 10\n\
+             for _ in range({SENT}):\n    s.send(frame)\n"
+        );
+        let mut child = Command::new(PYTHON)
+            .args(["-c", &script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "ready");
+        Self(child)
+    }
+
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+
+    /// Lets it send and waits for it to exit.
+    fn send(mut self) {
+        self.0.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+        let status = self.0.wait().unwrap();
+        assert!(status.success(), "sender: {status}");
+    }
+}
+
+impl Drop for Sender {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn adopt(c: &mut Controller, unit: &str, pid: u32) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    c.handle(DaemonCommand::Api {
+        caller: Caller {
+            uid: 0,
+            gid: 0,
+            pid: 1,
+        },
+        id: 1,
+        request: Request::Adopt {
+            unit: unit.into(),
+            pid,
+            island: None,
+        },
+        reply: tx,
+    });
+    rx.recv_timeout(Duration::from_secs(5))
+        .unwrap()
+        .into_result()
+        .unwrap();
+}
+
+/// Packets counted in class `1:<minor>`'s leaf on `iface`.
+fn packets(iface: &str, minor: u16) -> u64 {
+    TcBackend::new()
+        .leaf_stats(iface)
+        .unwrap()
+        .iter()
+        .find(|s| s.minor == minor)
+        .map_or(0, |s| s.packets)
+}
+
+#[test]
+fn a_units_frames_reach_its_class_through_its_groups_net_prio() {
+    if let Some(why) = skip_reason() {
+        println!("skipped: {why}");
+        return;
+    }
+    let mount = match NetPrioMount::ensure() {
+        Ok(m) => m,
+        Err(why) => {
+            println!("skipped: {why}");
+            return;
+        }
+    };
+    let real = match common::real_v1() {
+        Ok(r) => r,
+        Err(why) => {
+            println!("skipped: {why}");
+            return;
+        }
+    };
+    let Some(np) = real.paths().net_prio.clone() else {
+        println!("skipped: the v1 net_prio hierarchy is not writable");
+        return;
+    };
+    let veth = Veth::new();
+    let cpus: Vec<u32> = real.topo.online().iter().collect();
+    let config = format!(
+        r#"
+[host]
+cpus = "{host}"
+
+[island.main]
+cpus = "{cpus}"
+
+[unit.api]
+island = "main"
+
+[network.wire]
+interface = "{iface}"
+rate_mbit = 100
+leaf = "pfifo"
+
+[network.wire.units.api]
+share = 300
+"#,
+        host = cpus[0],
+        cpus = cpus[1..]
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
+        iface = veth.host
+    );
+    let spec = atoll_config::parse(&config, "test.toml", &real.topo).unwrap();
+    let net = NetIslands::new(
+        Box::new(TcBackend::new()),
+        Steering::new("/sys", "/proc"),
+        &spec,
+        1.25,
+    )
+    .unwrap();
+    let clock = ManualClock::new();
+    let mut c = real.start_with_network(spec, &clock, net);
+    let warnings = c.status().warnings;
+    assert!(
+        !warnings.iter().any(|w| w.contains("wire")),
+        "{warnings:?}"
+    );
+    let group: PathBuf = np.join(&real.root).join("main/api");
+    let map = std::fs::read_to_string(group.join("net_prio.ifpriomap")).unwrap();
+    assert!(
+        map.lines().any(|l| l == format!("{} {}", veth.host, 0x0001_0010)),
+        "{map}"
+    );
+    let status = c.status();
+    assert!(
+        status.network[0].classification.contains("api"),
+        "{:?}",
+        status.network[0]
+    );
+
+    // A process outside the unit: its frames go to the default class.
+    Sender::start(&veth.host).send();
+    assert_eq!(packets(&veth.host, 0x10), 0);
+    assert!(packets(&veth.host, 0x2) >= SENT);
+
+    // The same frames from a process of the unit reach its class.
+    let sender = Sender::start(&veth.host);
+    adopt(&mut c, "api", sender.pid());
+    let cg = std::fs::read_to_string(format!("/proc/{}/cgroup", sender.pid())).unwrap();
+    assert!(
+        cg.lines()
+            .any(|l| l.contains("net_prio") && l.ends_with("/main/api")),
+        "{cg}"
+    );
+    sender.send();
+    assert_eq!(packets(&veth.host, 0x10), SENT);
+
+    c.teardown().unwrap();
+    let log: Vec<String> = c
+        .decisions()
+        .query(Some("wire"), 100)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        log.iter()
+            .any(|d| d.contains("unit api: the sockets of its group get class 1:10")),
+        "{log:?}"
+    );
+    let root = TcBackend::new().root_qdisc(&veth.host).unwrap();
+    assert!(root.is_kernel_default(), "{root}");
+    assert!(!group.exists());
+    drop(real);
+    drop(veth);
+    drop(mount);
+}
