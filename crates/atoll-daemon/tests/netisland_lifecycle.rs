@@ -57,8 +57,12 @@ fn fake_sysfs(root: &Path) {
 }
 
 fn xps(root: &Path, iface: &str) -> String {
-    std::fs::read_to_string(root.join("class/net").join(iface).join("queues/tx-0/xps_cpus"))
-        .unwrap()
+    std::fs::read_to_string(
+        root.join("class/net")
+            .join(iface)
+            .join("queues/tx-0/xps_cpus"),
+    )
+    .unwrap()
 }
 
 fn root_of(fake: &Arc<Mutex<FakeNet>>, iface: &str) -> (String, String) {
@@ -121,10 +125,7 @@ fn a_run_after_a_crash_adopts_the_interface_and_gives_it_back_as_first_found() {
 
     let mut second = daemon(&sim, &config, &fake, sys.path(), state.path());
     let warnings = second.status().warnings;
-    assert!(
-        !warnings.iter().any(|w| w.contains("wire")),
-        "{warnings:?}"
-    );
+    assert!(!warnings.iter().any(|w| w.contains("wire")), "{warnings:?}");
     let log = why(&second, "wire");
     assert!(
         log.iter()
@@ -177,7 +178,10 @@ fn a_reload_adds_changes_and_gives_back_network_islands_with_decisions() {
 
     // Added.
     let changes = c.reload(spec(&format!("{BASE}{WIRE}"))).unwrap();
-    assert!(changes.iter().any(|l| l.contains("network wire")), "{changes:?}");
+    assert!(
+        changes.iter().any(|l| l.contains("network wire")),
+        "{changes:?}"
+    );
     assert_eq!(root_of(&fake, "v0"), ("htb".into(), "1:".into()));
     assert_eq!(xps(sys.path(), "v0"), "00000002");
     let log = why(&c, "wire");
@@ -190,7 +194,10 @@ fn a_reload_adds_changes_and_gives_back_network_islands_with_decisions() {
 
     // Changed: db gets a class, api's share and the tx CPUs change.
     let changed = WIRE
-        .replace("share = 300", "share = 100\n\n[network.wire.units.db]\nshare = 200")
+        .replace(
+            "share = 300",
+            "share = 100\n\n[network.wire.units.db]\nshare = 200",
+        )
         .replace("tx_cpus = \"1\"", "tx_cpus = \"2\"");
     c.reload(spec(&format!("{BASE}{changed}"))).unwrap();
     {
@@ -203,7 +210,10 @@ fn a_reload_adds_changes_and_gives_back_network_islands_with_decisions() {
             .map(|k| (k.minor, k.rate_bps))
             .collect();
         // Default 100, api 100, db 200 of 10 Mbit/s.
-        assert_eq!(rates, vec![(2, 2_500_000), (0x10, 2_500_000), (0x11, 5_000_000)]);
+        assert_eq!(
+            rates,
+            vec![(2, 2_500_000), (0x10, 2_500_000), (0x11, 5_000_000)]
+        );
     }
     assert_eq!(xps(sys.path(), "v0"), "00000004");
     let log = why(&c, "wire");

@@ -100,8 +100,7 @@ impl NetPrioMount {
 impl Drop for NetPrioMount {
     fn drop(&mut self) {
         if let Some(dir) = &self.ours {
-            let target =
-                std::ffi::CString::new(dir.path().as_os_str().as_encoded_bytes()).unwrap();
+            let target = std::ffi::CString::new(dir.path().as_os_str().as_encoded_bytes()).unwrap();
             // SAFETY: a valid path string; our own mount.
             if unsafe { libc::umount2(target.as_ptr(), 0) } != 0 {
                 // SAFETY: as above.
@@ -292,14 +291,12 @@ share = 300
     let clock = ManualClock::new();
     let mut c = real.start_with_network(spec, &clock, net);
     let warnings = c.status().warnings;
-    assert!(
-        !warnings.iter().any(|w| w.contains("wire")),
-        "{warnings:?}"
-    );
+    assert!(!warnings.iter().any(|w| w.contains("wire")), "{warnings:?}");
     let group: PathBuf = np.join(&real.root).join("main/api");
     let map = std::fs::read_to_string(group.join("net_prio.ifpriomap")).unwrap();
     assert!(
-        map.lines().any(|l| l == format!("{} {}", veth.host, 0x0001_0010)),
+        map.lines()
+            .any(|l| l == format!("{} {}", veth.host, 0x0001_0010)),
         "{map}"
     );
     let status = c.status();

@@ -191,7 +191,9 @@ fn adopting_after_a_crash_restores_what_the_first_run_found() {
     assert!(second.adopt("v0", saved.clone()).unwrap());
     assert_eq!(second.snapshot("v0"), Some(&saved));
     // The old tree was removed; the next apply writes a whole new one.
-    second.apply("v0", &plan(vec![class(2, 1_000_000)])).unwrap();
+    second
+        .apply("v0", &plan(vec![class(2, 1_000_000)]))
+        .unwrap();
     assert!(second
         .backend()
         .log
@@ -199,10 +201,7 @@ fn adopting_after_a_crash_restores_what_the_first_run_found() {
         .any(|l| l == "apply v0 removed=[] root=true"));
     second.restore("v0").unwrap();
     assert_eq!(fs::read_to_string(&xps).unwrap(), "00000000");
-    assert_eq!(
-        second.backend_mut().root_qdisc("v0").unwrap(),
-        saved.root
-    );
+    assert_eq!(second.backend_mut().root_qdisc("v0").unwrap(), saved.root);
 }
 
 #[test]

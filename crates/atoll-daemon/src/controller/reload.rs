@@ -316,9 +316,7 @@ pub fn describe(old: &PlatformSpec, new: &PlatformSpec) -> Vec<String> {
     diff_named(&mut out, "overlay", &old.overlays, &new.overlays, |o| {
         &o.name
     });
-    diff_named(&mut out, "network", &old.network, &new.network, |n| {
-        &n.name
-    });
+    diff_named(&mut out, "network", &old.network, &new.network, |n| &n.name);
     for (name, policy) in &new.frequency {
         if old.frequency.get(name) != Some(policy) {
             out.push(format!("island.{name}.frequency changed"));

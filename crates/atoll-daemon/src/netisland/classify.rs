@@ -130,8 +130,9 @@ impl NetIslands {
         why: &Reason,
         log: &mut DecisionLog,
     ) -> Vec<String> {
-        let (gone, kept): (Vec<Classified>, Vec<Classified>) =
-            std::mem::take(&mut self.classified).into_iter().partition(which);
+        let (gone, kept): (Vec<Classified>, Vec<Classified>) = std::mem::take(&mut self.classified)
+            .into_iter()
+            .partition(which);
         self.classified = kept;
         let mut warnings = Vec::new();
         for c in gone {

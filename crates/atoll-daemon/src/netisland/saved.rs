@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use atoll_net::{RootQdisc, SteerSnapshot, Snapshot};
+use atoll_net::{RootQdisc, Snapshot, SteerSnapshot};
 use serde::{Deserialize, Serialize};
 
 use super::NetIslands;
