@@ -3,7 +3,7 @@
 //! adopts the interface its tree is still on and gives it back as the
 //! first run found it; a reload adds, changes and gives back islands, each
 //! a decision with the reload as reason. On the simulator and a fake
-//! interface; `real_v1_netprio.rs` has the kernel's side.
+//! interface; `real_v1_netisland.rs` has the kernel's side.
 
 mod common;
 

@@ -90,14 +90,15 @@ impl RealV1 {
         self.start_env(spec, clock, state_dir, false, None)
     }
 
-    /// [`Self::start`] with network islands.
+    /// [`Self::start_with_state`] with network islands.
     pub fn start_with_network(
         &self,
         spec: PlatformSpec,
         clock: &ManualClock,
+        state_dir: Option<PathBuf>,
         net: atoll_daemon::netisland::NetIslands,
     ) -> Controller {
-        self.start_env(spec, clock, None, false, Some(net))
+        self.start_env(spec, clock, state_dir, false, Some(net))
     }
 
     /// [`Self::start`] with the backend watching writes to its groups'

@@ -1,8 +1,14 @@
-//! Classification by cgroup on this machine's real cgroup v1 (issue 17): a
-//! network island writes its unit's group's `net_prio.ifpriomap`, so that
-//! frames a process of the unit sends, with no `SO_PRIORITY` of its own,
-//! are counted in the unit's HTB class; the same frames from a process
-//! outside the unit are not; teardown gives the interface back.
+//! Network islands on this machine's real cgroup v1 and `tc` (issue 17):
+//!
+//! - classification by cgroup: a network island writes its unit's group's
+//!   `net_prio.ifpriomap`, so that frames a process of the unit sends, with
+//!   no `SO_PRIORITY` of its own, are counted in the unit's HTB class; the
+//!   same frames from a process outside the unit are not; teardown gives
+//!   the interface back;
+//! - crash safety: a daemon dropped without teardown leaves its tree and
+//!   XPS mask; the next one, on the same state directory, adopts the
+//!   interface, and its teardown leaves the qdiscs and the mask exactly as
+//!   the first one found them.
 //!
 //! `net_prio` knows only the interfaces of the initial network namespace
 //! (the kernel answers ENODEV for others), so the interface is the host end
@@ -20,6 +26,8 @@ mod common;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use atoll_core::clock::ManualClock;
@@ -31,6 +39,11 @@ use atoll_proto::Request;
 
 const PYTHON: &str = "/usr/bin/python3";
 const SENT: u64 = 25;
+
+/// One test at a time: a `net_prio` hierarchy one mounts must not hold the
+/// other's groups when it is unmounted.
+static SERIAL: Mutex<()> = Mutex::new(());
+static SEQ: AtomicU32 = AtomicU32::new(0);
 
 fn sh(prog: &str, args: &[&str]) -> String {
     let out = Command::new(prog).args(args).output().unwrap();
@@ -110,8 +123,8 @@ impl Drop for NetPrioMount {
     }
 }
 
-/// A veth pair: `atl<pid>h` in the host's namespace (up, no address), its
-/// peer in namespace `atl<pid>p`; both deleted on drop.
+/// A veth pair: `atl<pid>h<k>` in the host's namespace (up, no address),
+/// its peer in namespace `atl<pid>p<k>`; both deleted on drop.
 struct Veth {
     ns: String,
     host: String,
@@ -120,12 +133,13 @@ struct Veth {
 impl Veth {
     fn new() -> Self {
         let pid = std::process::id();
+        let k = SEQ.fetch_add(1, Ordering::Relaxed);
         let v = Self {
-            ns: format!("atl{pid}p"),
-            host: format!("atl{pid}h"),
+            ns: format!("atl{pid}p{k}"),
+            host: format!("atl{pid}h{k}"),
         };
         sh("ip", &["netns", "add", &v.ns]);
-        let peer = format!("atl{pid}q");
+        let peer = format!("atl{pid}q{k}");
         sh(
             "ip",
             &[
@@ -227,8 +241,54 @@ fn packets(iface: &str, minor: u16) -> u64 {
         .map_or(0, |s| s.packets)
 }
 
+/// Island `main` on every CPU but the first (the host's), unit `api`
+/// with a class on `iface`; `extra` goes into `[network.wire]`.
+fn spec(real: &common::RealV1, iface: &str, extra: &str) -> atoll_core::spec::PlatformSpec {
+    let cpus: Vec<u32> = real.topo.online().iter().collect();
+    let config = format!(
+        r#"
+[host]
+cpus = "{host}"
+
+[island.main]
+cpus = "{rest}"
+
+[unit.api]
+island = "main"
+
+[network.wire]
+interface = "{iface}"
+rate_mbit = 100
+leaf = "pfifo"
+{extra}
+[network.wire.units.api]
+share = 300
+"#,
+        host = cpus[0],
+        rest = cpus[1..]
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
+    );
+    atoll_config::parse(&config, "test.toml", &real.topo).unwrap()
+}
+
+fn islands(spec: &atoll_core::spec::PlatformSpec) -> NetIslands {
+    NetIslands::new(
+        Box::new(TcBackend::new()),
+        Steering::new("/sys", "/proc"),
+        spec,
+        1.25,
+    )
+    .unwrap()
+}
+
 #[test]
 fn a_units_frames_reach_its_class_through_its_groups_net_prio() {
+    let _one = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some(why) = skip_reason() {
         println!("skipped: {why}");
         return;
@@ -252,44 +312,10 @@ fn a_units_frames_reach_its_class_through_its_groups_net_prio() {
         return;
     };
     let veth = Veth::new();
-    let cpus: Vec<u32> = real.topo.online().iter().collect();
-    let config = format!(
-        r#"
-[host]
-cpus = "{host}"
-
-[island.main]
-cpus = "{cpus}"
-
-[unit.api]
-island = "main"
-
-[network.wire]
-interface = "{iface}"
-rate_mbit = 100
-leaf = "pfifo"
-
-[network.wire.units.api]
-share = 300
-"#,
-        host = cpus[0],
-        cpus = cpus[1..]
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(","),
-        iface = veth.host
-    );
-    let spec = atoll_config::parse(&config, "test.toml", &real.topo).unwrap();
-    let net = NetIslands::new(
-        Box::new(TcBackend::new()),
-        Steering::new("/sys", "/proc"),
-        &spec,
-        1.25,
-    )
-    .unwrap();
+    let spec = spec(&real, &veth.host, "");
+    let net = islands(&spec);
     let clock = ManualClock::new();
-    let mut c = real.start_with_network(spec, &clock, net);
+    let mut c = real.start_with_network(spec, &clock, None, net);
     let warnings = c.status().warnings;
     assert!(!warnings.iter().any(|w| w.contains("wire")), "{warnings:?}");
     let group: PathBuf = np.join(&real.root).join("main/api");
@@ -341,4 +367,71 @@ share = 300
     drop(real);
     drop(veth);
     drop(mount);
+}
+
+#[test]
+fn after_a_crash_the_next_daemon_adopts_the_interface_and_restores_it_exactly() {
+    let _one = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(why) = skip_reason() {
+        println!("skipped: {why}");
+        return;
+    }
+    let real = match common::real_v1() {
+        Ok(r) => r,
+        Err(why) => {
+            println!("skipped: {why}");
+            return;
+        }
+    };
+    let veth = Veth::new();
+    let xps = PathBuf::from("/sys/class/net")
+        .join(&veth.host)
+        .join("queues/tx-0/xps_cpus");
+    let qdiscs = || sh("tc", &["-j", "qdisc", "show", "dev", &veth.host]);
+    let (qdiscs_before, xps_before) = (qdiscs(), std::fs::read_to_string(&xps).unwrap());
+    let cpus: Vec<u32> = real.topo.online().iter().collect();
+    let tx = cpus[cpus.len() - 1];
+    let spec = spec(&real, &veth.host, &format!("tx_cpus = \"{tx}\"\n"));
+    let state = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let first = real.start_with_network(
+        spec.clone(),
+        &clock,
+        Some(state.path().to_path_buf()),
+        islands(&spec),
+    );
+    let root = TcBackend::new().root_qdisc(&veth.host).unwrap();
+    assert!(root.is_atolls_tree(), "{root}");
+    assert_ne!(std::fs::read_to_string(&xps).unwrap(), xps_before);
+    // The crash: no teardown.
+    drop(first);
+
+    let mut second = real.start_with_network(
+        spec.clone(),
+        &clock,
+        Some(state.path().to_path_buf()),
+        islands(&spec),
+    );
+    let warnings = second.status().warnings;
+    assert!(!warnings.iter().any(|w| w.contains("wire")), "{warnings:?}");
+    assert!(TcBackend::new()
+        .root_qdisc(&veth.host)
+        .unwrap()
+        .is_atolls_tree());
+    second.teardown().unwrap();
+    assert_eq!(qdiscs(), qdiscs_before);
+    assert_eq!(std::fs::read_to_string(&xps).unwrap(), xps_before);
+    let log: Vec<String> = second
+        .decisions()
+        .query(Some("wire"), 100)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        log.iter()
+            .any(|d| d.contains("adopted from the run before")),
+        "{log:?}"
+    );
 }
