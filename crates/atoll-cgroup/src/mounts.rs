@@ -246,7 +246,6 @@ pub struct V1Paths {
     /// The `net_prio` hierarchy, if mounted and writable: unit groups are
     /// made there too, so that a network island can give their sockets a
     /// priority per interface (`net_prio.ifpriomap`, docs/netisland.md).
-    #[doc(alias = "net_cls")]
     pub net_prio: Option<PathBuf>,
 }
 

@@ -139,14 +139,13 @@ impl NetIslands {
             Some(snap) => self.ifs.adopt(iface, snap),
         };
         let taken = match adopted {
-            Ok(true) => {
-                let snap = self.ifs.snapshot(iface).expect("just adopted");
-                Ok(format!(
+            Ok(true) => Ok(self.ifs.snapshot(iface).map_or_else(String::new, |snap| {
+                format!(
                     "adopted from the run before (its tree htb 1: replaced; root qdisc {} and {} steering files as that run found them, from the state file)",
                     snap.root,
                     snap.steer.files.len()
-                ))
-            }
+                )
+            })),
             Ok(false) => self.ifs.take(iface).map(|snap| {
                 format!(
                     "taken over (root qdisc {}, {} steering files saved)",

@@ -234,6 +234,29 @@ fn roundtrips_and_overwrites() {
 }
 
 #[test]
+fn the_network_part_roundtrips_and_is_left_out_when_there_is_none() {
+    use crate::netisland::{SavedFile, SavedInterface, SavedNetwork};
+    let dir = tempfile::tempdir().unwrap();
+    let s = sample();
+    save(dir.path(), &s).unwrap();
+    assert!(!read(dir.path()).contains("\"network\""));
+    let mut s = sample();
+    s.network = Some(SavedNetwork {
+        interfaces: vec![SavedInterface {
+            interface: "v0".into(),
+            root_kind: "noqueue".into(),
+            root_handle: "0:".into(),
+            steering: vec![SavedFile {
+                path: "/sys/class/net/v0/queues/tx-0/xps_cpus".into(),
+                text: "00000000".into(),
+            }],
+        }],
+    });
+    save(dir.path(), &s).unwrap();
+    assert_eq!(load(dir.path()).unwrap(), Some(s));
+}
+
+#[test]
 fn the_checksum_covers_exactly_the_state_bytes() {
     let dir = tempfile::tempdir().unwrap();
     save(dir.path(), &sample()).unwrap();

@@ -54,7 +54,13 @@ struct Rig {
 }
 
 fn rig(name: &str, config: &str) -> Rig {
-    let spec = atoll_config::parse(config, "test.toml", &topo8()).unwrap();
+    rig_with(
+        name,
+        atoll_config::parse(config, "test.toml", &topo8()).unwrap(),
+    )
+}
+
+fn rig_with(name: &str, spec: atoll_core::spec::PlatformSpec) -> Rig {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("class/net/v0/queues")).unwrap();
     let mut fake = FakeNet::new();
@@ -266,5 +272,41 @@ fn the_status_and_metrics_show_each_class_with_its_rate_share_and_figures() {
         text.contains("atoll_net_class_rate_bits{island=\"wire\",interface=\"v0\",class=\"1:10\",unit=\"api\"} 7894736"),
         "{text}"
     );
+    r.c.teardown().unwrap();
+}
+
+#[test]
+fn a_bandwidth_tune_is_refused_like_a_cpu_tune_when_coordination_is_off() {
+    let mut spec = atoll_config::parse(CONFIG, "test.toml", &topo8()).unwrap();
+    // Two islands sharing CPU 7: the platform manager cannot be built, so
+    // coordination is off (a configuration file could not say this).
+    let mut extra = spec.islands[0].clone();
+    extra.name = n("extra");
+    extra.cpus = atoll_core::CpuSet::parse("7").unwrap();
+    spec.islands.push(extra);
+    let mut r = rig_with("atoll-netcoord-off", spec);
+    let before = api_rate(&r.fake);
+    for resource in [Resource::Bandwidth, Resource::CpuTime] {
+        let env = ask(
+            &mut r.c,
+            ROOT,
+            Request::Coordinate {
+                from: None,
+                message: Message::Tune {
+                    resource,
+                    dir: Direction::Up,
+                    overlay: n("shop"),
+                    unit: n("api"),
+                },
+            },
+        );
+        let err = env.err.expect("refused");
+        assert!(
+            err.message.contains("coordination is off"),
+            "{resource:?}: {}",
+            err.message
+        );
+    }
+    assert_eq!(api_rate(&r.fake), before);
     r.c.teardown().unwrap();
 }
