@@ -195,6 +195,7 @@ fn status_report() -> StatusReport {
         }),
         coord_restored: None,
         energy: None,
+        slo: Vec::new(),
         warnings: Vec::new(),
     }
 }

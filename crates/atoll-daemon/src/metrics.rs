@@ -283,6 +283,7 @@ pub fn families() -> Vec<(String, &'static str)> {
             .iter()
             .map(|(n, k, _, _)| (n.to_string(), *k)),
     );
+    out.extend(slo::SLO.iter().map(|(n, k, _, _)| (n.to_string(), *k)));
     out.extend(own::OWN.iter().map(|(n, k, _)| (n.to_string(), *k)));
     for level in ["island", "unit"] {
         for s in STATS {
@@ -468,6 +469,7 @@ pub fn render(status: &StatusReport, telemetry: &Telemetry) -> String {
     if let Some(e) = &status.energy {
         energy::render(&mut out, e);
     }
+    slo::render(&mut out, &status.slo);
     own::render(&mut out, telemetry);
     out.text
 }
@@ -711,6 +713,7 @@ fn linger(stream: &mut TcpStream) {
 mod comm;
 mod energy;
 mod own;
+mod slo;
 #[cfg(test)]
 mod tests;
 mod text;

@@ -259,6 +259,7 @@ mod tests {
             pressure: None,
             coord_restored: None,
             energy: None,
+            slo: Vec::new(),
             warnings: Vec::new(),
         }
     }

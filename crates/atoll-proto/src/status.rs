@@ -63,6 +63,10 @@ pub struct StatusReport {
     /// RAPL energy and cpufreq, when the daemon runs on a real machine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub energy: Option<crate::energy::EnergyStatus>,
+    /// Each latency overlay's measurement and what its source costs, in
+    /// overlay order (as `overlay_show` answers it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slo: Vec<crate::slo::SloStatus>,
     /// What the daemon could not do or know, in words (a damaged state file
     /// it recovered from, processes whose origin it lost, ...).
     #[serde(default)]

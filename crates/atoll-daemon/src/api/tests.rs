@@ -407,6 +407,7 @@ fn reads_come_from_the_board_and_never_reach_the_loop() {
         pressure: None,
         coord_restored: None,
         energy: None,
+        slo: Vec::new(),
         warnings: Vec::new(),
     };
     board.publish(

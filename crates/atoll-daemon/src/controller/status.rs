@@ -94,6 +94,7 @@ impl Controller {
             pressure: Some(self.coord.pressure_source()),
             coord_restored: self.coord.restored().map(str::to_string),
             energy: self.power.as_ref().map(crate::power::Power::status),
+            slo: self.slo_statuses(),
             warnings: self
                 .warnings
                 .iter()
