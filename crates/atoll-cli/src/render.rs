@@ -209,6 +209,21 @@ pub fn status(r: &StatusReport) -> String {
             c.sample_errors
         );
     }
+    for s in r.slo.iter().filter(|s| s.source != "report") {
+        let _ = writeln!(
+            o,
+            "slo        overlay {}: {} thread {:.3}s CPU, {:.2}% of a CPU, {} samples, {} timed out{}",
+            s.overlay,
+            s.source,
+            s.probe_cpu_us as f64 / 1e6,
+            s.source_cpu_share() * 100.0,
+            s.samples_total,
+            s.timeouts,
+            s.error
+                .as_ref()
+                .map_or(String::new(), |e| format!(" (last try: {e})"))
+        );
+    }
     if let Some(a) = &r.accounts {
         let _ = writeln!(
             o,

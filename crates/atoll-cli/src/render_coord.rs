@@ -195,9 +195,10 @@ pub fn slo_detail(s: &atoll_proto::slo::SloStatus) -> String {
     if s.source != "report" {
         let _ = write!(
             source,
-            ", {} timed out, {:.3} s of CPU time",
+            ", {} timed out, {:.3} s of CPU time ({:.2}% of a CPU)",
             s.timeouts,
-            s.probe_cpu_us as f64 / 1e6
+            s.probe_cpu_us as f64 / 1e6,
+            s.source_cpu_share() * 100.0
         );
     }
     line("source", source);
@@ -391,6 +392,7 @@ mod tests {
             samples_total: 900,
             timeouts: 2,
             probe_cpu_us: 12_500,
+            source_running_us: 2_500_000,
             error: Some("tcp://127.0.0.1:1: refused".into()),
             best_effort: vec!["batch".into()],
             be_level: Some(0),
@@ -399,7 +401,7 @@ mod tests {
         assert_eq!(
             slo_detail(&s),
             "  measured  p99 1250 us, SLO 1000 us, slack -0.25 (missed)\n  \
-             source    probe, 40 samples in the window, 900 in all, 2 timed out, 0.013 s of CPU time\n  \
+             source    probe, 40 samples in the window, 900 in all, 2 timed out, 0.013 s of CPU time (0.50% of a CPU)\n  \
              error     tcp://127.0.0.1:1: refused\n  \
              beside    batch as best effort, level 0/8\n"
         );

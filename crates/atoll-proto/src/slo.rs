@@ -3,6 +3,18 @@
 
 use serde::{Deserialize, Serialize};
 
+impl SloStatus {
+    /// The share of one CPU the source's thread has used since it started
+    /// (0 when it has not run, or for `report`).
+    pub fn source_cpu_share(&self) -> f64 {
+        if self.source_running_us == 0 {
+            0.0
+        } else {
+            self.probe_cpu_us as f64 / self.source_running_us as f64
+        }
+    }
+}
+
 /// One latency overlay's measurement.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SloStatus {
@@ -29,6 +41,10 @@ pub struct SloStatus {
     pub timeouts: u64,
     /// CPU time the source's thread has used, µs.
     pub probe_cpu_us: u64,
+    /// How long the source's thread has run, µs (0 for `report`): with
+    /// `probe_cpu_us`, the share of a CPU that measuring costs.
+    #[serde(default)]
+    pub source_running_us: u64,
     /// What went wrong at the source's last try, if it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

@@ -70,6 +70,8 @@ struct Measured {
     timeouts: u64,
     error: Option<String>,
     last_report: Option<Duration>,
+    /// When the source started (the loop's clock).
+    started: Duration,
 }
 
 /// An overlay's best-effort units and their level.
@@ -154,6 +156,7 @@ impl Slo {
                     timeouts: 0,
                     error: None,
                     last_report: None,
+                    started: now,
                 },
             );
         }
@@ -327,8 +330,13 @@ impl Slo {
             .map(|(o, st)| (o, st.level))
     }
 
-    /// What `overlay show` says of an overlay's measurement.
-    pub fn status(&self, o: &OverlayConfig, reported: Option<f64>) -> Option<SloStatus> {
+    /// What `overlay show` says of an overlay's measurement at `now`.
+    pub fn status(
+        &self,
+        now: Duration,
+        o: &OverlayConfig,
+        reported: Option<f64>,
+    ) -> Option<SloStatus> {
         let (percentile, bound_us) = latency(o)?;
         let m = self.measured.get(&o.name);
         let value = self.measured_value(o, percentile, &|_| reported);
@@ -344,6 +352,11 @@ impl Slo {
             samples_total: m.map_or(0, |m| m.window.total()),
             timeouts: m.map_or(0, |m| m.timeouts),
             probe_cpu_us: m.map_or(0, |m| m.cpu_us),
+            source_running_us: m
+                .filter(|m| m.source != LatencySource::Report)
+                .map_or(0, |m| {
+                    u64::try_from(now.saturating_sub(m.started).as_micros()).unwrap_or(u64::MAX)
+                }),
             error: m.and_then(|m| m.error.clone()),
             best_effort: be
                 .map(|b| b.units.iter().map(ToString::to_string).collect())
