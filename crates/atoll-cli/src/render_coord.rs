@@ -185,6 +185,12 @@ pub fn slo_detail(s: &atoll_proto::slo::SloStatus) -> String {
             s.slo_us,
             if k < 0.0 { " (missed)" } else { "" }
         ),
+        _ if s.stale => format!(
+            "unknown: stale, newest sample {:.1} s old (stale after {:.1} s), SLO {} us",
+            s.sample_age_ms.unwrap_or(0) as f64 / 1e3,
+            s.stale_after_ms.unwrap_or(0) as f64 / 1e3,
+            s.slo_us
+        ),
         _ => format!("nothing yet, SLO {} us", s.slo_us),
     };
     line("measured", measured);
@@ -394,6 +400,9 @@ mod tests {
             probe_cpu_us: 12_500,
             source_running_us: 2_500_000,
             error: Some("tcp://127.0.0.1:1: refused".into()),
+            stale: false,
+            sample_age_ms: Some(40),
+            stale_after_ms: Some(6000),
             best_effort: vec!["batch".into()],
             be_level: Some(0),
             be_steps: 8,
@@ -404,6 +413,18 @@ mod tests {
              source    probe, 40 samples in the window, 900 in all, 2 timed out, 0.013 s of CPU time (0.50% of a CPU)\n  \
              error     tcp://127.0.0.1:1: refused\n  \
              beside    batch as best effort, level 0/8\n"
+        );
+        let mut stale = s.clone();
+        stale.measured_us = None;
+        stale.slack = None;
+        stale.stale = true;
+        stale.sample_age_ms = Some(7250);
+        assert!(
+            slo_detail(&stale).starts_with(
+                "  measured  unknown: stale, newest sample 7.2 s old (stale after 6.0 s), SLO 1000 us\n"
+            ),
+            "{}",
+            slo_detail(&stale)
         );
         s.source = "report".into();
         s.measured_us = None;

@@ -1,6 +1,7 @@
 //! An overlay's latency source and best-effort units: the keys
-//! `latency_source`, `window_ms`, `probe*`, `access_log`, `log_*` and
-//! `best_effort` of `[overlay.NAME]`, to a [`SloConfig`].
+//! `latency_source`, `window_ms`, `stale_after_ms`, `probe*`,
+//! `access_log`, `log_*`, `best_effort` and `be_*` of `[overlay.NAME]`, to
+//! a [`SloConfig`] (checked in `atoll_core::spec`).
 //!
 //! Each key belongs to one source; a key of another source than the one
 //! chosen is refused at its own key, so nothing written is ignored.
@@ -9,7 +10,7 @@ use std::time::Duration;
 
 use atoll_core::slo::source::{DEFAULT_PROBE_EVERY, DEFAULT_PROBE_TIMEOUT, DEFAULT_WINDOW};
 use atoll_core::slo::{
-    AccessLogSpec, LatencySource, LogFormat, ProbeSpec, ProbeTarget, SloConfig, TimeUnit,
+    AccessLogSpec, BeConfig, LatencySource, LogFormat, ProbeSpec, ProbeTarget, SloConfig, TimeUnit,
 };
 
 use crate::error::Problem;
@@ -60,10 +61,18 @@ pub(crate) fn resolve(
     if problems.len() > before {
         return None;
     }
+    let be = BeConfig::default();
     Some(SloConfig {
         source,
         window: raw.window_ms.map_or(DEFAULT_WINDOW, Duration::from_millis),
         best_effort: raw.best_effort.clone(),
+        stale_after: raw.stale_after_ms.map(Duration::from_millis),
+        be: BeConfig {
+            steps: raw.be_steps.unwrap_or(be.steps),
+            grow_above: raw.be_grow_above.unwrap_or(be.grow_above),
+            cut_below: raw.be_cut_below.unwrap_or(be.cut_below),
+            ..be
+        },
     })
 }
 

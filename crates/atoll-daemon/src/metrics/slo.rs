@@ -53,6 +53,19 @@ pub(super) const SLO: &[(&str, &str, &str, SloGet)] = &[
         },
     ),
     (
+        "atoll_slo_stale",
+        GAUGE,
+        "1 while the overlay's measured window is stale (its newest sample too old): its latency is unknown.",
+        |s| {
+            (s.source != "report").then(|| {
+                (
+                    labels(&[("overlay", &s.overlay)]),
+                    u8::from(s.stale).to_string(),
+                )
+            })
+        },
+    ),
+    (
         "atoll_slo_best_effort_level",
         GAUGE,
         "The level of the overlay's best-effort units, 0 (the floor) to their steps (as configured).",

@@ -187,6 +187,9 @@ fn slo_status(overlay: &str, source: &str) -> atoll_proto::slo::SloStatus {
         probe_cpu_us: 2_500_000,
         source_running_us: 10_000_000,
         error: None,
+        stale: false,
+        sample_age_ms: Some(100),
+        stale_after_ms: Some(3300),
         best_effort: vec!["batch".into()],
         be_level: Some(3),
         be_steps: 8,
@@ -472,6 +475,10 @@ fn slo_families_per_overlay_and_the_source_cost_only_for_threads() {
         !text.contains("overlay=\"api\""),
         "a reported overlay with nothing yet has no sample:\n{text}"
     );
+    assert!(
+        text.contains("atoll_slo_stale{overlay=\"shop\"} 0\n"),
+        "{text}"
+    );
     r.slo[1] = slo_status("api", "report");
     let text = render(&r, &Telemetry::default());
     assert!(text.contains("atoll_slo_slack{overlay=\"api\"} 0.25\n"));
@@ -479,6 +486,20 @@ fn slo_families_per_overlay_and_the_source_cost_only_for_threads() {
         !text.contains("source=\"report\""),
         "no thread, no cost:\n{text}"
     );
+    // A stale window: no latency, no slack, the stale gauge at 1.
+    r.slo[0].stale = true;
+    r.slo[0].measured_us = None;
+    r.slo[0].slack = None;
+    let text = render(&r, &Telemetry::default());
+    assert!(
+        text.contains("atoll_slo_stale{overlay=\"shop\"} 1\n"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("atoll_slo_latency_us{overlay=\"shop\""),
+        "{text}"
+    );
+    assert!(!text.contains("atoll_slo_slack{overlay=\"shop\""), "{text}");
 }
 
 #[test]
