@@ -331,6 +331,7 @@ fn the_dashboard_queries_only_metrics_a_daemon_exports() {
         "atoll_slo_latency_us",
         "atoll_slo_slack",
         "atoll_slo_source_cpu_seconds_total",
+        "atoll_slo_stale",
     ] {
         assert!(named.contains(n), "{n} is not on the dashboard");
     }
