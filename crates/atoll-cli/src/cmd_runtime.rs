@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use atoll_client::Client;
-use atoll_proto::runtime::{OverlaySettings, UnitSettings};
+use atoll_proto::runtime::{OverlaySettings, SloSettings, UnitSettings};
 use atoll_proto::{Reply, Request};
 use clap::{Args, Subcommand};
 
@@ -138,9 +138,87 @@ pub struct OverlayFlags {
     /// React: trigger a unit whose sockets hold more unread bytes (a size).
     #[arg(long, value_parser = size)]
     pub react_recv_queue: Option<u64>,
+    /// The latency source and best-effort flags.
+    #[command(flatten)]
+    pub slo: Box<SloFlags>,
+}
+
+/// An overlay's latency source and best-effort units, as the config's
+/// `[overlay.NAME]` keys.
+#[derive(Debug, Clone, Default, Args)]
+pub struct SloFlags {
+    /// SLO: where --latency-us is measured: report, probe or access_log
+    /// (any SLO flag replaces the overlay's SLO keys as a whole).
+    #[arg(long)]
+    pub latency_source: Option<String>,
+    /// SLO: span of the percentile window, ms.
+    #[arg(long)]
+    pub window_ms: Option<u64>,
+    /// SLO: the window is stale (latency unknown) once its newest sample is
+    /// older than this, ms.
+    #[arg(long)]
+    pub stale_after_ms: Option<u64>,
+    /// SLO probe: http://host:port/path or tcp://host:port.
+    #[arg(long)]
+    pub probe: Option<String>,
+    /// SLO probe (tcp://): what is sent.
+    #[arg(long)]
+    pub probe_send: Option<String>,
+    /// SLO probe: time between two probes, ms.
+    #[arg(long)]
+    pub probe_every_ms: Option<u64>,
+    /// SLO probe: timeout, ms.
+    #[arg(long)]
+    pub probe_timeout_ms: Option<u64>,
+    /// SLO access log: the log file (absolute path).
+    #[arg(long)]
+    pub access_log: Option<String>,
+    /// SLO access log: nginx or haproxy.
+    #[arg(long)]
+    pub log_format: Option<String>,
+    /// SLO access log (nginx): the request time's field (negative: from the end).
+    #[arg(long, allow_hyphen_values = true)]
+    pub log_field: Option<i32>,
+    /// SLO access log (nginx): its unit, s, ms or us.
+    #[arg(long)]
+    pub log_unit: Option<String>,
+    /// A unit run as best effort beside the overlay (repeat for more).
+    #[arg(long = "best-effort")]
+    pub best_effort: Vec<String>,
+    /// Best effort: levels above the floor.
+    #[arg(long)]
+    pub be_steps: Option<u32>,
+    /// Best effort: slack above which it grows a step.
+    #[arg(long)]
+    pub be_grow_above: Option<f64>,
+    /// Best effort: slack below which it is cut to half.
+    #[arg(long)]
+    pub be_cut_below: Option<f64>,
 }
 
 impl OverlayFlags {
+    /// The SLO keys, if any flag gives one.
+    fn slo_settings(&self) -> Option<Box<SloSettings>> {
+        let slo = SloSettings {
+            latency_source: self.slo.latency_source.clone(),
+            window_ms: self.slo.window_ms,
+            stale_after_ms: self.slo.stale_after_ms,
+            probe: self.slo.probe.clone(),
+            probe_send: self.slo.probe_send.clone(),
+            probe_every_ms: self.slo.probe_every_ms,
+            probe_timeout_ms: self.slo.probe_timeout_ms,
+            access_log: self.slo.access_log.clone(),
+            log_format: self.slo.log_format.clone(),
+            log_field: self.slo.log_field,
+            log_unit: self.slo.log_unit.clone(),
+            best_effort: (!self.slo.best_effort.is_empty()).then(|| self.slo.best_effort.clone()),
+            be_steps: self.slo.be_steps,
+            be_grow_above: self.slo.be_grow_above,
+            be_cut_below: self.slo.be_cut_below,
+        };
+        (slo != SloSettings::default()).then(|| Box::new(slo))
+    }
+
     /// The request's settings.
     pub fn settings(&self) -> OverlaySettings {
         OverlaySettings {
@@ -153,6 +231,7 @@ impl OverlayFlags {
             react_pressure: self.react_pressure,
             react_utilization: self.react_utilization,
             react_recv_queue: self.react_recv_queue,
+            slo: self.slo_settings(),
         }
     }
 }

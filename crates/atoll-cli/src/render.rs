@@ -209,6 +209,26 @@ pub fn status(r: &StatusReport) -> String {
             c.sample_errors
         );
     }
+    for s in r.slo.iter().filter(|s| s.source != "report") {
+        let _ = writeln!(
+            o,
+            "slo        overlay {}: {} thread {:.3}s CPU, {:.2}% of a CPU, {} samples, {} timed out{}{}",
+            s.overlay,
+            s.source,
+            s.probe_cpu_us as f64 / 1e6,
+            s.source_cpu_share() * 100.0,
+            s.samples_total,
+            s.timeouts,
+            if s.stale {
+                ", stale: latency unknown"
+            } else {
+                ""
+            },
+            s.error
+                .as_ref()
+                .map_or(String::new(), |e| format!(" (last try: {e})"))
+        );
+    }
     if let Some(a) = &r.accounts {
         let _ = writeln!(
             o,
@@ -226,4 +246,49 @@ pub fn status(r: &StatusReport) -> String {
         );
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use atoll_proto::slo::SloStatus;
+
+    #[test]
+    fn a_measured_slo_says_its_cost_and_when_its_window_is_stale() {
+        let mut r = crate::top::fixtures::snapshot(1000, 0).status;
+        let mut s = SloStatus {
+            overlay: "shop".into(),
+            source: "probe".into(),
+            percentile: 99.0,
+            slo_us: 1000,
+            measured_us: Some(500.0),
+            slack: Some(0.5),
+            samples: 10,
+            samples_total: 40,
+            timeouts: 1,
+            probe_cpu_us: 25_000,
+            source_running_us: 5_000_000,
+            error: None,
+            stale: false,
+            sample_age_ms: Some(10),
+            stale_after_ms: Some(3300),
+            best_effort: vec![],
+            be_level: None,
+            be_steps: 8,
+        };
+        r.slo = vec![s.clone()];
+        let fresh = super::status(&r);
+        assert!(
+            fresh.contains(
+                "slo        overlay shop: probe thread 0.025s CPU, 0.50% of a CPU, 40 samples, 1 timed out\n"
+            ),
+            "{fresh}"
+        );
+        s.stale = true;
+        r.slo = vec![s];
+        let stale = super::status(&r);
+        assert!(
+            stale.contains("1 timed out, stale: latency unknown\n"),
+            "{stale}"
+        );
+    }
 }

@@ -185,6 +185,12 @@ pub fn slo_detail(s: &atoll_proto::slo::SloStatus) -> String {
             s.slo_us,
             if k < 0.0 { " (missed)" } else { "" }
         ),
+        _ if s.stale => format!(
+            "unknown: stale, newest sample {:.1} s old (stale after {:.1} s), SLO {} us",
+            s.sample_age_ms.unwrap_or(0) as f64 / 1e3,
+            s.stale_after_ms.unwrap_or(0) as f64 / 1e3,
+            s.slo_us
+        ),
         _ => format!("nothing yet, SLO {} us", s.slo_us),
     };
     line("measured", measured);
@@ -195,9 +201,10 @@ pub fn slo_detail(s: &atoll_proto::slo::SloStatus) -> String {
     if s.source != "report" {
         let _ = write!(
             source,
-            ", {} timed out, {:.3} s of CPU time",
+            ", {} timed out, {:.3} s of CPU time ({:.2}% of a CPU)",
             s.timeouts,
-            s.probe_cpu_us as f64 / 1e6
+            s.probe_cpu_us as f64 / 1e6,
+            s.source_cpu_share() * 100.0
         );
     }
     line("source", source);
@@ -391,7 +398,11 @@ mod tests {
             samples_total: 900,
             timeouts: 2,
             probe_cpu_us: 12_500,
+            source_running_us: 2_500_000,
             error: Some("tcp://127.0.0.1:1: refused".into()),
+            stale: false,
+            sample_age_ms: Some(40),
+            stale_after_ms: Some(6000),
             best_effort: vec!["batch".into()],
             be_level: Some(0),
             be_steps: 8,
@@ -399,9 +410,21 @@ mod tests {
         assert_eq!(
             slo_detail(&s),
             "  measured  p99 1250 us, SLO 1000 us, slack -0.25 (missed)\n  \
-             source    probe, 40 samples in the window, 900 in all, 2 timed out, 0.013 s of CPU time\n  \
+             source    probe, 40 samples in the window, 900 in all, 2 timed out, 0.013 s of CPU time (0.50% of a CPU)\n  \
              error     tcp://127.0.0.1:1: refused\n  \
              beside    batch as best effort, level 0/8\n"
+        );
+        let mut stale = s.clone();
+        stale.measured_us = None;
+        stale.slack = None;
+        stale.stale = true;
+        stale.sample_age_ms = Some(7250);
+        assert!(
+            slo_detail(&stale).starts_with(
+                "  measured  unknown: stale, newest sample 7.2 s old (stale after 6.0 s), SLO 1000 us\n"
+            ),
+            "{}",
+            slo_detail(&stale)
         );
         s.source = "report".into();
         s.measured_us = None;

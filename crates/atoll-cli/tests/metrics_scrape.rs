@@ -39,6 +39,19 @@ cpus = 0.1
 cpu_cap = 0.2
 "#;
 
+/// A latency overlay probing a port nothing listens on (each refused
+/// probe is a sample at the 1 s timeout), so that the `atoll_slo_*`
+/// families have series. Its SLO of 10 s is far above what is measured:
+/// the overlay's policy never tunes `busy` up (its cap stays as configured).
+const SLO_OVERLAY: &str = r#"
+[overlay.shop]
+units = ["busy"]
+latency_us = 10000000
+latency_source = "probe"
+probe = "tcp://127.0.0.1:1"
+probe_every_ms = 50
+"#;
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -76,7 +89,7 @@ impl Daemon {
     fn start(v1: bool) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("atoll.toml");
-        fs::write(&config, CONFIG).unwrap();
+        fs::write(&config, format!("{CONFIG}{SLO_OVERLAY}")).unwrap();
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
@@ -284,6 +297,7 @@ fn the_dashboard_queries_only_metrics_a_daemon_exports() {
     let t = Instant::now();
     while !exported.contains("atoll_api_requests_total")
         || !exported.contains("atoll_epoch_duration_seconds_bucket")
+        || !exported.contains("atoll_slo_latency_us")
     {
         assert!(t.elapsed() < READY, "no full scrape: {exported:?}");
         assert!(d.atoll(&["status"]).status.success());
@@ -314,6 +328,10 @@ fn the_dashboard_queries_only_metrics_a_daemon_exports() {
         "process_open_fds",
         "process_start_time_seconds",
         "atoll_unit_cpu_usage_seconds_total",
+        "atoll_slo_latency_us",
+        "atoll_slo_slack",
+        "atoll_slo_source_cpu_seconds_total",
+        "atoll_slo_stale",
     ] {
         assert!(named.contains(n), "{n} is not on the dashboard");
     }

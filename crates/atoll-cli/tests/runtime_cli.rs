@@ -129,6 +129,43 @@ fn units_and_overlays_at_run_time_and_the_dump_of_the_result() {
     let summary = ok(&check);
     assert!(summary.contains("units: 2"), "{summary}");
 
+    // A latency overlay measured by a probe, `job` beside it as best effort.
+    ok(&atoll(&socket, &["overlay", "rm", "shop"]));
+    let slo = [
+        "overlay",
+        "add",
+        "shop",
+        "--unit",
+        "a",
+        "--latency-us",
+        "5000",
+        "--latency-source",
+        "probe",
+        "--probe",
+        "tcp://127.0.0.1:1",
+        "--best-effort",
+        "job",
+        "--be-steps",
+        "4",
+        "--log-field",
+        "-2",
+    ];
+    let err = failed(&atoll(&socket, &slo));
+    assert!(err.contains("overlay.shop.log_field"), "{err}");
+    ok(&atoll(&socket, &slo[..slo.len() - 2]));
+    // The loop takes the overlay's best effort in at its next epoch.
+    let mut shown = String::new();
+    for _ in 0..200 {
+        shown = ok(&atoll(&socket, &["overlay", "show", "shop"]));
+        if shown.contains("beside") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(shown.contains("job as best effort, level 0/4"), "{shown}");
+    let dump = ok(&atoll(&socket, &["config", "dump"]));
+    assert!(dump.contains("latency_source = \"probe\""), "{dump}");
+
     let said = ok(&atoll(&socket, &["overlay", "rm", "shop", "--json"]));
     let v: serde_json::Value = serde_json::from_str(&said).unwrap();
     assert_eq!(v["kind"], "overlay_removed", "{said}");

@@ -196,6 +196,7 @@ fn status_report() -> StatusReport {
         coord_restored: None,
         energy: None,
         network: Vec::new(),
+        slo: Vec::new(),
         warnings: Vec::new(),
     }
 }

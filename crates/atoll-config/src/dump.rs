@@ -408,8 +408,19 @@ fn slo(t: &mut Table, s: &SloConfig, key: &str) -> Result<(), DumpError> {
             }
         }
     }
+    if let Some(d) = s.stale_after {
+        t.insert(
+            "stale_after_ms",
+            value(millis(d, &format!("{key}.stale_after_ms"))?),
+        );
+    }
     if !s.best_effort.is_empty() {
         t.insert("best_effort", value(names(&s.best_effort)));
+    }
+    if !s.be.is_default() {
+        t.insert("be_steps", value(i64::from(s.be.steps)));
+        t.insert("be_grow_above", value(s.be.grow_above));
+        t.insert("be_cut_below", value(s.be.cut_below));
     }
     Ok(())
 }

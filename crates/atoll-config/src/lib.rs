@@ -46,6 +46,7 @@ pub use overlay::DEFAULT_PERCENTILE;
 use resolve::Outcome;
 pub use resolve::{DEFAULT_RT_PERIOD_US, DEFAULT_RT_PRIORITY, DEFAULT_RT_RUNTIME_US};
 pub use size::{format_size, parse_size, SizeError};
+pub use slo::{slo_config, SloKeys};
 use spans::{KeyIndex, LineIndex};
 pub use summary::{entitlement_parts, summary};
 

@@ -322,6 +322,14 @@ pub(crate) struct RawOverlay {
     /// Units run as best effort beside the overlay's.
     #[serde(default)]
     pub best_effort: Vec<Name>,
+    /// Age of the newest sample past which a measured window is stale, ms.
+    pub stale_after_ms: Option<u64>,
+    /// Levels of the best-effort units above the floor.
+    pub be_steps: Option<u32>,
+    /// Slack above which the best-effort units grow a step.
+    pub be_grow_above: Option<f64>,
+    /// Slack below which they are cut to half their level.
+    pub be_cut_below: Option<f64>,
 }
 
 /// One entry of `io_limits`.

@@ -11,7 +11,7 @@ use std::time::Duration;
 use atoll_config::{parse, to_toml};
 use atoll_core::coord::{ArbitrationPolicy, Property};
 use atoll_core::slo::{
-    AccessLogSpec, LatencySource, LogFormat, ProbeSpec, ProbeTarget, SloConfig, TimeUnit,
+    AccessLogSpec, BeConfig, LatencySource, LogFormat, ProbeSpec, ProbeTarget, SloConfig, TimeUnit,
 };
 use atoll_core::spec::{
     AdoptRule, DeviceId, Entitlement, HostSpec, IoEntitlement, IoLimit, IslandAccess, IslandSpec,
@@ -160,7 +160,18 @@ fn random_unit(g: &mut Gen, i: usize, island: &IslandSpec) -> UnitSpec {
     let cpu_cap = g
         .coin()
         .then(|| cpus.unwrap_or(0.25).max(g.quarters(ncpus)));
-    let mut sizes: Vec<u64> = (0..4).map(|_| g.range(1, 8 << 30)).collect();
+    // Sometimes a whole number of MiB, so the dump writes a suffix; sorted
+    // after rounding, so that min <= low <= high <= max still holds.
+    let mut sizes: Vec<u64> = (0..4)
+        .map(|_| {
+            let v = g.range(1, 8 << 30);
+            if g.coin() {
+                (v & !((1 << 20) - 1)).max(1)
+            } else {
+                v
+            }
+        })
+        .collect();
     sizes.sort_unstable();
     let mut memory = MemoryEntitlement::default();
     for (k, slot) in [
@@ -173,12 +184,7 @@ fn random_unit(g: &mut Gen, i: usize, island: &IslandSpec) -> UnitSpec {
     .enumerate()
     {
         if g.coin() {
-            // Sometimes a whole number of MiB, so the dump writes a suffix.
-            *slot = Some(if g.coin() {
-                sizes[k] & !((1 << 20) - 1)
-            } else {
-                sizes[k]
-            });
+            *slot = Some(sizes[k]);
         }
     }
     let limits = (0..g.below(3))
@@ -275,10 +281,24 @@ fn random_slo(g: &mut Gen, property: &Property, free: &mut Vec<Name>) -> SloConf
     } else {
         Vec::new()
     };
+    let measured = source != LatencySource::Report;
+    let be = if !best_effort.is_empty() && g.coin() {
+        let cut = [0.0, 0.05, 0.25][g.index(3)];
+        BeConfig {
+            steps: g.u32_in(1, 100),
+            grow_above: cut + [0.1, 0.375, 0.5][g.index(3)],
+            cut_below: cut,
+            ..BeConfig::default()
+        }
+    } else {
+        BeConfig::default()
+    };
     SloConfig {
         source,
         window: Duration::from_millis(g.range(1, 100_000)),
         best_effort,
+        stale_after: (measured && g.coin()).then(|| Duration::from_millis(g.range(1, 60_000))),
+        be,
     }
 }
 

@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use atoll_core::slo::{
-    AccessLogSpec, LatencySource, LogFormat, ProbeSpec, ProbeTarget, SloConfig, TimeUnit,
+    AccessLogSpec, BeConfig, LatencySource, LogFormat, ProbeSpec, ProbeTarget, SloConfig, TimeUnit,
 };
 use common::*;
 
@@ -55,6 +55,29 @@ fn a_probe_and_its_keys() {
             }),
             window: Duration::from_secs(5),
             best_effort: vec![n("batch")],
+            stale_after: None,
+            be: BeConfig::default(),
+        }
+    );
+}
+
+#[test]
+fn staleness_and_best_effort_thresholds() {
+    let spec = ok(
+        &with(
+            "latency_source = \"probe\"\nprobe = \"tcp://127.0.0.1:6379\"\nstale_after_ms = 1500\nbest_effort = [\"batch\"]\nbe_steps = 4\nbe_grow_above = 0.5\nbe_cut_below = 0.2\n",
+        ),
+        &vm8(),
+    );
+    let slo = &spec.overlays[0].slo;
+    assert_eq!(slo.stale_after, Some(Duration::from_millis(1500)));
+    assert_eq!(
+        slo.be,
+        BeConfig {
+            steps: 4,
+            grow_above: 0.5,
+            cut_below: 0.2,
+            ..BeConfig::default()
         }
     );
 }
@@ -96,6 +119,11 @@ fn wrong_keys_are_refused_at_their_line() {
         ("best_effort = [\"api\"]\n", "overlay.shop.best_effort[0]", ""),
         ("best_effort = [\"nobody\"]\n", "overlay.shop.best_effort[0]", ""),
         ("probe_timeout = 5\n", "probe_timeout", "12:"),
+        ("stale_after_ms = 500\n", "overlay.shop.stale_after_ms", "12:"),
+        ("latency_source = \"probe\"\nprobe = \"tcp://a:1\"\nstale_after_ms = 0\n", "overlay.shop.stale_after_ms", "14:"),
+        ("be_steps = 4\n", "overlay.shop.be_steps", "12:"),
+        ("best_effort = [\"batch\"]\nbe_cut_below = 0.5\n", "overlay.shop.be_grow_above", ""),
+        ("best_effort = [\"batch\"]\nbe_steps = 0\n", "overlay.shop.be_steps", "13:"),
     ] {
         let e = err(&with(extra), &vm8());
         let text = e.to_string();

@@ -177,6 +177,26 @@ pub enum Reason {
         /// 2100 us > 1000 us)`.
         detail: String,
     },
+    /// A latency overlay's best-effort units moved with the slack of its
+    /// SLO (Heracles; `atoll_core::slo::lcbe`), or got their configured
+    /// settings back.
+    Slo {
+        /// The latency overlay.
+        overlay: String,
+        /// The slack `(SLO - measured) / SLO` that caused the move (`None`
+        /// when none did: the units start at the floor, or go back to their
+        /// configured settings).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        slack: Option<f64>,
+        /// The measured latency at the SLO's percentile, µs.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        measured_us: Option<u64>,
+        /// The SLO, µs.
+        slo_us: u64,
+        /// The move in words, e.g. `best effort cut 8 -> 4/8: slack 0.05 <
+        /// 0.1 (p99 950 us, SLO 1000 us)`.
+        detail: String,
+    },
     /// The kernel would not take the value.
     KernelRefused {
         /// The error.
@@ -250,6 +270,7 @@ impl Reason {
             Self::RtBudget { .. } => "rt_budget",
             Self::Isolation { .. } => "isolation",
             Self::Coordination { .. } => "coordination",
+            Self::Slo { .. } => "slo",
             Self::KernelRefused { .. } => "kernel_refused",
             Self::Comm { .. } => "comm",
             Self::Apps { .. } => "apps",
@@ -409,6 +430,9 @@ impl fmt::Display for Reason {
             ),
             Self::Isolation { detail } => write!(f, "isolation: {detail}"),
             Self::Coordination { overlay, detail } => write!(f, "overlay {overlay}: {detail}"),
+            Self::Slo {
+                overlay, detail, ..
+            } => write!(f, "overlay {overlay} (latency SLO): {detail}"),
             Self::KernelRefused { error } => write!(f, "the kernel refused: {error}"),
             Self::Comm { detail } => write!(f, "communication: {detail}"),
             Self::Apps { detail } => write!(f, "application policy: {detail}"),
@@ -541,6 +565,35 @@ mod tests {
         );
         let json = serde_json::to_string(&d).unwrap();
         assert!(json.contains("\"reason\":\"coordination\""), "{json}");
+        assert_eq!(serde_json::from_str::<Decision>(&json).unwrap(), d);
+    }
+
+    #[test]
+    fn slo_reasons_carry_the_slack_that_caused_them() {
+        let d = Decision {
+            at: Duration::ZERO,
+            action: Action::ApplyGroup {
+                path: GroupPath::from_relative("web/batch"),
+                knobs: vec!["cpu.weight=100".into()],
+                layers: vec![],
+            },
+            why: Reason::Slo {
+                overlay: "shop".into(),
+                slack: Some(0.05),
+                measured_us: Some(950),
+                slo_us: 1000,
+                detail: "best effort cut 8 -> 4/8: slack 0.05 < 0.1 (p99 950 us, SLO 1000 us)"
+                    .into(),
+            },
+        };
+        assert_eq!(
+            d.to_string(),
+            "set web/batch: cpu.weight=100, because overlay shop (latency SLO): best effort cut 8 -> 4/8: slack 0.05 < 0.1 (p99 950 us, SLO 1000 us)"
+        );
+        assert_eq!(d.why.kind(), "slo");
+        let json = serde_json::to_string(&d).unwrap();
+        assert!(json.contains("\"reason\":\"slo\""), "{json}");
+        assert!(json.contains("\"slack\":0.05"), "{json}");
         assert_eq!(serde_json::from_str::<Decision>(&json).unwrap(), d);
     }
 

@@ -285,6 +285,7 @@ pub fn families() -> Vec<(String, &'static str)> {
     );
     out.extend(net::NET.iter().map(|(n, k, _, _)| (n.to_string(), *k)));
     out.push(("atoll_net_class_rate_bits".to_string(), GAUGE));
+    out.extend(slo::SLO.iter().map(|(n, k, _, _)| (n.to_string(), *k)));
     out.extend(own::OWN.iter().map(|(n, k, _)| (n.to_string(), *k)));
     for level in ["island", "unit"] {
         for s in STATS {
@@ -473,6 +474,7 @@ pub fn render(status: &StatusReport, telemetry: &Telemetry) -> String {
     if !status.network.is_empty() {
         net::render(&mut out, &status.network);
     }
+    slo::render(&mut out, &status.slo);
     own::render(&mut out, telemetry);
     out.text
 }
@@ -717,6 +719,7 @@ mod comm;
 mod energy;
 mod net;
 mod own;
+mod slo;
 #[cfg(test)]
 mod tests;
 mod text;

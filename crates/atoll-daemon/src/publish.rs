@@ -260,6 +260,7 @@ mod tests {
             coord_restored: None,
             energy: None,
             network: Vec::new(),
+            slo: Vec::new(),
             warnings: Vec::new(),
         }
     }

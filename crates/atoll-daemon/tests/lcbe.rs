@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use atoll_core::clock::ManualClock;
 use atoll_core::coord::Property;
+use atoll_core::decision::Reason;
 use atoll_core::plan::{CpuMax, GroupPath, GroupSettings};
 use atoll_core::spec::{
     AdoptRule, Entitlement, HostSpec, IslandSpec, OverlayConfig, PlatformSpec, ReactPolicy,
@@ -146,6 +147,32 @@ fn why(c: &Controller) -> Vec<String> {
         .collect()
 }
 
+/// The SLO reasons of `batch`'s decisions (also those combined with other
+/// steps' reasons), as `(slack, measured µs, detail)`.
+fn slo_reasons(c: &Controller) -> Vec<(Option<f64>, Option<u64>, String)> {
+    fn flat(r: &Reason, out: &mut Vec<(Option<f64>, Option<u64>, String)>) {
+        match r {
+            Reason::Slo {
+                slack,
+                measured_us,
+                detail,
+                ..
+            } => out.push((*slack, *measured_us, detail.clone())),
+            Reason::Combined { causes } => causes.iter().for_each(|c| flat(c, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for d in c.decisions().query(Some("batch"), 1000) {
+        flat(&d.why, &mut out);
+    }
+    out
+}
+
+fn level(c: &mut Controller) -> Option<u32> {
+    show(c).be_level
+}
+
 fn quota(s: &GroupSettings) -> Option<u64> {
     s.cpu_max.map(|m: CpuMax| m.quota_us)
 }
@@ -203,6 +230,23 @@ fn best_effort_grows_with_slack_is_cut_fast_and_floored_on_a_miss() {
         why(&c)
             .iter()
             .any(|d| d.contains("best effort cut 8 -> 4/8: slack 0.05")),
+        "{:#?}",
+        why(&c)
+    );
+    // The decision's reason carries the slack and the latency that caused it.
+    let cut_reason = slo_reasons(&c)
+        .into_iter()
+        .find(|(_, _, d)| d.starts_with("best effort cut 8 -> 4/8"))
+        .expect("an slo reason for the cut");
+    assert!(
+        (cut_reason.0.unwrap() - 0.05).abs() < 1e-9,
+        "{cut_reason:?}"
+    );
+    assert_eq!(cut_reason.1, Some(950));
+    assert!(
+        why(&c)
+            .iter()
+            .any(|d| d.contains("overlay shop (latency SLO): best effort cut")),
         "{:#?}",
         why(&c)
     );
@@ -322,4 +366,193 @@ fn a_probed_latency_is_measured_and_reported_to_the_overlay() {
         other => panic!("{other:?}"),
     };
     assert!(reported.is_some(), "the measured percentile was reported");
+}
+
+#[test]
+fn the_thresholds_are_the_overlays_own() {
+    let rig = Rig::new();
+    let mut s = spec(true);
+    s.overlays[0].slo.be = atoll_core::slo::BeConfig {
+        steps: 4,
+        grow_above: 0.5,
+        cut_below: 0.2,
+        ..Default::default()
+    };
+    let mut c = controller(&rig.sim, s, topo());
+    c.start().unwrap();
+    rig.epochs(&mut c, 1);
+    assert_eq!(show(&mut c).be_steps, 4);
+    // Slack 0.4: the default (grow above 0.3) would grow; 0.5 holds.
+    report(&mut c, 600.0);
+    rig.run_for(&mut c, Duration::from_millis(2100));
+    assert_eq!(level(&mut c), Some(0));
+    // Slack 0.6: a step a second, to the top at 4.
+    report(&mut c, 400.0);
+    rig.run_for(&mut c, Duration::from_secs(5));
+    assert_eq!(level(&mut c), Some(4));
+    assert_eq!(
+        rig.batch().cpu_weight,
+        Some(200),
+        "4/4 is the configured share"
+    );
+    // Slack 0.15: the default (cut below 0.1) would hold; 0.2 cuts.
+    report(&mut c, 850.0);
+    rig.epochs(&mut c, 1);
+    assert_eq!(level(&mut c), Some(2));
+    assert!(
+        why(&c)
+            .iter()
+            .any(|d| d.contains("best effort cut 4 -> 2/4: slack 0.15 < 0.2")),
+        "{:#?}",
+        why(&c)
+    );
+    // Changing the thresholds starts the units again from the floor.
+    let mut again = spec(true);
+    again.overlays[0].slo.be.steps = 6;
+    c.reload(again).unwrap();
+    rig.epochs(&mut c, 2);
+    let s = show(&mut c);
+    assert_eq!((s.be_level, s.be_steps), (Some(0), 6));
+}
+
+/// A TCP server that answers `pong` at once, or, while `hold` is set,
+/// holds each connection unanswered until it is cleared.
+struct Server {
+    addr: String,
+    hold: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    held: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    answered: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Server {
+    fn start() -> Self {
+        use std::io::{Read, Write};
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        use std::sync::Arc;
+
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let hold = Arc::new(AtomicBool::new(false));
+        let held = Arc::new(AtomicU64::new(0));
+        let answered = Arc::new(AtomicU64::new(0));
+        let (h, n, a) = (Arc::clone(&hold), Arc::clone(&held), Arc::clone(&answered));
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(mut s) = s else { return };
+                let mut b = [0u8; 64];
+                if s.read(&mut b).is_err() {
+                    continue;
+                }
+                if h.load(Ordering::SeqCst) {
+                    n.fetch_add(1, Ordering::SeqCst);
+                    while h.load(Ordering::SeqCst) {
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                }
+                let _ = s.write_all(b"pong\n");
+                a.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        Self {
+            addr,
+            hold,
+            held,
+            answered,
+        }
+    }
+}
+
+#[test]
+fn a_stale_window_is_unknown_latency_not_a_met_slo() {
+    use std::sync::atomic::Ordering;
+
+    let server = Server::start();
+    let rig = Rig::new();
+    let mut s = spec(true);
+    // p99 within 5 s: a local answer is far inside it (slack near 1).
+    s.overlays[0].property = Property::LatencyPercentile {
+        percentile: 99.0,
+        bound_us: 5_000_000,
+    };
+    s.overlays[0].slo.source = atoll_core::slo::LatencySource::Probe(atoll_core::slo::ProbeSpec {
+        target: atoll_core::slo::ProbeTarget::parse(&format!("tcp://{}", server.addr), None)
+            .unwrap(),
+        every: Duration::from_millis(5),
+        timeout: Duration::from_secs(10),
+    });
+    s.overlays[0].slo.stale_after = Some(Duration::from_secs(1));
+    let mut c = controller(&rig.sim, s, topo());
+    c.start().unwrap();
+    // The probe runs on the real clock, the loop on the simulated one: each
+    // epoch waits (bounded) for the server to answer a new probe, so the
+    // window never goes a simulated second without a sample.
+    let fresh_epochs = |c: &mut Controller, k: usize| {
+        for _ in 0..k {
+            let before = server.answered.load(Ordering::SeqCst);
+            let mut tries = 0;
+            while server.answered.load(Ordering::SeqCst) == before {
+                tries += 1;
+                assert!(tries < 6000, "the probe stopped: {:?}", show(c));
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+            rig.epochs(c, 1);
+        }
+    };
+    rig.epochs(&mut c, 1);
+    fresh_epochs(&mut c, 80);
+    let fresh = show(&mut c);
+    assert!(!fresh.stale && fresh.measured_us.is_some(), "{fresh:?}");
+    let grown = fresh.be_level.unwrap();
+    assert!(grown >= 1, "slack near 1 grows the best effort: {fresh:?}");
+
+    // The server stops answering: once the probe waits on it, no sample
+    // comes. An application report of 4 s (within the SLO, no policy
+    // action) marks what coordination holds.
+    server.hold.store(true, Ordering::SeqCst);
+    let mut tries = 0;
+    while server.held.load(Ordering::SeqCst) == 0 {
+        tries += 1;
+        assert!(tries < 6000, "the probe never reached the held server");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    rig.epochs(&mut c, 1);
+    let total = show(&mut c).samples_total;
+    // A second on, the window is stale (it may have grown a step before).
+    rig.run_for(&mut c, Duration::from_millis(1100));
+    let grown = level(&mut c).unwrap();
+    assert!(show(&mut c).stale, "{:?}", show(&mut c));
+    report(&mut c, 4_000_000.0);
+    rig.run_for(&mut c, Duration::from_millis(2500));
+    let stale = show(&mut c);
+    assert_eq!(stale.samples_total, total, "no sample while held");
+    assert!(stale.stale, "{stale:?}");
+    assert!(
+        stale.samples > 0,
+        "the window still holds samples: {stale:?}"
+    );
+    assert_eq!((stale.measured_us, stale.slack), (None, None), "{stale:?}");
+    assert!(stale.sample_age_ms.unwrap() > 1000, "{stale:?}");
+    assert_eq!(stale.stale_after_ms, Some(1000));
+    assert_eq!(
+        stale.be_level,
+        Some(grown),
+        "unknown latency holds the best effort (slack near 1 would grow it)"
+    );
+    let value = |c: &mut Controller| match reply(ask(c, ROOT, Request::Overlays {})) {
+        Reply::Overlays { overlays } => overlays[0].value,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        value(&mut c),
+        Some(4_000_000.0),
+        "a stale window's percentile is not reported"
+    );
+
+    // Answers again: fresh, measured, reported.
+    server.hold.store(false, Ordering::SeqCst);
+    fresh_epochs(&mut c, 40);
+    let back = show(&mut c);
+    assert!(!back.stale && back.measured_us.is_some(), "{back:?}");
+    assert_ne!(value(&mut c), Some(4_000_000.0), "reported again");
 }

@@ -22,7 +22,7 @@ use atoll_core::spec::{
 };
 use atoll_daemon::controller::{Controller, Env, Options};
 use atoll_daemon::units::EMPTY_GRACE;
-use atoll_proto::runtime::{OverlaySettings, UnitSettings};
+use atoll_proto::runtime::{OverlaySettings, SloSettings, UnitSettings};
 use atoll_proto::{ErrorCode, Reply, Request, ResponseEnvelope};
 use atoll_sim::{Location, SimPlatform};
 use common::sim::{ask, controller, n, reply, set, topo8, user, ROOT};
@@ -605,4 +605,131 @@ fn config_dump_is_the_effective_platform() {
     assert_eq!(back.units[1].entitlement.memory.high, Some(3 << 29));
     assert_eq!(back.overlays[0].react.pressure, Some(25.0));
     assert!(toml.contains("[unit.job]"), "{toml}");
+}
+
+#[test]
+fn an_overlay_added_at_run_time_may_measure_its_slo_and_name_best_effort_units() {
+    let sim = SimPlatform::new(topo8(), "atoll-rt-slo", ManualClock::new());
+    let mut c = started(&sim);
+    let job = UnitSettings {
+        cpus: Some(1.0),
+        ..Default::default()
+    };
+    reply(ask(&mut c, ROOT, unit_add("job", "a", job)));
+    // A key of another source than the one chosen is refused by its key.
+    let (_, msg) = refused(ask(
+        &mut c,
+        ROOT,
+        Request::OverlayAdd {
+            overlay: "bad".into(),
+            settings: OverlaySettings {
+                slo: Some(Box::new(SloSettings {
+                    probe: Some("tcp://127.0.0.1:1".into()),
+                    ..Default::default()
+                })),
+                ..latency_over(&["api"])
+            },
+        },
+    ));
+    assert!(msg.contains("overlay.bad.probe"), "{msg}");
+    let (_, msg) = refused(ask(
+        &mut c,
+        ROOT,
+        Request::OverlayAdd {
+            overlay: "bad".into(),
+            settings: OverlaySettings {
+                slo: Some(Box::new(SloSettings {
+                    best_effort: Some(vec!["job".into()]),
+                    be_grow_above: Some(0.05),
+                    ..Default::default()
+                })),
+                ..latency_over(&["api"])
+            },
+        },
+    ));
+    assert!(msg.contains("be_grow_above"), "{msg}");
+
+    let add = Request::OverlayAdd {
+        overlay: "shop".into(),
+        settings: OverlaySettings {
+            slo: Some(Box::new(SloSettings {
+                latency_source: Some("probe".into()),
+                probe: Some("tcp://127.0.0.1:1".into()),
+                probe_every_ms: Some(1000),
+                stale_after_ms: Some(5000),
+                best_effort: Some(vec!["job".into()]),
+                be_steps: Some(4),
+                ..Default::default()
+            })),
+            ..latency_over(&["api"])
+        },
+    };
+    reply(ask(&mut c, ROOT, add));
+    sim.advance(DEFAULT_EPOCH);
+    c.epoch();
+    let show = |c: &mut Controller| match reply(ask(
+        c,
+        ROOT,
+        Request::OverlayShow {
+            overlay: "shop".into(),
+        },
+    )) {
+        Reply::OverlayShown(s) => *s,
+        other => panic!("{other:?}"),
+    };
+    let s = show(&mut c);
+    assert_eq!(
+        (
+            s.source.as_str(),
+            s.best_effort.clone(),
+            s.be_level,
+            s.be_steps,
+            s.stale_after_ms
+        ),
+        ("probe", vec!["job".to_string()], Some(0), 4, Some(5000)),
+        "{s:?}"
+    );
+    let Reply::Config { toml } = reply(ask(&mut c, ROOT, Request::ConfigDump {})) else {
+        panic!("not a config")
+    };
+    for key in [
+        "latency_source = \"probe\"",
+        "stale_after_ms = 5000",
+        "be_steps = 4",
+    ] {
+        assert!(toml.contains(key), "{key} in:\n{toml}");
+    }
+    // A set without SLO keys keeps them; one with them replaces them all.
+    let set = |settings| Request::OverlaySet {
+        overlay: "shop".into(),
+        settings,
+    };
+    reply(ask(
+        &mut c,
+        ROOT,
+        set(OverlaySettings {
+            priority: Some(7),
+            ..Default::default()
+        }),
+    ));
+    assert_eq!(show(&mut c).source, "probe");
+    reply(ask(
+        &mut c,
+        ROOT,
+        set(OverlaySettings {
+            slo: Some(Box::new(SloSettings {
+                latency_source: Some("report".into()),
+                ..Default::default()
+            })),
+            ..Default::default()
+        }),
+    ));
+    sim.advance(DEFAULT_EPOCH);
+    c.epoch();
+    let s = show(&mut c);
+    assert_eq!(
+        (s.source.as_str(), s.best_effort.is_empty(), s.be_level),
+        ("report", true, None),
+        "{s:?}"
+    );
 }

@@ -102,6 +102,11 @@ pub struct OverlaySettings {
     /// Reactive policy: receive-queue bytes that trigger a unit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub react_recv_queue: Option<u64>,
+    /// A latency overlay's source and best-effort keys (given: they
+    /// replace the overlay's as a whole, those not given taking their
+    /// defaults).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<Box<SloSettings>>,
 }
 
 impl OverlaySettings {
@@ -109,4 +114,56 @@ impl OverlaySettings {
     pub fn has_property(&self) -> bool {
         self.latency_us.is_some() || self.throughput_floor.is_some() || self.cpu_cap.is_some()
     }
+}
+
+/// The `[overlay.NAME]` keys of a latency source and best-effort units
+/// (`docs/config.md`), for `overlay_add` and `overlay_set`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SloSettings {
+    /// Where the latency comes from: `report`, `probe` or `access_log`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_source: Option<String>,
+    /// Span of the percentile window, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_ms: Option<u64>,
+    /// Age of the newest sample past which the window is stale, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale_after_ms: Option<u64>,
+    /// `probe`: `http://host:port/path` or `tcp://host:port`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<String>,
+    /// `tcp://` probes: what is sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_send: Option<String>,
+    /// `probe`: time between two probes, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_every_ms: Option<u64>,
+    /// `probe`: a probe's timeout, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_timeout_ms: Option<u64>,
+    /// `access_log`: the log file (absolute path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_log: Option<String>,
+    /// `access_log`: `nginx` or `haproxy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_format: Option<String>,
+    /// `nginx`: the field holding the request time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_field: Option<i32>,
+    /// `nginx`: its unit, `s`, `ms` or `us`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_unit: Option<String>,
+    /// Units run as best effort beside the overlay's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub best_effort: Option<Vec<String>>,
+    /// Levels of the best-effort units above the floor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub be_steps: Option<u32>,
+    /// Slack above which the best-effort units grow a step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub be_grow_above: Option<f64>,
+    /// Slack below which they are cut to half their level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub be_cut_below: Option<f64>,
 }

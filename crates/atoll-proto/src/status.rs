@@ -66,6 +66,10 @@ pub struct StatusReport {
     /// The network islands the daemon manages (`docs/netisland.md`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub network: Vec<crate::net::NetIslandStatus>,
+    /// Each latency overlay's measurement and what its source costs, in
+    /// overlay order (as `overlay_show` answers it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slo: Vec<crate::slo::SloStatus>,
     /// What the daemon could not do or know, in words (a damaged state file
     /// it recovered from, processes whose origin it lost, ...).
     #[serde(default)]

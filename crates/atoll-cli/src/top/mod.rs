@@ -10,7 +10,7 @@ pub mod run;
 pub mod view;
 
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 #[cfg(test)]
 mod model_tests;
 #[cfg(test)]

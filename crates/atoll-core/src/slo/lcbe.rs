@@ -43,6 +43,47 @@ impl Default for BeConfig {
     }
 }
 
+impl BeConfig {
+    /// Whether it is [`BeConfig::default`].
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// What is wrong with it, as `(key, problem)` of the overlay keys
+    /// `be_steps`, `be_grow_above`, `be_cut_below`.
+    pub fn problems(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        if !(1..=MAX_STEPS).contains(&self.steps) {
+            out.push((
+                "be_steps",
+                format!("{} steps: 1 to {MAX_STEPS}", self.steps),
+            ));
+        }
+        if !(self.cut_below >= 0.0 && self.cut_below < 1.0) {
+            out.push((
+                "be_cut_below",
+                format!(
+                    "{} is not a slack in [0, 1) (below 0 the SLO is missed, which floors the units anyway)",
+                    self.cut_below
+                ),
+            ));
+        }
+        if !(self.grow_above > self.cut_below && self.grow_above < 1.0) {
+            out.push((
+                "be_grow_above",
+                format!(
+                    "{} is not a slack above be_cut_below ({}) and below 1",
+                    self.grow_above, self.cut_below
+                ),
+            ));
+        }
+        out
+    }
+}
+
+/// Most levels a best-effort controller may have.
+pub const MAX_STEPS: u32 = 100;
+
 /// What one decision did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -144,6 +185,40 @@ mod tests {
         let floor = c.decide(6, Some(-0.1));
         assert_eq!((floor.level, floor.movement), (0, BeMove::Floor));
         assert_eq!(c.decide(0, Some(-0.1)).movement, BeMove::Hold);
+    }
+
+    #[test]
+    fn thresholds_are_checked() {
+        assert!(BeConfig::default().problems().is_empty());
+        let bad = BeConfig {
+            steps: 0,
+            grow_above: 0.1,
+            cut_below: 0.2,
+            ..BeConfig::default()
+        };
+        let keys: Vec<_> = bad.problems().into_iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, ["be_steps", "be_grow_above"]);
+        let nan = BeConfig {
+            cut_below: f64::NAN,
+            ..BeConfig::default()
+        };
+        let keys: Vec<_> = nan.problems().into_iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, ["be_cut_below", "be_grow_above"]);
+        let custom = BeConfig {
+            steps: 4,
+            grow_above: 0.5,
+            cut_below: 0.2,
+            ..BeConfig::default()
+        };
+        assert!(custom.problems().is_empty());
+        assert_eq!(custom.decide(0, Some(0.4)).movement, BeMove::Hold);
+        assert_eq!(custom.decide(0, Some(0.6)).level, 1);
+        assert_eq!(
+            custom.decide(4, Some(0.6)).movement,
+            BeMove::Hold,
+            "4 is the top"
+        );
+        assert_eq!(custom.decide(4, Some(0.15)).level, 2);
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::BeConfig;
 use crate::Name;
 
 /// Default span of the percentile window.
@@ -15,6 +16,9 @@ pub const DEFAULT_WINDOW: Duration = Duration::from_secs(10);
 pub const DEFAULT_PROBE_EVERY: Duration = Duration::from_millis(100);
 /// Default time a probe waits for its answer.
 pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+/// A measured window is never stale sooner than this after its newest
+/// sample (the loop reports a percentile once a second).
+pub const MIN_STALE_AFTER: Duration = Duration::from_secs(2);
 
 /// What an overlay measures, and which units run beside it as best effort.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -29,6 +33,14 @@ pub struct SloConfig {
     /// get more while the SLO has slack and are cut back when it has not.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub best_effort: Vec<Name>,
+    /// A measured window whose newest sample is older than this gives no
+    /// percentile: the latency is unknown (`None`: derived from the
+    /// source, [`SloConfig::stale_after`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale_after: Option<Duration>,
+    /// How the best-effort units' level moves with the slack.
+    #[serde(default, skip_serializing_if = "BeConfig::is_default")]
+    pub be: BeConfig,
 }
 
 fn default_window() -> Duration {
@@ -41,6 +53,8 @@ impl Default for SloConfig {
             source: LatencySource::Report,
             window: DEFAULT_WINDOW,
             best_effort: Vec::new(),
+            stale_after: None,
+            be: BeConfig::default(),
         }
     }
 }
@@ -49,6 +63,22 @@ impl SloConfig {
     /// Whether it is the default: app-reported latency, nothing beside.
     pub fn is_default(&self) -> bool {
         *self == Self::default()
+    }
+
+    /// How old the newest sample of a measured window may be before the
+    /// window is stale (`None` for `report`: nothing is measured). Unless
+    /// configured: a probe's three rounds (`3 × (every + timeout)`), an
+    /// access log's half window; at least [`MIN_STALE_AFTER`] either way.
+    pub fn stale_after(&self) -> Option<Duration> {
+        let derived = match &self.source {
+            LatencySource::Report => return None,
+            LatencySource::Probe(p) => (p.every + p.timeout) * 3,
+            LatencySource::AccessLog(_) => self.window / 2,
+        };
+        Some(
+            self.stale_after
+                .unwrap_or_else(|| derived.max(MIN_STALE_AFTER)),
+        )
     }
 }
 
@@ -295,6 +325,38 @@ mod tests {
         assert_eq!(LogFormat::Haproxy.request_time_us(line), Some(109_000));
         let aborted = "fe be/s1 10/0/-1/-1/-1 503 0";
         assert_eq!(LogFormat::Haproxy.request_time_us(aborted), None);
+    }
+
+    #[test]
+    fn a_window_goes_stale_after_what_is_configured_or_its_sources_rounds() {
+        let probe = |every_ms, timeout_ms| SloConfig {
+            source: LatencySource::Probe(ProbeSpec {
+                target: ProbeTarget::parse("tcp://a:1", None).unwrap(),
+                every: Duration::from_millis(every_ms),
+                timeout: Duration::from_millis(timeout_ms),
+            }),
+            ..SloConfig::default()
+        };
+        assert_eq!(SloConfig::default().stale_after(), None, "report");
+        assert_eq!(
+            probe(100, 1000).stale_after(),
+            Some(Duration::from_millis(3300))
+        );
+        assert_eq!(probe(10, 100).stale_after(), Some(MIN_STALE_AFTER));
+        let log = SloConfig {
+            source: LatencySource::AccessLog(AccessLogSpec {
+                path: "/l".into(),
+                format: LogFormat::NGINX,
+            }),
+            window: Duration::from_secs(30),
+            ..SloConfig::default()
+        };
+        assert_eq!(log.stale_after(), Some(Duration::from_secs(15)));
+        let set = SloConfig {
+            stale_after: Some(Duration::from_millis(500)),
+            ..log
+        };
+        assert_eq!(set.stale_after(), Some(Duration::from_millis(500)));
     }
 
     #[test]

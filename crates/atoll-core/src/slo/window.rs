@@ -12,6 +12,8 @@ pub struct LatencyWindow {
     samples: VecDeque<(Duration, u64)>,
     /// Samples pushed since the window was made (also those gone since).
     total: u64,
+    /// When the newest sample was taken (kept once it has left the window).
+    newest: Option<Duration>,
 }
 
 impl LatencyWindow {
@@ -23,6 +25,7 @@ impl LatencyWindow {
             max: max.max(1),
             samples: VecDeque::new(),
             total: 0,
+            newest: None,
         }
     }
 
@@ -33,6 +36,7 @@ impl LatencyWindow {
         let at = self.samples.back().map_or(at, |&(last, _)| at.max(last));
         self.samples.push_back((at, latency_us));
         self.total += 1;
+        self.newest = Some(at);
         while self.samples.len() > self.max {
             self.samples.pop_front();
         }
@@ -68,6 +72,12 @@ impl LatencyWindow {
     /// Its span.
     pub fn span(&self) -> Duration {
         self.span
+    }
+
+    /// How long before `now` the newest sample was taken, whether or not it
+    /// is still in the window; `None` before the first sample.
+    pub fn age(&self, now: Duration) -> Option<Duration> {
+        self.newest.map(|t| now.saturating_sub(t))
     }
 
     /// The `p`th percentile (0 < p <= 100) by nearest rank: the smallest
@@ -136,8 +146,11 @@ mod tests {
         assert_eq!(w.len(), 3, "at most 3");
         assert_eq!(w.percentile(1.0), Some(20));
         assert_eq!(w.total(), 5);
+        assert_eq!(w.age(S * 2), Some(S / 2), "the newest was taken at 1.5 s");
         w.expire(S * 5);
         assert!(w.is_empty());
+        assert_eq!(w.age(S * 5), Some(S * 7 / 2), "still known once it left");
+        assert_eq!(LatencyWindow::new(S, 1).age(S), None);
     }
 
     proptest! {

@@ -252,6 +252,37 @@ fn validate_slo(spec: &PlatformSpec, o: &OverlayConfig, key: &str, errs: &mut Ve
             ));
         }
     }
+    match slo.stale_after {
+        Some(d) if d.is_zero() => errs.push(SpecError::new(
+            format!("{key}.stale_after_ms"),
+            "a window goes stale after more than 0 ms",
+        )),
+        Some(_) if slo.source == LatencySource::Report => errs.push(SpecError::new(
+            format!("{key}.stale_after_ms"),
+            "`stale_after_ms` is for a measured latency (latency_source = \"probe\" or \"access_log\"), and this overlay's is \"report\"",
+        )),
+        _ => {}
+    }
+    if slo.best_effort.is_empty() {
+        let d = crate::slo::BeConfig::default();
+        for (k, set) in [
+            ("be_steps", slo.be.steps != d.steps),
+            ("be_grow_above", slo.be.grow_above != d.grow_above),
+            ("be_cut_below", slo.be.cut_below != d.cut_below),
+        ] {
+            if set {
+                errs.push(SpecError::new(
+                    format!("{key}.{k}"),
+                    format!(
+                        "`{k}` moves best-effort units, and this overlay names none (best_effort)"
+                    ),
+                ));
+            }
+        }
+    }
+    for (k, problem) in slo.be.problems() {
+        errs.push(SpecError::new(format!("{key}.{k}"), problem));
+    }
     if !slo.best_effort.is_empty() && !is_latency {
         errs.push(SpecError::new(
             format!("{key}.best_effort"),
@@ -431,5 +462,50 @@ mod tests {
         );
         assert!(errs[1].problem.contains("latency-critical"), "{}", errs[1]);
         assert!(errs[6].problem.contains("overlay a"), "{}", errs[6]);
+    }
+
+    #[test]
+    fn staleness_and_best_effort_thresholds_are_checked() {
+        use std::time::Duration;
+
+        use crate::slo::{BeConfig, ProbeSpec, ProbeTarget};
+        let mut s = spec();
+        let mut a = overlay("a", &["api"], latency());
+        a.slo.stale_after = Some(Duration::from_secs(1));
+        a.slo.be = BeConfig {
+            steps: 4,
+            ..BeConfig::default()
+        };
+        s.overlays.push(a);
+        let mut b = overlay("b", &["db"], latency());
+        b.slo.source = LatencySource::Probe(ProbeSpec {
+            target: ProbeTarget::parse("tcp://127.0.0.1:1", None).unwrap(),
+            every: Duration::from_secs(1),
+            timeout: Duration::from_secs(1),
+        });
+        b.slo.stale_after = Some(Duration::ZERO);
+        b.slo.best_effort = vec![n("api")];
+        b.slo.be = BeConfig {
+            steps: 0,
+            grow_above: 0.05,
+            cut_below: 0.1,
+            ..BeConfig::default()
+        };
+        s.overlays.push(b);
+        let errs = s.validate(&topo16()).unwrap_err();
+        let keys: Vec<_> = errs.iter().map(|e| e.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "overlay.a.stale_after_ms",
+                "overlay.a.be_steps",
+                "overlay.b.stale_after_ms",
+                "overlay.b.be_steps",
+                "overlay.b.be_grow_above",
+            ],
+            "{errs:#?}"
+        );
+        assert!(errs[0].problem.contains("\"report\""), "{}", errs[0]);
+        assert!(errs[1].problem.contains("names none"), "{}", errs[1]);
     }
 }

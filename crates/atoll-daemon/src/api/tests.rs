@@ -408,6 +408,7 @@ fn reads_come_from_the_board_and_never_reach_the_loop() {
         coord_restored: None,
         energy: None,
         network: Vec::new(),
+        slo: Vec::new(),
         warnings: Vec::new(),
     };
     board.publish(

@@ -9,7 +9,7 @@ use atoll_core::coord::Property;
 use atoll_core::decision::Action;
 use atoll_core::spec::{OverlayConfig, PlatformSpec, SpecError};
 use atoll_core::Name;
-use atoll_proto::runtime::OverlaySettings;
+use atoll_proto::runtime::{OverlaySettings, SloSettings};
 use atoll_proto::Reply;
 
 use super::runtime::{name, RuntimeError};
@@ -90,13 +90,51 @@ fn overlay_config(
     if s.react_recv_queue.is_some() {
         react.recv_queue = s.react_recv_queue;
     }
+    let slo = if let Some(keys) = &s.slo {
+        let keys = slo_keys(keys)?;
+        atoll_config::slo_config(&format!("overlay.{overlay}"), &keys).map_err(|problems| {
+            bad(problems
+                .into_iter()
+                .map(|(k, p)| format!("{k}: {p}"))
+                .collect::<Vec<_>>()
+                .join("; "))
+        })?
+    } else {
+        base.map(|b| b.slo.clone()).unwrap_or_default()
+    };
     Ok(OverlayConfig {
         name: overlay.clone(),
         priority: s.priority.or(base.map(|b| b.priority)).unwrap_or(0),
         units,
         property,
         react,
-        slo: base.map(|b| b.slo.clone()).unwrap_or_default(),
+        slo,
+    })
+}
+
+/// The SLO keys of a request's settings, as the config file's.
+fn slo_keys(s: &SloSettings) -> Result<atoll_config::SloKeys, RuntimeError> {
+    Ok(atoll_config::SloKeys {
+        latency_source: s.latency_source.clone(),
+        window_ms: s.window_ms,
+        stale_after_ms: s.stale_after_ms,
+        probe: s.probe.clone(),
+        probe_send: s.probe_send.clone(),
+        probe_every_ms: s.probe_every_ms,
+        probe_timeout_ms: s.probe_timeout_ms,
+        access_log: s.access_log.as_ref().map(std::path::PathBuf::from),
+        log_format: s.log_format.clone(),
+        log_field: s.log_field,
+        log_unit: s.log_unit.clone(),
+        best_effort: s
+            .best_effort
+            .iter()
+            .flatten()
+            .map(|u| name("unit", u))
+            .collect::<Result<Vec<_>, _>>()?,
+        be_steps: s.be_steps,
+        be_grow_above: s.be_grow_above,
+        be_cut_below: s.be_cut_below,
     })
 }
 

@@ -46,6 +46,18 @@ impl Controller {
         self.carry_out_priorities(now);
     }
 
+    /// Every latency overlay's measurement, for `status` and the metrics.
+    pub(super) fn slo_statuses(&self) -> Vec<atoll_proto::slo::SloStatus> {
+        let now = self.now();
+        self.reg
+            .spec()
+            .overlays
+            .iter()
+            .chain(self.reg.runtime_overlays())
+            .filter_map(|o| self.slo.status(now, o, self.coord.reported(&o.name)))
+            .collect()
+    }
+
     /// `overlay_show`: an overlay's latency as measured, its SLO and slack,
     /// the source's cost, and its best-effort units.
     pub(super) fn overlay_show(&self, overlay: &str) -> Result<Reply, SloError> {
@@ -61,7 +73,7 @@ impl Controller {
         };
         let status = self
             .slo
-            .status(o, self.coord.reported(&o.name))
+            .status(self.now(), o, self.coord.reported(&o.name))
             .ok_or_else(|| SloError::NotLatency(overlay.to_string()))?;
         Ok(Reply::OverlayShown(Box::new(status)))
     }

@@ -99,6 +99,7 @@ impl Controller {
                 .as_ref()
                 .map(crate::netisland::NetIslands::status)
                 .unwrap_or_default(),
+            slo: self.slo_statuses(),
             warnings: self
                 .warnings
                 .iter()

@@ -419,13 +419,13 @@ impl Coordination {
         s
     }
 
-    /// The island of a unit the manager knows.
     /// The value last reported for `overlay` (by the application or by the
     /// `slo` component's measurement).
     pub fn reported(&self, overlay: &Name) -> Option<f64> {
         self.overlays.get(overlay).and_then(|o| o.value)
     }
 
+    /// The island of a unit the manager knows.
     pub(crate) fn island_of(&self, unit: &Name) -> Option<&Name> {
         self.base.get(unit).map(|(i, _)| i)
     }

@@ -77,6 +77,7 @@ fn report() -> StatusReport {
         coord_restored: None,
         energy: None,
         network: Vec::new(),
+        slo: Vec::new(),
         warnings: Vec::new(),
         units: vec![UnitStatus {
             name: "api".into(),
@@ -167,7 +168,32 @@ fn full_report() -> StatusReport {
         error: None,
         frequency: Vec::new(),
     });
+    r.slo = vec![slo_status("shop", "probe")];
     r
+}
+
+/// A latency overlay measured by `source`, with everything known.
+fn slo_status(overlay: &str, source: &str) -> atoll_proto::slo::SloStatus {
+    atoll_proto::slo::SloStatus {
+        overlay: overlay.into(),
+        source: source.into(),
+        percentile: 99.0,
+        slo_us: 1000,
+        measured_us: Some(750.0),
+        slack: Some(0.25),
+        samples: 10,
+        samples_total: 40,
+        timeouts: 0,
+        probe_cpu_us: 2_500_000,
+        source_running_us: 10_000_000,
+        error: None,
+        stale: false,
+        sample_age_ms: Some(100),
+        stale_after_ms: Some(3300),
+        best_effort: vec!["batch".into()],
+        be_level: Some(3),
+        be_steps: 8,
+    }
 }
 
 /// Figures for every family of the daemon's own.
@@ -277,7 +303,8 @@ fn unknown_values_are_omitted_not_zero() {
             || ACCOUNTS.iter().any(|(n, ..)| *n == name)
             || super::own::OWN.iter().any(|(n, ..)| *n == name)
             || super::energy::ENERGY.iter().any(|(n, ..)| *n == name)
-            || name.starts_with("atoll_net_class_");
+            || name.starts_with("atoll_net_class_")
+            || super::slo::SLO.iter().any(|(n, ..)| *n == name);
         assert_eq!(
             text.contains(&format!("\n{name}")),
             !is_stat,
@@ -425,6 +452,54 @@ fn energy_families_per_zone_and_none_without_rapl() {
     let text = render(&r, &Telemetry::default());
     assert!(!text.contains("atoll_power_watts"), "{text}");
     assert!(!text.contains("atoll_energy_joules_total"));
+}
+
+#[test]
+fn slo_families_per_overlay_and_the_source_cost_only_for_threads() {
+    let mut r = report();
+    let mut reported = slo_status("api", "report");
+    reported.measured_us = None;
+    reported.slack = None;
+    reported.be_level = None;
+    r.slo = vec![slo_status("shop", "probe"), reported];
+    let text = render(&r, &Telemetry::default());
+    for line in [
+        "atoll_slo_source_cpu_seconds_total{overlay=\"shop\",source=\"probe\"} 2.5\n",
+        "atoll_slo_latency_us{overlay=\"shop\",percentile=\"99\"} 750\n",
+        "atoll_slo_slack{overlay=\"shop\"} 0.25\n",
+        "atoll_slo_best_effort_level{overlay=\"shop\"} 3\n",
+    ] {
+        assert!(text.contains(line), "{line} in:\n{text}");
+    }
+    assert!(
+        !text.contains("overlay=\"api\""),
+        "a reported overlay with nothing yet has no sample:\n{text}"
+    );
+    assert!(
+        text.contains("atoll_slo_stale{overlay=\"shop\"} 0\n"),
+        "{text}"
+    );
+    r.slo[1] = slo_status("api", "report");
+    let text = render(&r, &Telemetry::default());
+    assert!(text.contains("atoll_slo_slack{overlay=\"api\"} 0.25\n"));
+    assert!(
+        !text.contains("source=\"report\""),
+        "no thread, no cost:\n{text}"
+    );
+    // A stale window: no latency, no slack, the stale gauge at 1.
+    r.slo[0].stale = true;
+    r.slo[0].measured_us = None;
+    r.slo[0].slack = None;
+    let text = render(&r, &Telemetry::default());
+    assert!(
+        text.contains("atoll_slo_stale{overlay=\"shop\"} 1\n"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("atoll_slo_latency_us{overlay=\"shop\""),
+        "{text}"
+    );
+    assert!(!text.contains("atoll_slo_slack{overlay=\"shop\""), "{text}");
 }
 
 #[test]

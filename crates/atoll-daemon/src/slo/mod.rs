@@ -9,15 +9,19 @@
 //!   ([`tail`]) and sends what it measured by channel; the loop puts the
 //!   samples in a sliding window (`atoll_core::slo::LatencyWindow`, stamped
 //!   with the loop's clock) and reports the window's percentile to the
-//!   overlay's coordination once a second, as an application would;
+//!   overlay's coordination once a second, as an application would. A
+//!   window whose newest sample is older than the overlay's `stale_after`
+//!   is **stale**: it gives no percentile, so nothing is reported and the
+//!   best-effort units hold (the latency is unknown, not met);
 //! - its **best-effort units** (`best_effort`): a level from the floor to
 //!   their configured settings, moved by `atoll_core::slo::BeConfig` from
 //!   the slack of the SLO each epoch (growing at most a step a second,
-//!   cutting at once). The levels are the `slo` layer of the composer
+//!   cutting at once; thresholds per overlay, its `be_*` keys). The levels are the `slo` layer of the composer
 //!   ([`Slo`] is a [`Layer`]): a best-effort unit below the top gets a lower
 //!   `cpu.weight`, a CPU quota and a tighter `memory.high`; at the top, or
 //!   once the overlay is gone, the layer leaves it as configured. Each move
-//!   touches the units' groups with the slack that caused it.
+//!   touches the units' groups with the slack that caused it
+//!   ([`Reason::Slo`]).
 
 pub mod feed;
 pub mod probe;
@@ -70,12 +74,41 @@ struct Measured {
     timeouts: u64,
     error: Option<String>,
     last_report: Option<Duration>,
+    /// When the source started (the loop's clock).
+    started: Duration,
+    /// The newest sample may be this old before the window is stale.
+    stale_after: Option<Duration>,
+    /// Whether it was stale at the last epoch (to log the change once).
+    was_stale: bool,
+}
+
+impl Measured {
+    /// Whether the window is stale at `now`: a thread measures it, it has
+    /// had samples, and the newest is older than `stale_after`. Before the
+    /// first sample it is not stale, only empty.
+    fn stale(&self, now: Duration) -> bool {
+        match (self.stale_after, self.window.age(now)) {
+            (Some(limit), Some(age)) => age > limit,
+            _ => false,
+        }
+    }
+
+    /// The window's `p`th percentile, `None` while it is empty or stale.
+    fn percentile(&self, now: Duration, p: f64) -> Option<u64> {
+        if self.stale(now) {
+            None
+        } else {
+            self.window.percentile(p)
+        }
+    }
 }
 
 /// An overlay's best-effort units and their level.
 #[derive(Clone, Debug, PartialEq)]
 struct BeState {
     units: Vec<Name>,
+    /// The overlay's thresholds.
+    cfg: BeConfig,
     level: u32,
     last_grow: Duration,
     slack: Option<f64>,
@@ -88,7 +121,6 @@ pub struct Slo {
     rx: Receiver<Feed>,
     measured: BTreeMap<Name, Measured>,
     be: BTreeMap<Name, BeState>,
-    cfg: BeConfig,
 }
 
 impl Default for Slo {
@@ -99,7 +131,6 @@ impl Default for Slo {
             rx,
             measured: BTreeMap::new(),
             be: BTreeMap::new(),
-            cfg: BeConfig::default(),
         }
     }
 }
@@ -116,11 +147,6 @@ fn latency(o: &OverlayConfig) -> Option<(f64, u64)> {
 }
 
 impl Slo {
-    /// The controller's thresholds.
-    pub fn config(&self) -> &BeConfig {
-        &self.cfg
-    }
-
     /// Starts and stops the sources to match `overlays`; drops the state of
     /// overlays gone (their best-effort units are touched back to their
     /// configured settings).
@@ -137,6 +163,7 @@ impl Slo {
                     && latency(o).is_some()
                     && o.slo.source == m.source
                     && o.slo.window == m.window.span()
+                    && o.slo.stale_after() == m.stale_after
             })
         });
         for o in overlays {
@@ -154,6 +181,9 @@ impl Slo {
                     timeouts: 0,
                     error: None,
                     last_report: None,
+                    started: now,
+                    stale_after: o.slo.stale_after(),
+                    was_stale: false,
                 },
             );
         }
@@ -162,14 +192,18 @@ impl Slo {
             .iter()
             .filter(|(name, st)| {
                 !overlays.iter().any(|o| {
-                    &o.name == *name && latency(o).is_some() && o.slo.best_effort == st.units
+                    &o.name == *name
+                        && latency(o).is_some()
+                        && o.slo.best_effort == st.units
+                        && o.slo.be == st.cfg
                 })
             })
             .map(|(n, s)| (n.clone(), s.clone()))
             .collect();
         for (name, st) in gone {
             self.be.remove(&name);
-            touch(reg, compose, &name, &st.units, "best-effort units back to their configured settings (the overlay or its best_effort changed)".into());
+            let why = be_reason(&name, None, None, 0, "best-effort units back to their configured settings (the overlay, its best_effort or its be_* keys changed)".into());
+            touch(reg, compose, &st.units, &why);
         }
         for o in overlays {
             if o.slo.best_effort.is_empty() || latency(o).is_none() || self.be.contains_key(&o.name)
@@ -180,21 +214,24 @@ impl Slo {
                 o.name.clone(),
                 BeState {
                     units: o.slo.best_effort.clone(),
+                    cfg: o.slo.be,
                     level: 0,
                     last_grow: now,
                     slack: None,
                 },
             );
-            touch(
-                reg,
-                compose,
+            let slo_us = latency(o).map_or(0, |(_, b)| b);
+            let why = be_reason(
                 &o.name,
-                &o.slo.best_effort,
+                None,
+                None,
+                slo_us,
                 format!(
                     "best effort starts at the floor (level 0/{}) until the SLO shows slack",
-                    self.cfg.steps
+                    o.slo.be.steps
                 ),
             );
+            touch(reg, compose, &o.slo.best_effort, &why);
         }
     }
 
@@ -211,8 +248,25 @@ impl Slo {
             m.cpu_us = m.cpu_us.max(f.cpu_us);
             m.error = f.error;
         }
-        for m in self.measured.values_mut() {
+        for (name, m) in &mut self.measured {
             m.window.expire(now);
+            let stale = m.stale(now);
+            if stale != m.was_stale {
+                m.was_stale = stale;
+                if stale {
+                    tracing::info!(
+                        "slo: overlay {name}'s {} window is stale (newest sample {:.1} s old, more than {:.1} s): its latency is unknown until samples come again",
+                        m.source.kind(),
+                        m.window.age(now).unwrap_or_default().as_secs_f64(),
+                        m.stale_after.unwrap_or_default().as_secs_f64()
+                    );
+                } else {
+                    tracing::info!(
+                        "slo: overlay {name}'s {} window has samples again",
+                        m.source.kind()
+                    );
+                }
+            }
         }
     }
 
@@ -239,13 +293,13 @@ impl Slo {
             let Some((percentile, bound_us)) = latency(o) else {
                 continue;
             };
-            let measured = self.measured_value(o, percentile, reported);
+            let measured = self.measured_value(now, o, percentile, reported);
             if let Some(m) = self.measured.get_mut(&o.name) {
                 let is_due = m
                     .last_report
                     .is_none_or(|t| now.saturating_sub(t) >= REPORT_EVERY);
                 if m.source != LatencySource::Report && is_due {
-                    if let Some(v) = m.window.percentile(percentile) {
+                    if let Some(v) = m.percentile(now, percentile) {
                         m.last_report = Some(now);
                         due.push((o.name.clone(), v as f64));
                     }
@@ -256,17 +310,18 @@ impl Slo {
         due
     }
 
-    /// The overlay's latency now: the window's percentile, or what the
-    /// application reported last.
+    /// The overlay's latency now: the window's percentile (none while it
+    /// is empty or stale), or what the application reported last.
     fn measured_value(
         &self,
+        now: Duration,
         o: &OverlayConfig,
         percentile: f64,
         reported: &dyn Fn(&Name) -> Option<f64>,
     ) -> Option<f64> {
         match self.measured.get(&o.name) {
             Some(m) if m.source != LatencySource::Report => {
-                m.window.percentile(percentile).map(|v| v as f64)
+                m.percentile(now, percentile).map(|v| v as f64)
             }
             _ => reported(&o.name),
         }
@@ -283,10 +338,10 @@ impl Slo {
         reg: &Registry,
         compose: &mut Composer,
     ) {
-        let cfg = self.cfg;
         let Some(st) = self.be.get_mut(&o.name) else {
             return;
         };
+        let cfg = st.cfg;
         let s = measured.map(|v| slack(bound_us, atoll_core::num::saturating_u64(v)));
         st.slack = s;
         let step = cfg.decide(st.level, s);
@@ -314,24 +369,32 @@ impl Slo {
             s.unwrap_or(f64::NAN),
             measured.map_or(0, atoll_core::num::saturating_u64),
         );
+        let why = be_reason(
+            &o.name,
+            s,
+            measured.map(atoll_core::num::saturating_u64),
+            bound_us,
+            detail,
+        );
         let units = st.units.clone();
-        touch(reg, compose, &o.name, &units, detail);
+        touch(reg, compose, &units, &why);
     }
 
-    /// The level of a best-effort unit, if it is one (and the overlay
-    /// naming it).
-    fn level_of(&self, unit: &Name) -> Option<(&Name, u32)> {
-        self.be
-            .iter()
-            .find(|(_, st)| st.units.contains(unit))
-            .map(|(o, st)| (o, st.level))
+    /// The state of a best-effort unit's overlay, if it is one.
+    fn be_of(&self, unit: &Name) -> Option<&BeState> {
+        self.be.values().find(|st| st.units.contains(unit))
     }
 
-    /// What `overlay show` says of an overlay's measurement.
-    pub fn status(&self, o: &OverlayConfig, reported: Option<f64>) -> Option<SloStatus> {
+    /// What `overlay show` says of an overlay's measurement at `now`.
+    pub fn status(
+        &self,
+        now: Duration,
+        o: &OverlayConfig,
+        reported: Option<f64>,
+    ) -> Option<SloStatus> {
         let (percentile, bound_us) = latency(o)?;
         let m = self.measured.get(&o.name);
-        let value = self.measured_value(o, percentile, &|_| reported);
+        let value = self.measured_value(now, o, percentile, &|_| reported);
         let be = self.be.get(&o.name);
         Some(SloStatus {
             overlay: o.name.to_string(),
@@ -344,27 +407,51 @@ impl Slo {
             samples_total: m.map_or(0, |m| m.window.total()),
             timeouts: m.map_or(0, |m| m.timeouts),
             probe_cpu_us: m.map_or(0, |m| m.cpu_us),
+            source_running_us: m
+                .filter(|m| m.source != LatencySource::Report)
+                .map_or(0, |m| {
+                    u64::try_from(now.saturating_sub(m.started).as_micros()).unwrap_or(u64::MAX)
+                }),
             error: m.and_then(|m| m.error.clone()),
+            stale: m.is_some_and(|m| m.stale(now)),
+            sample_age_ms: m
+                .filter(|m| m.source != LatencySource::Report)
+                .and_then(|m| m.window.age(now))
+                .map(|a| u64::try_from(a.as_millis()).unwrap_or(u64::MAX)),
+            stale_after_ms: m
+                .and_then(|m| m.stale_after)
+                .map(|a| u64::try_from(a.as_millis()).unwrap_or(u64::MAX)),
             best_effort: be
                 .map(|b| b.units.iter().map(ToString::to_string).collect())
                 .unwrap_or_default(),
             be_level: be.map(|b| b.level),
-            be_steps: self.cfg.steps,
+            be_steps: be.map_or(o.slo.be.steps, |b| b.cfg.steps),
         })
     }
 }
 
-/// Touches the groups of `units` for `overlay`, with `detail`.
-fn touch(reg: &Registry, compose: &mut Composer, overlay: &Name, units: &[Name], detail: String) {
+/// The reason of a best-effort move of `overlay`'s units.
+fn be_reason(
+    overlay: &Name,
+    slack: Option<f64>,
+    measured_us: Option<u64>,
+    slo_us: u64,
+    detail: String,
+) -> Reason {
+    Reason::Slo {
+        overlay: overlay.to_string(),
+        slack,
+        measured_us,
+        slo_us,
+        detail,
+    }
+}
+
+/// Touches the groups of `units`, for `why`.
+fn touch(reg: &Registry, compose: &mut Composer, units: &[Name], why: &Reason) {
     for u in units {
         if let Some(g) = reg.unit_group(u.as_str()) {
-            compose.touch(
-                g,
-                Reason::Coordination {
-                    overlay: overlay.to_string(),
-                    detail: detail.clone(),
-                },
-            );
+            compose.touch(g, why.clone());
         }
     }
 }
@@ -378,10 +465,11 @@ impl Layer for Slo {
         let Some(unit) = at.unit else {
             return;
         };
-        let Some((_, level)) = self.level_of(&unit.name) else {
+        let Some(st) = self.be_of(&unit.name) else {
             return;
         };
-        if level >= self.cfg.steps {
+        let (level, cfg) = (st.level, st.cfg);
+        if level >= cfg.steps {
             return;
         }
         let island_cpus = at.island.map_or(1, |i| i.cpus.len()).max(1);
@@ -392,7 +480,7 @@ impl Layer for Slo {
             }),
             memory_high: s.memory.high.or(s.memory.max),
         };
-        let k = self.cfg.knobs(level, &top);
+        let k = cfg.knobs(level, &top);
         s.cpu_weight = Some(k.weight);
         s.cpu_max = Some(CpuMax {
             quota_us: atoll_core::num::saturating_u64(k.cpus * QUOTA_PERIOD_US as f64).max(1000),
