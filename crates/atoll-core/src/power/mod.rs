@@ -14,5 +14,5 @@ mod freq;
 mod meter;
 
 pub use cap::{IslandKnobs, Knob, PowerCap, PowerCapError, PowerMove};
-pub use freq::{FreqError, FreqOffer, FreqPolicy};
+pub use freq::{FreqError, FreqOffer, FreqOriginal, FreqPolicy};
 pub use meter::{energy_delta_uj, Meter, Sample};
