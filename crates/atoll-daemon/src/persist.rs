@@ -28,6 +28,10 @@ pub struct Persist {
     coord_key: CoordSnapshot,
     /// The coordination state changed since the last save.
     coord_dirty: bool,
+    /// The cpufreq originals to save (see [`Persist::stage_frequency`]).
+    frequency: Vec<atoll_core::power::FreqOriginal>,
+    /// They changed since the last save.
+    frequency_dirty: bool,
 }
 
 /// The wall clock, ms since the Unix epoch (0 before it).
@@ -61,6 +65,16 @@ impl Persist {
             self.coord_dirty = true;
         }
         self.coord = (!snap.is_empty()).then(|| (snap, unix_ms()));
+    }
+
+    /// The cpufreq originals the frequency actuator keeps, saved with the
+    /// next write; a change asks for a write of its own.
+    pub fn stage_frequency(&mut self, originals: Vec<atoll_core::power::FreqOriginal>) {
+        if self.dir.is_none() || originals == self.frequency {
+            return;
+        }
+        self.frequency = originals;
+        self.frequency_dirty = true;
     }
 
     /// How many times the state file was written.
@@ -127,7 +141,7 @@ impl Persist {
         backend: &dyn Backend,
     ) -> Result<(), StateError> {
         let dirty = reg.take_dirty();
-        if dirty || self.coord_dirty || self.retry {
+        if dirty || self.coord_dirty || self.frequency_dirty || self.retry {
             self.save(reg, backend)
         } else {
             Ok(())
@@ -151,10 +165,12 @@ impl Persist {
                 }
             },
         };
+        s.frequency_originals = (!self.frequency.is_empty()).then(|| self.frequency.clone());
         match state::save(dir, &s) {
             Ok(()) => {
                 self.retry = false;
                 self.coord_dirty = false;
+                self.frequency_dirty = false;
                 self.saves += 1;
                 Ok(())
             }
@@ -217,5 +233,6 @@ pub fn saved_state(reg: &Registry, backend: &dyn Backend) -> SavedState {
         parent_controllers_added: backend.outside_changes(),
         overlays: reg.runtime_overlays().to_vec(),
         coordination: None,
+        frequency_originals: None,
     }
 }

@@ -396,8 +396,10 @@ pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
     };
     // Frequency policies: the machine's cpufreq files, checked now (a
     // policy the CPUs cannot follow, or any on a machine without cpufreq,
-    // refuses the start). Not with the simulated backend.
-    let freq = if real && spec.frequency.values().any(|p| !p.is_empty()) {
+    // refuses the start). Not with the simulated backend. Made even
+    // without a policy: the power cap limits frequencies through it, and
+    // a state file may keep the originals a crashed run wrote over.
+    let freq = if real {
         Some(crate::frequency::Frequencies::new(&o.sysfs_root, &spec)?)
     } else {
         None

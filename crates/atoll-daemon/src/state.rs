@@ -87,6 +87,13 @@ pub struct SavedState {
     /// the records of the processes to give back (see [`SavedCoord`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coordination: Option<SavedCoord>,
+    /// What each CPU's cpufreq had before atoll first wrote to it (island
+    /// frequency policies, power-cap limits): a daemon restarted after a
+    /// crash gives these back at teardown, not what the crashed run wrote.
+    /// Absent when atoll wrote no cpufreq file (and in files of earlier
+    /// builds): no format change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frequency_originals: Option<Vec<atoll_core::power::FreqOriginal>>,
 }
 
 /// The coordination state ([`CoordSnapshot`]) as saved: its JSON text kept

@@ -64,6 +64,7 @@ fn sample() -> SavedState {
             },
         }],
         coordination: None,
+        frequency_originals: None,
     }
 }
 

@@ -354,6 +354,7 @@ impl Controller {
         self.repair();
         watch.lap(Step::Compose);
         self.stage_coord();
+        self.stage_frequency();
         let _ = self
             .persist
             .save_if_changed(&mut self.reg, &*self.env.backend);
@@ -570,6 +571,7 @@ impl Controller {
         }
         self.reg.mark_dirty();
         self.stage_coord();
+        self.stage_frequency();
         let _ = self
             .persist
             .save_if_changed(&mut self.reg, &*self.env.backend);
