@@ -163,6 +163,7 @@ impl Controller {
             ));
         }
         self.start_frequencies();
+        self.start_power_cap();
         self.stage_frequency();
         let _ = self
             .persist

@@ -61,6 +61,9 @@ impl Controller {
                 tracing::warn!("teardown: {w}");
             }
         }
+        // The frequency limits go back with the policies just below; the
+        // CPU caps with the groups.
+        let _ = self.powercap.lift();
         if let Some(freq) = &mut self.freq {
             let now = self.env.clock.now();
             for w in freq.teardown(now, &mut self.log) {

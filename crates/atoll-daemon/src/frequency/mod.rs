@@ -54,6 +54,7 @@ struct IslandPolicy {
 /// The islands' frequency policies and the actuator that writes them.
 #[derive(Debug)]
 pub struct Frequencies {
+    root: std::path::PathBuf,
     actuator: Actuator,
     policies: Vec<IslandPolicy>,
     /// Every island's CPUs (a power-cap limit may name any of them).
@@ -76,6 +77,7 @@ impl Frequencies {
         let actuator = Actuator::new(sysfs_root);
         let policies = checked(&actuator, spec)?;
         Ok(Self {
+            root: sysfs_root.to_path_buf(),
             actuator,
             policies,
             islands: island_cpus(spec),
@@ -92,6 +94,29 @@ impl Frequencies {
     /// The original values of every CPU written, for the state file.
     pub fn originals(&self) -> Vec<FreqOriginal> {
         self.actuator.originals()
+    }
+
+    /// Each island's hardware frequency range, when every CPU of it has
+    /// cpufreq: the highest `cpuinfo_min_freq` and the lowest
+    /// `cpuinfo_max_freq` of its CPUs (a limit in between suits them all).
+    pub fn ranges(&self) -> BTreeMap<Name, (u64, u64)> {
+        let mut out = BTreeMap::new();
+        'island: for (name, cpus) in &self.islands {
+            let mut range: Option<(u64, u64)> = None;
+            for cpu in cpus.iter() {
+                let Ok(Some(f)) = atoll_power::cpufreq::read(&self.root, cpu) else {
+                    continue 'island;
+                };
+                range = Some(match range {
+                    None => (f.hw_min_khz, f.hw_max_khz),
+                    Some((lo, hi)) => (lo.max(f.hw_min_khz), hi.min(f.hw_max_khz)),
+                });
+            }
+            if let Some((lo, hi)) = range.filter(|(lo, hi)| lo <= hi) {
+                out.insert(name.clone(), (lo, hi));
+            }
+        }
+        out
     }
 
     /// The power cap's limit on `island`'s maximum frequency, kHz.
