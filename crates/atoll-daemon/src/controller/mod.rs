@@ -336,6 +336,11 @@ impl Controller {
             p.sample(now);
         }
         self.hold_power_cap(now);
+        let joules = self
+            .power
+            .as_ref()
+            .and_then(crate::power::Power::joules_total);
+        self.apps.learn_power(now, joules, monitor(&self.env));
         watch.lap(Step::Load);
         self.coordinate(now);
         self.network_step(now);
