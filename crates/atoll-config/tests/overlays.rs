@@ -271,7 +271,7 @@ fn the_documented_overlays_and_their_summary_are_real() {
     };
     let toml = block("```toml", "[overlay.shop]");
     let spec = ok(&format!("{BASE}{toml}"), &vm8());
-    assert_eq!(spec.overlays.len(), 3);
+    assert_eq!(spec.overlays.len(), 4);
     let summary = summary(&spec);
     let from = summary.find("overlays:").expect("overlays listed");
     assert_eq!(block("```", "overlays:"), summary[from..]);
