@@ -188,7 +188,8 @@ impl Frequencies {
         log: &mut DecisionLog,
     ) -> Result<Vec<String>, FrequencyError> {
         let next = checked(&self.actuator, spec)?;
-        if next == self.policies {
+        // An island's CPUs changed: its power-cap limit moves with them.
+        if next == self.policies && island_cpus(spec) == self.islands {
             return Ok(Vec::new());
         }
         let mut warnings = self.give_back(now, log, Reason::Config);
