@@ -91,6 +91,9 @@ pub fn status(r: &StatusReport) -> String {
         for f in &e.frequency {
             let _ = writeln!(o, "frequency  {f}");
         }
+        if let Some(p) = &e.power_cap {
+            let _ = writeln!(o, "power cap  {}", p.text());
+        }
         if let Some(err) = &e.error {
             let _ = writeln!(o, "warning    energy: {err}");
         }

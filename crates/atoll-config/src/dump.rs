@@ -349,6 +349,9 @@ fn overlay(o: &OverlayConfig) -> Result<Table, DumpError> {
         Property::PlatformCpuCap { cpus } => {
             t.insert("cpu_cap", value(cpus));
         }
+        Property::PlatformPowerCap { watts } => {
+            t.insert("power_cap_watts", value(watts));
+        }
     }
     if let Some(p) = o.react.pressure {
         t.insert("react_pressure", value(p));

@@ -2,7 +2,8 @@
 //! [`OverlayConfig`](atoll_core::spec::OverlayConfig).
 //!
 //! The table has exactly one property key (`latency_us`, with an optional
-//! `percentile`; `throughput_floor`; or `cpu_cap`), checked here so that a
+//! `percentile`; `throughput_floor`; `cpu_cap`; or `power_cap_watts`),
+//! checked here so that a
 //! second one is reported at its own key. Ranges, units and the one-cap rule
 //! are checked by [`PlatformSpec::validate`](atoll_core::spec::PlatformSpec::validate).
 
@@ -18,7 +19,7 @@ use crate::spans::join;
 pub const DEFAULT_PERCENTILE: f64 = 99.0;
 
 /// The property keys, in the order they are looked at.
-const PROPERTY_KEYS: &str = "`latency_us`, `throughput_floor` or `cpu_cap`";
+const PROPERTY_KEYS: &str = "`latency_us`, `throughput_floor`, `cpu_cap` or `power_cap_watts`";
 
 /// Resolves one overlay table; problems go to `problems`.
 pub(crate) fn resolve(
@@ -47,6 +48,9 @@ pub(crate) fn resolve(
     }
     if let Some(cpus) = raw.cpu_cap {
         found.push(("cpu_cap", Property::PlatformCpuCap { cpus }));
+    }
+    if let Some(watts) = raw.power_cap_watts {
+        found.push(("power_cap_watts", Property::PlatformPowerCap { watts }));
     }
     let property = match found.as_slice() {
         [] => {

@@ -274,7 +274,7 @@ pub(crate) struct RawUnit {
 }
 
 /// `[overlay.NAME]`: a management overlay. Exactly one property key
-/// (`latency_us`, `throughput_floor`, `cpu_cap`) is checked in
+/// (`latency_us`, `throughput_floor`, `cpu_cap`, `power_cap_watts`) is checked in
 /// [`crate::resolve`], where the key of a second one can be named.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, expecting = "an [overlay.NAME] table")]
@@ -292,6 +292,8 @@ pub(crate) struct RawOverlay {
     pub throughput_floor: Option<f64>,
     /// Platform CPU cap, CPUs (property `cpu_cap`).
     pub cpu_cap: Option<f64>,
+    /// Platform power cap, W (property `power_cap_watts`).
+    pub power_cap_watts: Option<f64>,
     /// CPU pressure (%) of a unit that tunes it up.
     pub react_pressure: Option<f64>,
     /// Island utilization (0..1) above which it borrows a CPU.

@@ -271,8 +271,60 @@ fn the_documented_overlays_and_their_summary_are_real() {
     };
     let toml = block("```toml", "[overlay.shop]");
     let spec = ok(&format!("{BASE}{toml}"), &vm8());
-    assert_eq!(spec.overlays.len(), 3);
+    assert_eq!(spec.overlays.len(), 4);
     let summary = summary(&spec);
     let from = summary.find("overlays:").expect("overlays listed");
     assert_eq!(block("```", "overlays:"), summary[from..]);
+}
+
+#[test]
+fn a_power_cap_overlay_parses_and_bad_ones_are_refused_at_their_key() {
+    let spec = ok(
+        &with(
+            r#"[overlay.budget]
+power_cap_watts = 95.5
+"#,
+        ),
+        &vm8(),
+    );
+    assert_eq!(
+        spec.overlays[0].property,
+        Property::PlatformPowerCap { watts: 95.5 }
+    );
+    let dumped = atoll_config::to_toml(&spec).unwrap();
+    assert!(dumped.contains("power_cap_watts = 95.5"), "{dumped}");
+    let e = err(
+        &with(
+            r#"[overlay.zero]
+power_cap_watts = 0
+[overlay.two]
+power_cap_watts = 50
+cpu_cap = 2
+[overlay.second]
+power_cap_watts = 60
+[overlay.named]
+units = ["api"]
+power_cap_watts = 70
+"#,
+        ),
+        &vm8(),
+    );
+    assert_eq!(
+        where_(&e),
+        [
+            "15:1 overlay.zero.power_cap_watts",
+            "17:1 overlay.two.power_cap_watts",
+            "20:1 overlay.second.power_cap_watts",
+            "22:1 overlay.named.units",
+            "23:1 overlay.named.power_cap_watts",
+        ],
+        "{e}"
+    );
+    let text = e.to_string();
+    assert!(text.contains("0 is not a number of watts"), "{text}");
+    assert!(
+        text.contains("sets the platform power cap already"),
+        "{text}"
+    );
+    assert!(text.contains("it names no unit"), "{text}");
 }

@@ -29,6 +29,7 @@ pub mod notify;
 pub mod persist;
 pub mod placement;
 pub mod power;
+pub mod powercap;
 pub mod publish;
 pub mod recover;
 pub mod registry;

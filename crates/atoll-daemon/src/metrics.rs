@@ -283,6 +283,12 @@ pub fn families() -> Vec<(String, &'static str)> {
             .iter()
             .map(|(n, k, _, _)| (n.to_string(), *k)),
     );
+    out.push((energy::BUDGET.0.to_string(), energy::BUDGET.1));
+    out.extend(
+        energy::CAP_ISLANDS
+            .iter()
+            .map(|(n, k, _, _)| (n.to_string(), *k)),
+    );
     out.extend(net::NET.iter().map(|(n, k, _, _)| (n.to_string(), *k)));
     out.push(("atoll_net_class_rate_bits".to_string(), GAUGE));
     out.extend(slo::SLO.iter().map(|(n, k, _, _)| (n.to_string(), *k)));

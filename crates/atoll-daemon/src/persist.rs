@@ -32,6 +32,10 @@ pub struct Persist {
     network: Option<crate::netisland::SavedNetwork>,
     /// They changed since the last save.
     network_dirty: bool,
+    /// The cpufreq originals to save (see [`Persist::stage_frequency`]).
+    frequency: Vec<atoll_core::power::FreqOriginal>,
+    /// They changed since the last save.
+    frequency_dirty: bool,
 }
 
 /// The wall clock, ms since the Unix epoch (0 before it).
@@ -74,6 +78,14 @@ impl Persist {
             self.network = network;
             self.network_dirty = true;
         }
+    /// The cpufreq originals the frequency actuator keeps, saved with the
+    /// next write; a change asks for a write of its own.
+    pub fn stage_frequency(&mut self, originals: Vec<atoll_core::power::FreqOriginal>) {
+        if self.dir.is_none() || originals == self.frequency {
+            return;
+        }
+        self.frequency = originals;
+        self.frequency_dirty = true;
     }
 
     /// How many times the state file was written.
@@ -140,7 +152,7 @@ impl Persist {
         backend: &dyn Backend,
     ) -> Result<(), StateError> {
         let dirty = reg.take_dirty();
-        if dirty || self.coord_dirty || self.network_dirty || self.retry {
+        if dirty || self.coord_dirty || self.network_dirty || self.frequency_dirty || self.retry {
             self.save(reg, backend)
         } else {
             Ok(())
@@ -165,11 +177,13 @@ impl Persist {
                 }
             },
         };
+        s.frequency_originals = (!self.frequency.is_empty()).then(|| self.frequency.clone());
         match state::save(dir, &s) {
             Ok(()) => {
                 self.retry = false;
                 self.coord_dirty = false;
                 self.network_dirty = false;
+                self.frequency_dirty = false;
                 self.saves += 1;
                 Ok(())
             }
@@ -233,5 +247,6 @@ pub fn saved_state(reg: &Registry, backend: &dyn Backend) -> SavedState {
         overlays: reg.runtime_overlays().to_vec(),
         coordination: None,
         network: None,
+        frequency_originals: None,
     }
 }

@@ -51,6 +51,18 @@ impl Power {
         self.error = self.rapl.sample(now).err().map(|e| e.to_string());
     }
 
+    /// Energy of every zone since the daemon started, J (`None` without
+    /// RAPL).
+    pub fn joules_total(&self) -> Option<f64> {
+        self.has_rapl()
+            .then(|| self.rapl.readings().iter().map(|r| r.joules_total).sum())
+    }
+
+    /// Whether the machine has a RAPL zone to measure.
+    pub fn has_rapl(&self) -> bool {
+        !self.rapl.is_empty()
+    }
+
     /// Total power over the last epoch, W, when every zone has a figure.
     pub fn watts(&self) -> Option<f64> {
         self.rapl.total_watts()
@@ -72,6 +84,7 @@ impl Power {
             cpufreq_cpus: self.cpufreq_cpus,
             error: self.error.clone(),
             frequency: Vec::new(),
+            power_cap: None,
         }
     }
 }

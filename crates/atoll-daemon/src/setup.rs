@@ -206,6 +206,9 @@ pub enum SetupError {
     /// An island's frequency policy is one the machine cannot follow.
     #[error(transparent)]
     Frequency(#[from] crate::frequency::FrequencyError),
+    /// A power cap on a machine without RAPL.
+    #[error(transparent)]
+    PowerCap(#[from] crate::powercap::NoRapl),
     /// `--cgroup-root` is neither a name nor a path below the mount.
     #[error("--cgroup-root {root:?}: {reason}")]
     RootName {
@@ -395,8 +398,13 @@ pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
     };
     // Frequency policies: the machine's cpufreq files, checked now (a
     // policy the CPUs cannot follow, or any on a machine without cpufreq,
-    // refuses the start). Not with the simulated backend.
-    let freq = if real && spec.frequency.values().any(|p| !p.is_empty()) {
+    // refuses the start). Not with the simulated backend. Made even
+    // without a policy: the power cap limits frequencies through it, and
+    // a state file may keep the originals a crashed run wrote over.
+    if real {
+        crate::powercap::check_rapl(&spec, &o.sysfs_root)?;
+    }
+    let freq = if real {
         Some(crate::frequency::Frequencies::new(&o.sysfs_root, &spec)?)
     } else {
         None

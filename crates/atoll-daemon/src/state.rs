@@ -92,6 +92,13 @@ pub struct SavedState {
     /// exactly (same format: older files simply have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<crate::netisland::SavedNetwork>,
+    /// What each CPU's cpufreq had before atoll first wrote to it (island
+    /// frequency policies, power-cap limits): a daemon restarted after a
+    /// crash gives these back at teardown, not what the crashed run wrote.
+    /// Absent when atoll wrote no cpufreq file (and in files of earlier
+    /// builds): no format change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frequency_originals: Option<Vec<atoll_core::power::FreqOriginal>>,
 }
 
 /// The coordination state ([`CoordSnapshot`]) as saved: its JSON text kept

@@ -65,6 +65,7 @@ fn sample() -> SavedState {
         }],
         coordination: None,
         network: None,
+        frequency_originals: None,
     }
 }
 

@@ -16,7 +16,7 @@ use atoll_power::cpufreq;
 use atoll_power::testutils::{FakeCpuFreq, FakePower};
 use atoll_proto::{Reply, Request};
 use atoll_sim::SimPlatform;
-use common::sim::{ask, controller, epochs, n, reply, set, topo8, ROOT};
+use common::sim::{ask, controller, controller_saving, epochs, n, reply, set, topo8, ROOT};
 
 fn island(name: &str, cpus: &str) -> IslandSpec {
     IslandSpec {
@@ -150,4 +150,53 @@ fn without_an_actuator_a_policy_is_named_in_a_warning() {
     );
     assert!(s.energy.is_none());
     c.teardown().unwrap();
+}
+
+/// The daemon writes a policy, crashes (no teardown), and a new daemon on
+/// the same machine and state directory writes another one: teardown gives
+/// back what the machine had before the first run, read from the state
+/// file, not what the crashed run left written.
+#[test]
+fn after_a_crash_teardown_restores_the_first_originals() {
+    let root = (0..8)
+        .fold(FakePower::new(), |p, c| {
+            p.cpufreq(
+                FakeCpuFreq::new(c)
+                    .governor("powersave")
+                    .scaling(1_000_000, 3_000_000),
+            )
+        })
+        .write_temp()
+        .unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let before = cpufreq::read_all(root.path()).unwrap();
+    let sim = SimPlatform::new(topo8(), "atoll-freq-crash", ManualClock::new());
+    let performance = |khz| FreqPolicy {
+        governor: Some("performance".into()),
+        min_khz: Some(800_000),
+        max_khz: Some(khz),
+    };
+    let first = spec(Some(performance(1_200_000)));
+    let mut c = controller_saving(&sim, first.clone(), topo8(), Some(state.path().into()));
+    c.set_frequencies(Frequencies::new(root.path(), &first).unwrap());
+    c.start().unwrap();
+    epochs(&sim, &mut c, 2);
+    let written = cpufreq::read_all(root.path()).unwrap();
+    assert_eq!(written[4].governor, "performance");
+    assert_eq!(written[4].scaling_max_khz, 1_200_000);
+    // The crash: the controller is gone without a teardown.
+    drop(c);
+
+    let second = spec(Some(performance(2_000_000)));
+    let mut c = controller_saving(&sim, second.clone(), topo8(), Some(state.path().into()));
+    c.set_frequencies(Frequencies::new(root.path(), &second).unwrap());
+    c.start().unwrap();
+    epochs(&sim, &mut c, 2);
+    let now = cpufreq::read_all(root.path()).unwrap();
+    assert_eq!(now[4].scaling_max_khz, 2_000_000);
+    c.teardown().unwrap();
+    let after = cpufreq::read_all(root.path()).unwrap();
+    assert_eq!(after, before, "the originals of before the first run");
+    assert_eq!(after[4].governor, "powersave");
+    assert_eq!(after[4].scaling_min_khz, 1_000_000);
 }

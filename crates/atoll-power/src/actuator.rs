@@ -1,33 +1,39 @@
-//! Writes island frequency policies and restores what it found.
+//! Writes island frequency policies and power-cap limits, and restores
+//! what it found.
 //!
 //! The first time the actuator touches a CPU it keeps that CPU's governor
-//! and scaling range; [`Actuator::restore`] writes them back (daemon
-//! teardown, or an island's policy removed on reload). CPUs no policy
-//! named are never written.
+//! and scaling range ([`FreqOriginal`]); [`Actuator::restore`] writes them
+//! back (daemon teardown, or an island's policy removed on reload). The
+//! originals can be handed over ([`Actuator::originals`]) for the state
+//! file and taken back by a restarted daemon ([`Actuator::adopt`]), so
+//! that a crash does not turn what atoll wrote into what it found.
+//!
+//! Each CPU has a *base* range (the original one, with what the island's
+//! policy asked laid over it) and an optional *limit* on its maximum (the
+//! platform power cap's, [`Actuator::limit_max`]); the range written is
+//! the base cut at the limit. CPUs no policy or limit named are never
+//! written.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use atoll_core::power::{FreqError, FreqPolicy};
+use atoll_core::power::{FreqError, FreqOriginal, FreqPolicy};
 use atoll_core::CpuSet;
 
 use crate::cpufreq::{self, CpuFreq};
 use crate::file::write;
 use crate::PowerError;
 
-/// What a CPU had before the actuator wrote to it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Saved {
-    governor: String,
-    min_khz: u64,
-    max_khz: u64,
-}
-
 /// The frequency actuator of one sysfs root.
 #[derive(Debug)]
 pub struct Actuator {
     root: PathBuf,
-    saved: BTreeMap<u32, Saved>,
+    saved: BTreeMap<u32, FreqOriginal>,
+    /// Per CPU: the range the policy asks (the original where it asks
+    /// nothing), `(min, max)` kHz.
+    base: BTreeMap<u32, (u64, u64)>,
+    /// Per CPU: the power cap's limit on the maximum, kHz.
+    limit: BTreeMap<u32, u64>,
 }
 
 /// The writes of a scaling range, in an order the kernel accepts at every
@@ -55,12 +61,23 @@ fn write_range(
     Ok(())
 }
 
+fn original(f: &CpuFreq) -> FreqOriginal {
+    FreqOriginal {
+        cpu: f.cpu,
+        governor: f.governor.clone(),
+        min_khz: f.scaling_min_khz,
+        max_khz: f.scaling_max_khz,
+    }
+}
+
 impl Actuator {
     /// An actuator that has touched nothing yet.
     pub fn new(sysfs_root: &Path) -> Self {
         Self {
             root: sysfs_root.to_path_buf(),
             saved: BTreeMap::new(),
+            base: BTreeMap::new(),
+            limit: BTreeMap::new(),
         }
     }
 
@@ -83,21 +100,68 @@ impl Actuator {
         Ok(out)
     }
 
+    /// Keeps `f`'s values as the originals the first time, and returns
+    /// the CPU's base range.
+    fn touch(&mut self, f: &CpuFreq) -> &mut (u64, u64) {
+        let o = self.saved.entry(f.cpu).or_insert_with(|| original(f));
+        let first = (o.min_khz, o.max_khz);
+        self.base.entry(f.cpu).or_insert(first)
+    }
+
+    /// Writes the CPU's base range cut at its limit.
+    fn write_effective(&self, f: &CpuFreq) -> Result<(), PowerError> {
+        let (bmin, bmax) = self
+            .base
+            .get(&f.cpu)
+            .copied()
+            .unwrap_or((f.scaling_min_khz, f.scaling_max_khz));
+        let max = self.limit.get(&f.cpu).map_or(bmax, |l| bmax.min(*l));
+        let min = bmin.min(max);
+        let dir = cpufreq::dir(&self.root, f.cpu);
+        write_range(&dir, f.scaling_max_khz, Some(min), Some(max))
+    }
+
     /// Writes `policy` to every CPU of `cpus`, after checking it against
-    /// all of them (a policy one CPU refuses writes nothing).
+    /// all of them (a policy one CPU refuses writes nothing). A power-cap
+    /// limit in force still cuts the maximum.
     pub fn apply(&mut self, cpus: &CpuSet, policy: &FreqPolicy) -> Result<(), PowerError> {
         let now = self.check(cpus, policy)?;
         for f in now {
-            self.saved.entry(f.cpu).or_insert_with(|| Saved {
-                governor: f.governor.clone(),
-                min_khz: f.scaling_min_khz,
-                max_khz: f.scaling_max_khz,
-            });
-            let dir = cpufreq::dir(&self.root, f.cpu);
-            if let Some(g) = &policy.governor {
-                write(&dir.join("scaling_governor"), g)?;
+            let base = self.touch(&f);
+            if let Some(v) = policy.min_khz {
+                base.0 = v;
             }
-            write_range(&dir, f.scaling_max_khz, policy.min_khz, policy.max_khz)?;
+            if let Some(v) = policy.max_khz {
+                base.1 = v;
+            }
+            if let Some(g) = &policy.governor {
+                write(&cpufreq::dir(&self.root, f.cpu).join("scaling_governor"), g)?;
+            }
+            self.write_effective(&f)?;
+        }
+        Ok(())
+    }
+
+    /// Sets (`Some`) or lifts (`None`) the limit on the maximum frequency
+    /// of every CPU of `cpus`, checked against each CPU's hardware range
+    /// first; the minimum follows the maximum down where it would cross
+    /// it, and comes back with it.
+    pub fn limit_max(&mut self, cpus: &CpuSet, limit: Option<u64>) -> Result<(), PowerError> {
+        let check = FreqPolicy {
+            max_khz: limit,
+            ..FreqPolicy::default()
+        };
+        let now = self.check(cpus, &check)?;
+        for f in now {
+            if limit.is_none() && !self.limit.contains_key(&f.cpu) {
+                continue;
+            }
+            self.touch(&f);
+            match limit {
+                Some(l) => self.limit.insert(f.cpu, l),
+                None => self.limit.remove(&f.cpu),
+            };
+            self.write_effective(&f)?;
         }
         Ok(())
     }
@@ -107,10 +171,29 @@ impl Actuator {
         self.saved.keys().copied().collect()
     }
 
+    /// The original values of every touched CPU, for the state file.
+    pub fn originals(&self) -> Vec<FreqOriginal> {
+        self.saved.values().cloned().collect()
+    }
+
+    /// Takes `originals` (from the state file of a run that did not tear
+    /// down) as what the CPUs had before atoll: teardown writes them back
+    /// whatever this run finds and writes. Call before anything is
+    /// written.
+    pub fn adopt(&mut self, originals: Vec<FreqOriginal>) {
+        for o in originals {
+            self.base.insert(o.cpu, (o.min_khz, o.max_khz));
+            self.saved.insert(o.cpu, o);
+        }
+    }
+
     /// Writes back every touched CPU's governor and range, and forgets
-    /// them. Tries every CPU; returns the errors of those that failed.
+    /// them (and the limits). Tries every CPU; returns the errors of those
+    /// that failed.
     pub fn restore(&mut self) -> Vec<PowerError> {
         let mut errors = Vec::new();
+        self.base.clear();
+        self.limit.clear();
         for (cpu, s) in std::mem::take(&mut self.saved) {
             let dir = cpufreq::dir(&self.root, cpu);
             let cur_max = cpufreq::read(&self.root, cpu)
@@ -239,5 +322,74 @@ mod tests {
         assert!(a.restore().is_empty());
         let f = cpufreq::read(root.path(), 0).unwrap().unwrap();
         assert_eq!((f.scaling_min_khz, f.scaling_max_khz), (800_000, 1_000_000));
+    }
+
+    #[test]
+    fn a_limit_cuts_the_policy_and_lifting_it_brings_the_policy_back() {
+        let root = FakePower::new()
+            .cpufreq(FakeCpuFreq::new(0).scaling(1_000_000, 3_600_000))
+            .cpufreq(FakeCpuFreq::new(1))
+            .write_temp()
+            .unwrap();
+        let before = cpufreq::read_all(root.path()).unwrap();
+        let mut a = Actuator::new(root.path());
+        let cpu0 = CpuSet::parse("0").unwrap();
+        a.apply(&cpu0, &policy(None, None, Some(3_000_000)))
+            .unwrap();
+        // Below the minimum: the minimum follows it down.
+        a.limit_max(&cpu0, Some(900_000)).unwrap();
+        let f = cpufreq::read(root.path(), 0).unwrap().unwrap();
+        assert_eq!((f.scaling_min_khz, f.scaling_max_khz), (900_000, 900_000));
+        // A new policy maximum stays cut at the limit.
+        a.apply(&cpu0, &policy(None, None, Some(2_000_000)))
+            .unwrap();
+        let f = cpufreq::read(root.path(), 0).unwrap().unwrap();
+        assert_eq!(f.scaling_max_khz, 900_000);
+        // Lifted: the policy's maximum and the original minimum.
+        a.limit_max(&cpu0, None).unwrap();
+        let f = cpufreq::read(root.path(), 0).unwrap().unwrap();
+        assert_eq!(
+            (f.scaling_min_khz, f.scaling_max_khz),
+            (1_000_000, 2_000_000)
+        );
+        // Lifting a limit never set writes nothing; one out of range is refused.
+        a.limit_max(&CpuSet::parse("1").unwrap(), None).unwrap();
+        assert_eq!(a.touched(), [0]);
+        assert!(a.limit_max(&cpu0, Some(100)).is_err());
+        assert!(a.restore().is_empty());
+        assert_eq!(cpufreq::read_all(root.path()).unwrap(), before);
+    }
+
+    #[test]
+    fn adopted_originals_are_what_teardown_gives_back() {
+        let root = FakePower::new()
+            .cpufreq(FakeCpuFreq::new(0))
+            .write_temp()
+            .unwrap();
+        let before = cpufreq::read_all(root.path()).unwrap();
+        let cpu0 = CpuSet::parse("0").unwrap();
+        let mut first = Actuator::new(root.path());
+        first
+            .apply(&cpu0, &policy(Some("powersave"), None, Some(1_200_000)))
+            .unwrap();
+        first.limit_max(&cpu0, Some(1_000_000)).unwrap();
+        let kept = first.originals();
+        assert_eq!(kept[0].governor, "performance");
+        // A crash: the first actuator never restores.
+        drop(first);
+        let mut second = Actuator::new(root.path());
+        second.adopt(kept);
+        second
+            .apply(&cpu0, &policy(Some("powersave"), None, Some(1_500_000)))
+            .unwrap();
+        assert_eq!(
+            cpufreq::read(root.path(), 0)
+                .unwrap()
+                .unwrap()
+                .scaling_max_khz,
+            1_500_000
+        );
+        assert!(second.restore().is_empty());
+        assert_eq!(cpufreq::read_all(root.path()).unwrap(), before);
     }
 }

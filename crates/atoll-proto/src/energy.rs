@@ -16,6 +16,67 @@ pub struct EnergyStatus {
     /// (`island batch (CPUs 4-7): governor powersave, max 1200000 kHz`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub frequency: Vec<String>,
+    /// The platform power cap (`[overlay.NAME] power_cap_watts`), when one
+    /// is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_cap: Option<PowerCapStatus>,
+}
+
+/// The platform power cap: budget, measured power, limits in force.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PowerCapStatus {
+    /// The overlay that sets it.
+    pub overlay: String,
+    /// The budget, W.
+    pub budget_watts: f64,
+    /// Power measured over the last epoch, W (`None` before two samples).
+    pub measured_watts: Option<f64>,
+    /// Each island's limits.
+    pub islands: Vec<PowerCapIsland>,
+    /// Why the cap is not held (no RAPL), if it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
+}
+
+/// The power cap's limits on one island.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PowerCapIsland {
+    /// The island.
+    pub island: String,
+    /// Limit on its maximum frequency, kHz (`None`: none).
+    pub max_khz: Option<u64>,
+    /// CPU cap on its group, CPUs (`None`: none).
+    pub cap_cpus: Option<f64>,
+}
+
+impl PowerCapStatus {
+    /// `overlay budget: 95.0 W budget, 101.3 W measured; island batch max
+    /// 2000000 kHz, island vm cap 1.50 CPUs` (or `not held: why`).
+    pub fn text(&self) -> String {
+        let head = format!("{}: {:.1} W budget", self.overlay, self.budget_watts);
+        if let Some(why) = &self.unavailable {
+            return format!("{head}, not held: {why}");
+        }
+        let measured = match self.measured_watts {
+            Some(w) => format!("{w:.1} W measured"),
+            None => "measuring".to_string(),
+        };
+        let limits: Vec<String> = self
+            .islands
+            .iter()
+            .filter_map(|i| match (i.max_khz, i.cap_cpus) {
+                (Some(k), _) => Some(format!("island {} max {k} kHz", i.island)),
+                (None, Some(c)) => Some(format!("island {} cap {c:.2} CPUs", i.island)),
+                (None, None) => None,
+            })
+            .collect();
+        let limits = if limits.is_empty() {
+            "no limit in force".to_string()
+        } else {
+            limits.join(", ")
+        };
+        format!("{head}, {measured}; {limits}")
+    }
 }
 
 /// One RAPL zone.
@@ -82,11 +143,40 @@ mod tests {
             cpufreq_cpus: 16,
             error: None,
             frequency: Vec::new(),
+            power_cap: None,
         };
         assert_eq!(
             some.energy_text(),
             "RAPL package-0 12.3 W, package-1 (measuring)"
         );
         assert_eq!(some.cpufreq_text(), "16 CPUs");
+    }
+
+    #[test]
+    fn power_cap_text_names_budget_measure_and_limits() {
+        let mut p = PowerCapStatus {
+            overlay: "budget".into(),
+            budget_watts: 95.0,
+            measured_watts: Some(101.26),
+            islands: vec![
+                PowerCapIsland {
+                    island: "batch".into(),
+                    max_khz: Some(2_000_000),
+                    cap_cpus: None,
+                },
+                PowerCapIsland {
+                    island: "vm".into(),
+                    max_khz: None,
+                    cap_cpus: Some(1.5),
+                },
+            ],
+            unavailable: None,
+        };
+        assert_eq!(
+            p.text(),
+            "budget: 95.0 W budget, 101.3 W measured; island batch max 2000000 kHz, island vm cap 1.50 CPUs"
+        );
+        p.unavailable = Some("no RAPL".into());
+        assert_eq!(p.text(), "budget: 95.0 W budget, not held: no RAPL");
     }
 }

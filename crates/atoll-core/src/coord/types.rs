@@ -102,6 +102,13 @@ pub enum Property {
         /// CPUs (> 0).
         cpus: f64,
     },
+    /// Keep the machine's measured power (RAPL) at or below `watts`:
+    /// held by the daemon's power cap ([`crate::power::PowerCap`]) through
+    /// island frequency limits and CPU caps, not by the platform manager.
+    PlatformPowerCap {
+        /// Watts (> 0).
+        watts: f64,
+    },
 }
 
 impl Property {
@@ -134,6 +141,11 @@ impl Property {
                     return Err(bad("cpus", cpus));
                 }
             }
+            Self::PlatformPowerCap { watts } => {
+                if !(watts.is_finite() && watts > 0.0) {
+                    return Err(bad("watts", watts));
+                }
+            }
         }
         Ok(())
     }
@@ -148,6 +160,7 @@ impl fmt::Display for Property {
             } => write!(f, "p{percentile} latency within {bound_us} us"),
             Self::ThroughputFloor { per_s } => write!(f, "at least {per_s} operations per second"),
             Self::PlatformCpuCap { cpus } => write!(f, "platform CPU cap of {cpus} CPUs"),
+            Self::PlatformPowerCap { watts } => write!(f, "platform power cap of {watts} W"),
         }
     }
 }

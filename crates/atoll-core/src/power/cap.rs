@@ -19,6 +19,13 @@ use crate::Name;
 /// Lowest CPU cap the power cap sets on an island, CPUs.
 pub const MIN_CAP_CPUS: f64 = 0.1;
 
+/// The default hysteresis (10 % below the budget).
+pub const DEFAULT_HYSTERESIS: f64 = 0.1;
+
+/// The largest budget a configuration may give, W (a sanity bound: a
+/// typo of a few orders of magnitude is refused).
+pub const MAX_BUDGET_WATTS: f64 = 1e6;
+
 /// The budget and how hard to hold it.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -32,7 +39,7 @@ pub struct PowerCap {
 }
 
 fn default_hysteresis() -> f64 {
-    0.1
+    DEFAULT_HYSTERESIS
 }
 
 /// One island's knobs as they are now.

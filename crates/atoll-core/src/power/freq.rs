@@ -19,6 +19,22 @@ pub struct FreqPolicy {
     pub max_khz: Option<u64>,
 }
 
+/// What a CPU's cpufreq had before atoll first wrote to it: what teardown
+/// writes back. Kept in the state file, so that a daemon restarted after
+/// a crash gives back these values and not what the crashed run wrote.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FreqOriginal {
+    /// The CPU.
+    pub cpu: u32,
+    /// `scaling_governor`.
+    pub governor: String,
+    /// `scaling_min_freq`, kHz.
+    pub min_khz: u64,
+    /// `scaling_max_freq`, kHz.
+    pub max_khz: u64,
+}
+
 /// What one CPU's cpufreq offers (its `cpuinfo_*` range and governors).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FreqOffer {

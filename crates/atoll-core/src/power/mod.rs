@@ -7,12 +7,14 @@
 //! ([`Meter`]), and a per-island frequency policy ([`FreqPolicy`]) checked
 //! against what a CPU offers ([`FreqOffer`]), and the platform power cap
 //! ([`PowerCap`]) that holds a budget through frequency limits and CPU
-//! caps.
+//! caps, and the watts of each working mode learned from RAPL
+//! ([`learn::WattsLearner`]).
 
 pub mod cap;
 mod freq;
+pub mod learn;
 mod meter;
 
 pub use cap::{IslandKnobs, Knob, PowerCap, PowerCapError, PowerMove};
-pub use freq::{FreqError, FreqOffer, FreqPolicy};
+pub use freq::{FreqError, FreqOffer, FreqOriginal, FreqPolicy};
 pub use meter::{energy_delta_uj, Meter, Sample};

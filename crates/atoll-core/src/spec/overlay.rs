@@ -88,6 +88,7 @@ pub(super) fn validate_overlays(spec: &PlatformSpec, errs: &mut Vec<SpecError>) 
     let mut names: Vec<&Name> = Vec::new();
     let mut owner: Vec<(&Name, &Name)> = Vec::new();
     let mut cap_overlay: Option<&Name> = None;
+    let mut power_overlay: Option<&Name> = None;
     let island_cpus: usize = spec.islands.iter().map(|i| i.cpus.len()).sum();
     let cap_min = CoordConfig::default().cap_min;
     for o in &spec.overlays {
@@ -163,12 +164,45 @@ pub(super) fn validate_overlays(spec: &PlatformSpec, errs: &mut Vec<SpecError>) 
                 }
                 cap_overlay = Some(&o.name);
             }
+            Property::PlatformPowerCap { watts } => {
+                let cap = crate::power::PowerCap {
+                    budget_watts: watts,
+                    hysteresis: crate::power::cap::DEFAULT_HYSTERESIS,
+                };
+                if !(cap.validate().is_ok() && watts <= crate::power::cap::MAX_BUDGET_WATTS) {
+                    errs.push(SpecError::new(
+                        format!("{key}.power_cap_watts"),
+                        format!(
+                            "{watts} is not a number of watts in (0, {}]",
+                            crate::power::cap::MAX_BUDGET_WATTS
+                        ),
+                    ));
+                }
+                if let Some(other) = power_overlay {
+                    errs.push(SpecError::new(
+                        format!("{key}.power_cap_watts"),
+                        format!(
+                            "overlay {other} sets the platform power cap already; there is one"
+                        ),
+                    ));
+                }
+                power_overlay = Some(&o.name);
+                if !o.units.is_empty() {
+                    errs.push(SpecError::new(
+                        format!("{key}.units"),
+                        "a power_cap_watts overlay holds the whole machine; it names no unit",
+                    ));
+                }
+            }
         }
-        let is_cap = matches!(o.property, Property::PlatformCpuCap { .. });
+        let is_cap = matches!(
+            o.property,
+            Property::PlatformCpuCap { .. } | Property::PlatformPowerCap { .. }
+        );
         if o.units.is_empty() && !is_cap {
             errs.push(SpecError::new(
                 format!("{key}.units"),
-                "this property needs at least one unit (only a cpu_cap overlay may have none)",
+                "this property needs at least one unit (only a cpu_cap or power_cap_watts overlay may have none)",
             ));
         }
         let r = &o.react;

@@ -37,6 +37,7 @@
 //!   compares generations.
 
 mod api;
+mod power;
 mod run;
 mod units;
 
@@ -211,6 +212,10 @@ pub(crate) struct Apps {
     pub(crate) swept: bool,
     /// Moves waiting for their units' groups to be written.
     pending: Vec<PendingMove>,
+    /// The modes' watts learned from RAPL (see [`power`]).
+    pub(crate) watts: atoll_core::power::learn::WattsLearner,
+    /// What the last learning sample saw.
+    marks: power::PowerMarks,
 }
 
 /// An application's process (and whatever else is in its old unit) to move
@@ -270,6 +275,8 @@ impl Apps {
             pins: BTreeMap::new(),
             swept: false,
             pending: Vec::new(),
+            watts: Default::default(),
+            marks: Default::default(),
         }
     }
 
@@ -368,7 +375,7 @@ mod tests {
 
     use super::*;
 
-    fn app() -> App {
+    pub(super) fn app() -> App {
         App {
             id: 1,
             recipe: Arc::new(Recipe {

@@ -72,12 +72,13 @@ impl Apps {
     fn plan(&mut self, freezer: bool, kit: &mut Kit<'_, '_>) {
         self.batcher.planned();
         let caps = self.capacities(kit.p.reg.spec(), kit.topo, kit.island_cpus);
+        self.prepare_power();
         let states: Vec<AppState> = self
             .list
             .values()
             .map(|a| AppState {
                 app: AppId(a.id),
-                recipe: a.recipe.clone(),
+                recipe: self.with_learned_power(&a.recipe),
                 current: a.current(),
                 goal_gap: a.goal_gap,
                 waiting: a.waiting,

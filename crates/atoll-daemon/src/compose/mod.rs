@@ -10,7 +10,8 @@
 //!    ([`crate::isolation`]);
 //! 3. `coordination`: what overlays tuned (weight, cap, RT budget,
 //!    `memory.high`, boosts) and the CPUs and cap share of each island
-//!    ([`crate::coord`]);
+//!    ([`crate::coord`]); then `power`: the platform power cap's CPU cap
+//!    on islands without cpufreq ([`crate::powercap`]);
 //! 4. `slo`: best-effort units held below their configured settings while
 //!    a latency SLO lacks slack ([`crate::slo`]);
 //! 5. `comm`: the communication boosts ([`crate::comm`]);

@@ -26,6 +26,7 @@
 //! and the simulator drive it step by step.
 
 mod network;
+mod powercap;
 mod reload;
 mod repair;
 mod requests;
@@ -206,22 +207,28 @@ pub struct Controller {
     /// The islands' frequency policies, when the daemon was given an
     /// actuator for them (see [`crate::frequency`]).
     freq: Option<crate::frequency::Frequencies>,
+    /// The platform power cap (see [`crate::powercap`]), also the
+    /// composer layer `power`.
+    powercap: crate::powercap::PowerCapping,
 }
 
 /// The layers over the plan, in the order they are laid: isolation,
-/// coordination, slo (best-effort units beside a latency SLO), comm, apps.
-/// The one place that order is written.
+/// coordination, power (the power cap's island CPU caps), slo (best-effort
+/// units beside a latency SLO), comm, apps. The one place that order is
+/// written.
+#[allow(clippy::too_many_arguments)]
 fn stack<'a>(
     reg: &'a Registry,
     iso: &'a Isolation,
     coord: &'a Coordination,
+    power: &'a crate::powercap::PowerCapping,
     slo: &'a crate::slo::Slo,
     comm: &'a Comm,
     apps: &'a Apps,
 ) -> Stack<'a> {
     Stack {
         reg,
-        layers: vec![iso, coord, slo, comm, apps],
+        layers: vec![iso, coord, power, slo, comm, apps],
     }
 }
 
@@ -281,6 +288,7 @@ impl Controller {
             warnings: Vec::new(),
             net: None,
             freq: None,
+            powercap: Default::default(),
             stop_reply: None,
             unsaved: Vec::new(),
             config_source: None,
@@ -327,6 +335,12 @@ impl Controller {
         if let Some(p) = &mut self.power {
             p.sample(now);
         }
+        self.hold_power_cap(now);
+        let joules = self
+            .power
+            .as_ref()
+            .and_then(crate::power::Power::joules_total);
+        self.apps.learn_power(now, joules, monitor(&self.env));
         watch.lap(Step::Load);
         self.coordinate(now);
         self.network_step(now);
@@ -354,6 +368,7 @@ impl Controller {
         self.repair();
         watch.lap(Step::Compose);
         self.stage_coord();
+        self.stage_frequency();
         let _ = self
             .persist
             .save_if_changed(&mut self.reg, &*self.env.backend);
@@ -538,6 +553,7 @@ impl Controller {
             &self.reg,
             &self.iso,
             &self.coord,
+            &self.powercap,
             &self.slo,
             &self.comm,
             &self.apps,
@@ -570,6 +586,7 @@ impl Controller {
         }
         self.reg.mark_dirty();
         self.stage_coord();
+        self.stage_frequency();
         let _ = self
             .persist
             .save_if_changed(&mut self.reg, &*self.env.backend);

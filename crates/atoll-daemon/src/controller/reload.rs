@@ -64,6 +64,9 @@ pub enum ReloadError {
     /// nothing was changed.
     #[error("{0}; the daemon keeps running on the configuration it had")]
     Frequency(#[from] crate::frequency::FrequencyError),
+    /// A power cap on a machine without RAPL; nothing was changed.
+    #[error("{0}; the daemon keeps running on the configuration it had")]
+    PowerCap(#[from] crate::powercap::NoRapl),
 }
 
 impl Controller {
@@ -96,6 +99,7 @@ impl Controller {
             // Refused before anything moves: bad input changes nothing.
             freq.check(&new)?;
         }
+        self.check_power_cap(&new)?;
         for c in &changes {
             tracing::info!("reload: {c}");
         }
@@ -103,6 +107,7 @@ impl Controller {
             None => {
                 self.reload_frequencies();
                 self.reload_network();
+                self.reload_power_cap(&old);
                 Ok(changes)
             }
             Some(source) => {

@@ -59,6 +59,13 @@ impl Controller {
             .as_mut()
             .filter(|s| s.root == root_name && s.backend == kind)
             .and_then(|s| s.network.take());
+        // The cpufreq originals a run that did not tear down kept: what
+        // teardown gives back, whatever this run writes.
+        let freq_saved = saved
+            .as_mut()
+            .filter(|s| s.root == root_name && s.backend == kind)
+            .and_then(|s| s.frequency_originals.take());
+        self.adopt_frequency_originals(freq_saved);
         let registered = if self.env.backend.exists(&root) {
             let saved = saved.filter(|s| s.root == root_name && s.backend == kind);
             let ours = saved.is_some()
@@ -138,6 +145,7 @@ impl Controller {
             false
         };
         self.stage_coord();
+        self.stage_frequency();
         if let Err(e) = self.persist.save(&self.reg, &*self.env.backend) {
             self.warnings.push(format!(
                 "the state file cannot be saved ({e}): changes asked for are made but answered with an error, since a restart would not know them"
@@ -164,6 +172,11 @@ impl Controller {
             ));
         }
         self.start_frequencies();
+        self.start_power_cap();
+        self.stage_frequency();
+        let _ = self
+            .persist
+            .save_if_changed(&mut self.reg, &*self.env.backend);
         let now = self.now();
         {
             let epoch = self.epoch_len();
@@ -239,6 +252,31 @@ impl Controller {
             }
         }
         out
+    }
+
+    /// Stages the cpufreq originals for the next save of the state file.
+    pub(super) fn stage_frequency(&mut self) {
+        if let Some(f) = &self.freq {
+            self.persist.stage_frequency(f.originals());
+        }
+    }
+
+    /// Hands the originals of a previous run to the frequency actuator;
+    /// without one (the simulated backend) says what is left written.
+    fn adopt_frequency_originals(
+        &mut self,
+        originals: Option<Vec<atoll_core::power::FreqOriginal>>,
+    ) {
+        let Some(o) = originals.filter(|o| !o.is_empty()) else {
+            return;
+        };
+        match &mut self.freq {
+            Some(f) => f.adopt(o),
+            None => self.warnings.push(format!(
+                "the state file keeps the cpufreq values of {} CPUs from before the last run, but this daemon writes no cpufreq files: left as they are",
+                o.len()
+            )),
+        }
     }
 
     /// Stages the coordination state for the next save of the state file.

@@ -116,6 +116,9 @@ impl Controller {
         if let Some(freq) = &self.freq {
             e.get_or_insert_with(Default::default).frequency = freq.lines();
         }
+        if let Some(p) = self.powercap.status() {
+            e.get_or_insert_with(Default::default).power_cap = Some(p);
+        }
         e
     }
 

@@ -62,6 +62,9 @@ impl Controller {
             }
             self.persist.stage_network(net.saved_state());
         }
+        // The frequency limits go back with the policies just below; the
+        // CPU caps with the groups.
+        let _ = self.powercap.lift();
         if let Some(freq) = &mut self.freq {
             let now = self.env.clock.now();
             for w in freq.teardown(now, &mut self.log) {

@@ -153,6 +153,7 @@ pub fn report_step(property: &Property, value: f64) -> (bool, Option<ReportWant>
             }
         }
         Property::PlatformCpuCap { cpus } => (value <= cpus + 1e-9, None),
+        Property::PlatformPowerCap { watts } => (value <= watts + 1e-9, None),
     }
 }
 
@@ -173,6 +174,9 @@ pub fn describe_value(property: &Property, value: f64) -> String {
         }
         Property::PlatformCpuCap { cpus } => {
             format!("{value} CPUs {} cap {cpus}", cmp(value > cpus))
+        }
+        Property::PlatformPowerCap { watts } => {
+            format!("{value} W {} budget {watts} W", cmp(value > watts))
         }
     }
 }

@@ -7,12 +7,21 @@
 //! CPU it touched gets its original governor and range back. Every write
 //! is a [`Decision`] (`atoll why ISLAND`). CPUs of islands without a
 //! policy are never written.
+//!
+//! The platform power cap ([`crate::powercap`]) limits an island's
+//! maximum frequency through [`Frequencies::limit`]: the limit cuts the
+//! island's policy (or the CPUs' own range) and outlives a reload. The
+//! originals of every CPU written go in the state file
+//! ([`Frequencies::originals`]); a daemon restarted after a crash takes
+//! them back ([`Frequencies::adopt`]) so that teardown restores what the
+//! machine had before atoll, not what the crashed run wrote.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
 use atoll_core::decision::{Action, Decision, Reason};
-use atoll_core::power::FreqPolicy;
+use atoll_core::power::{FreqOriginal, FreqPolicy};
 use atoll_core::spec::PlatformSpec;
 use atoll_core::{CpuSet, Name};
 use atoll_power::actuator::Actuator;
@@ -45,8 +54,20 @@ struct IslandPolicy {
 /// The islands' frequency policies and the actuator that writes them.
 #[derive(Debug)]
 pub struct Frequencies {
+    root: std::path::PathBuf,
     actuator: Actuator,
     policies: Vec<IslandPolicy>,
+    /// Every island's CPUs (a power-cap limit may name any of them).
+    islands: BTreeMap<Name, CpuSet>,
+    /// The power cap's limit on each island's maximum, kHz.
+    limits: BTreeMap<Name, u64>,
+}
+
+fn island_cpus(spec: &PlatformSpec) -> BTreeMap<Name, CpuSet> {
+    spec.islands
+        .iter()
+        .map(|i| (i.name.clone(), i.cpus.clone()))
+        .collect()
 }
 
 impl Frequencies {
@@ -55,7 +76,76 @@ impl Frequencies {
     pub fn new(sysfs_root: &Path, spec: &PlatformSpec) -> Result<Self, FrequencyError> {
         let actuator = Actuator::new(sysfs_root);
         let policies = checked(&actuator, spec)?;
-        Ok(Self { actuator, policies })
+        Ok(Self {
+            root: sysfs_root.to_path_buf(),
+            actuator,
+            policies,
+            islands: island_cpus(spec),
+            limits: BTreeMap::new(),
+        })
+    }
+
+    /// Takes the originals a previous run kept (its state file) as what
+    /// the CPUs had before atoll. Call before [`start`](Self::start).
+    pub fn adopt(&mut self, originals: Vec<FreqOriginal>) {
+        self.actuator.adopt(originals);
+    }
+
+    /// The original values of every CPU written, for the state file.
+    pub fn originals(&self) -> Vec<FreqOriginal> {
+        self.actuator.originals()
+    }
+
+    /// Each island's hardware frequency range, when every CPU of it has
+    /// cpufreq: the highest `cpuinfo_min_freq` and the lowest
+    /// `cpuinfo_max_freq` of its CPUs (a limit in between suits them all).
+    pub fn ranges(&self) -> BTreeMap<Name, (u64, u64)> {
+        let mut out = BTreeMap::new();
+        'island: for (name, cpus) in &self.islands {
+            let mut range: Option<(u64, u64)> = None;
+            for cpu in cpus.iter() {
+                let Ok(Some(f)) = atoll_power::cpufreq::read(&self.root, cpu) else {
+                    continue 'island;
+                };
+                range = Some(match range {
+                    None => (f.hw_min_khz, f.hw_max_khz),
+                    Some((lo, hi)) => (lo.max(f.hw_min_khz), hi.min(f.hw_max_khz)),
+                });
+            }
+            if let Some((lo, hi)) = range.filter(|(lo, hi)| lo <= hi) {
+                out.insert(name.clone(), (lo, hi));
+            }
+        }
+        out
+    }
+
+    /// The power cap's limit on `island`'s maximum frequency, kHz.
+    pub fn limit_of(&self, island: &Name) -> Option<u64> {
+        self.limits.get(island).copied()
+    }
+
+    /// Sets (`Some`) or lifts (`None`) the limit on `island`'s maximum
+    /// frequency, kHz, recorded as a decision with `why`.
+    pub fn limit(
+        &mut self,
+        island: &Name,
+        max_khz: Option<u64>,
+        now: Duration,
+        log: &mut DecisionLog,
+        why: Reason,
+    ) -> Result<(), PowerError> {
+        let cpus = self.islands.get(island).cloned().unwrap_or_default();
+        self.actuator.limit_max(&cpus, max_khz)?;
+        match max_khz {
+            Some(k) => self.limits.insert(island.clone(), k),
+            None => self.limits.remove(island),
+        };
+        let change = match max_khz {
+            Some(k) => format!("power cap: max {k} kHz"),
+            None => "power cap: max frequency limit lifted".to_string(),
+        };
+        record(log, now, island, &cpus, change, why);
+        Ok(())
     }
 
     /// Checks `spec`'s policies against the CPUs without writing.
@@ -75,7 +165,15 @@ impl Frequencies {
                     format!("not written: {e}")
                 }
             };
-            record(log, now, p, change, Reason::Config);
+            record(log, now, &p.island, &p.cpus, change, Reason::Config);
+        }
+        // The power cap's limits outlive a reload (which gave every CPU
+        // back): written again over the new policies.
+        for (island, k) in &self.limits {
+            let cpus = self.islands.get(island).cloned().unwrap_or_default();
+            if let Err(e) = self.actuator.limit_max(&cpus, Some(*k)) {
+                warnings.push(format!("power-cap limit of island {island}: {e}"));
+            }
         }
         warnings
     }
@@ -90,11 +188,14 @@ impl Frequencies {
         log: &mut DecisionLog,
     ) -> Result<Vec<String>, FrequencyError> {
         let next = checked(&self.actuator, spec)?;
-        if next == self.policies {
+        // An island's CPUs changed: its power-cap limit moves with them.
+        if next == self.policies && island_cpus(spec) == self.islands {
             return Ok(Vec::new());
         }
         let mut warnings = self.give_back(now, log, Reason::Config);
         self.policies = next;
+        self.islands = island_cpus(spec);
+        self.limits.retain(|i, _| self.islands.contains_key(i));
         warnings.extend(self.start(now, log));
         Ok(warnings)
     }
@@ -102,6 +203,7 @@ impl Frequencies {
     /// Every touched CPU back as found; a warning for each file that
     /// could not be written.
     pub fn teardown(&mut self, now: Duration, log: &mut DecisionLog) -> Vec<String> {
+        self.limits.clear();
         self.give_back(now, log, Reason::Teardown)
     }
 
@@ -116,33 +218,36 @@ impl Frequencies {
             .map(|e| format!("frequency: restoring: {e}"))
             .collect();
         let cpus: CpuSet = touched.into_iter().collect();
-        for p in &self.policies {
-            if p.cpus.iter().any(|c| cpus.contains(c)) {
+        for (island, own) in &self.islands {
+            if own.iter().any(|c| cpus.contains(c)) {
                 let change = if errors.is_empty() {
                     "restored as found".to_string()
                 } else {
                     format!("restore failed on {} files", errors.len())
                 };
-                record(log, now, p, change, why.clone());
+                record(log, now, island, own, change, why.clone());
             }
         }
         warnings
     }
 
     /// `island batch (CPUs 4-7): governor powersave, max 1200000 kHz`, one
-    /// line per policy, for the status.
+    /// line per policy, then `island web (CPUs 1-3): power cap max 2000000
+    /// kHz` per power-cap limit, for the status.
     pub fn lines(&self) -> Vec<String> {
-        self.policies
-            .iter()
-            .map(|p| {
-                format!(
-                    "island {} (CPUs {}): {}",
-                    p.island,
-                    p.cpus,
-                    describe(&p.policy)
-                )
-            })
-            .collect()
+        let policies = self.policies.iter().map(|p| {
+            format!(
+                "island {} (CPUs {}): {}",
+                p.island,
+                p.cpus,
+                describe(&p.policy)
+            )
+        });
+        let limits = self.limits.iter().map(|(i, k)| {
+            let cpus = self.islands.get(i).cloned().unwrap_or_default();
+            format!("island {i} (CPUs {cpus}): power cap max {k} kHz")
+        });
+        policies.chain(limits).collect()
     }
 }
 
@@ -171,12 +276,19 @@ fn checked(actuator: &Actuator, spec: &PlatformSpec) -> Result<Vec<IslandPolicy>
     Ok(out)
 }
 
-fn record(log: &mut DecisionLog, now: Duration, p: &IslandPolicy, change: String, why: Reason) {
+fn record(
+    log: &mut DecisionLog,
+    now: Duration,
+    island: &Name,
+    cpus: &CpuSet,
+    change: String,
+    why: Reason,
+) {
     log.record(Decision {
         at: now,
         action: Action::SetFrequency {
-            island: p.island.to_string(),
-            cpus: p.cpus.to_string(),
+            island: island.to_string(),
+            cpus: cpus.to_string(),
             change,
         },
         why,

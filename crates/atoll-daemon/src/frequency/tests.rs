@@ -164,3 +164,49 @@ fn reload_rewrites_changed_policies_and_refuses_bad_ones() {
     f.teardown(Duration::from_secs(6), &mut log);
     assert_eq!(cpufreq::read_all(root.path()).unwrap(), before);
 }
+
+#[test]
+fn a_power_cap_limit_outlives_a_reload_and_goes_back_at_teardown() {
+    let root = machine();
+    let before = cpufreq::read_all(root.path()).unwrap();
+    let mut f = Frequencies::new(root.path(), &spec(None)).unwrap();
+    assert_eq!(
+        f.ranges().get(&n("batch")),
+        Some(&(800_000, 3_600_000)),
+        "{:?}",
+        f.ranges()
+    );
+    let mut log = DecisionLog::default();
+    f.start(Duration::from_secs(1), &mut log);
+    f.limit(
+        &n("web"),
+        Some(1_000_000),
+        Duration::from_secs(2),
+        &mut log,
+        Reason::Config,
+    )
+    .unwrap();
+    let max = |cpu: usize| cpufreq::read_all(root.path()).unwrap()[cpu].scaling_max_khz;
+    assert_eq!((max(1), max(2), max(3)), (1_000_000, 1_000_000, 3_600_000));
+    assert_eq!(
+        f.lines(),
+        ["island web (CPUs 1-2): power cap max 1000000 kHz"]
+    );
+    assert!(log.query(Some("web"), 10)[0]
+        .action
+        .to_string()
+        .ends_with("power cap: max 1000000 kHz"));
+    // A policy on batch: everything given back and written again, the
+    // limit on web with it.
+    f.reload(
+        &spec(Some(powersave(1_200_000))),
+        Duration::from_secs(3),
+        &mut log,
+    )
+    .unwrap();
+    assert_eq!((max(1), max(3)), (1_000_000, 1_200_000));
+    assert_eq!(f.limit_of(&n("web")), Some(1_000_000));
+    f.teardown(Duration::from_secs(4), &mut log);
+    assert_eq!(cpufreq::read_all(root.path()).unwrap(), before);
+    assert_eq!(f.limit_of(&n("web")), None);
+}

@@ -1,7 +1,9 @@
 //! RAPL figures: `atoll_power_watts` and `atoll_energy_joules_total`, one
-//! sample per zone (label `zone`); absent on a machine without RAPL.
+//! sample per zone (label `zone`); absent on a machine without RAPL. The
+//! platform power cap: its budget (label `overlay`) and the limits it holds
+//! each island to (label `island`), when one is held.
 
-use atoll_proto::energy::{EnergyStatus, ZoneEnergy};
+use atoll_proto::energy::{EnergyStatus, PowerCapIsland, ZoneEnergy};
 
 use super::text::{labels, Out};
 use super::{COUNTER, GAUGE};
@@ -25,13 +27,56 @@ pub(super) const ENERGY: &[(&str, &str, &str, ZoneGet)] = &[
     ),
 ];
 
-/// Renders the zones' families.
+/// Reads one limit of an island (`None`: none in force).
+pub(super) type CapGet = fn(&PowerCapIsland) -> Option<String>;
+
+/// The budget family.
+pub(super) const BUDGET: (&str, &str, &str) = (
+    "atoll_power_cap_budget_watts",
+    GAUGE,
+    "The platform power cap's budget (overlay power_cap_watts).",
+);
+
+/// `(name, kind, help, get)` of each per-island power-cap family.
+pub(super) const CAP_ISLANDS: &[(&str, &str, &str, CapGet)] = &[
+    (
+        "atoll_power_cap_max_khz",
+        GAUGE,
+        "The power cap's limit on the island's maximum frequency.",
+        |i| i.max_khz.map(|k| k.to_string()),
+    ),
+    (
+        "atoll_power_cap_cpus",
+        GAUGE,
+        "The power cap's CPU cap on the island (an island without cpufreq).",
+        |i| i.cap_cpus.map(|c| format!("{c}")),
+    ),
+];
+
+/// Renders the zones' families, then the power cap's.
 pub(super) fn render(out: &mut Out, e: &EnergyStatus) {
     for (name, kind, help, get) in ENERGY {
         let samples = e
             .zones
             .iter()
             .filter_map(|z| Some((labels(&[("zone", &z.zone)]), get(z)?)))
+            .collect();
+        out.family(name, kind, help, samples);
+    }
+    let Some(p) = e.power_cap.as_ref().filter(|p| p.unavailable.is_none()) else {
+        return;
+    };
+    let (name, kind, help) = BUDGET;
+    let budget = vec![(
+        labels(&[("overlay", &p.overlay)]),
+        format!("{}", p.budget_watts),
+    )];
+    out.family(name, kind, help, budget);
+    for (name, kind, help, get) in CAP_ISLANDS {
+        let samples = p
+            .islands
+            .iter()
+            .filter_map(|i| Some((labels(&[("island", &i.island)]), get(i)?)))
             .collect();
         out.family(name, kind, help, samples);
     }

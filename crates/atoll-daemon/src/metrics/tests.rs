@@ -167,6 +167,24 @@ fn full_report() -> StatusReport {
         cpufreq_cpus: 0,
         error: None,
         frequency: Vec::new(),
+        power_cap: Some(atoll_proto::energy::PowerCapStatus {
+            overlay: "budget".into(),
+            budget_watts: 95.0,
+            measured_watts: Some(101.0),
+            islands: vec![
+                atoll_proto::energy::PowerCapIsland {
+                    island: "batch".into(),
+                    max_khz: Some(2_000_000),
+                    cap_cpus: None,
+                },
+                atoll_proto::energy::PowerCapIsland {
+                    island: "vm".into(),
+                    max_khz: None,
+                    cap_cpus: Some(1.5),
+                },
+            ],
+            unavailable: None,
+        }),
     });
     r.slo = vec![slo_status("shop", "probe")];
     r
@@ -304,6 +322,7 @@ fn unknown_values_are_omitted_not_zero() {
             || super::own::OWN.iter().any(|(n, ..)| *n == name)
             || super::energy::ENERGY.iter().any(|(n, ..)| *n == name)
             || name.starts_with("atoll_net_class_")
+            || name.starts_with("atoll_power_cap_")
             || super::slo::SLO.iter().any(|(n, ..)| *n == name);
         assert_eq!(
             text.contains(&format!("\n{name}")),
@@ -447,6 +466,10 @@ fn energy_families_per_zone_and_none_without_rapl() {
         "{text}"
     );
     assert!(text.contains("atoll_energy_joules_total{zone=\"package-0\"} 250\n"));
+    assert!(text.contains("atoll_power_cap_budget_watts{overlay=\"budget\"} 95\n"));
+    assert!(text.contains("atoll_power_cap_max_khz{island=\"batch\"} 2000000\n"));
+    assert!(!text.contains("atoll_power_cap_max_khz{island=\"vm\"}"));
+    assert!(text.contains("atoll_power_cap_cpus{island=\"vm\"} 1.5\n"));
     let mut r = full_report();
     r.energy = Some(atoll_proto::energy::EnergyStatus::default());
     let text = render(&r, &Telemetry::default());

@@ -1,0 +1,147 @@
+//! The platform power cap in the control loop: held each epoch from the
+//! RAPL reading, set up at start, changed on reload (see
+//! [`crate::powercap`]).
+
+use std::time::Duration;
+
+use atoll_core::decision::Reason;
+use atoll_core::plan::GroupPath;
+use atoll_core::power::Knob;
+use atoll_core::spec::PlatformSpec;
+
+use super::Controller;
+use crate::powercap::{configured, NoRapl};
+
+impl Controller {
+    /// Holds the configured power cap, if any: with a RAPL monitor, over
+    /// the islands (frequency limits where cpufreq allows); without one
+    /// (the simulated backend, or no RAPL) the status says it is not held.
+    pub(super) fn start_power_cap(&mut self) {
+        let spec = self.reg.spec().clone();
+        let Some((overlay, _)) = configured(&spec) else {
+            self.powercap = Default::default();
+            return;
+        };
+        match &self.power {
+            Some(p) if p.has_rapl() => {
+                let ranges = self
+                    .freq
+                    .as_ref()
+                    .map(crate::frequency::Frequencies::ranges)
+                    .unwrap_or_default();
+                self.powercap.start(&spec, &ranges);
+            }
+            Some(_) => {
+                self.powercap
+                    .set_unavailable(&spec, "no RAPL on this machine".into());
+                self.warnings.push(format!(
+                    "overlay {overlay}: the power cap is not held: no RAPL on this machine"
+                ));
+            }
+            None => {
+                self.powercap.set_unavailable(
+                    &spec,
+                    "this daemon reads no RAPL (simulated backend)".into(),
+                );
+                self.warnings.push(format!(
+                    "overlay {overlay}: the power cap is configured but this daemon reads no RAPL (simulated backend): not held"
+                ));
+            }
+        }
+    }
+
+    /// One step of the power cap on the last RAPL reading: each move is
+    /// carried out (a frequency limit through the actuator, a CPU cap
+    /// through the composer) and recorded with the measured watts and the
+    /// budget.
+    pub(super) fn hold_power_cap(&mut self, now: Duration) {
+        if !self.powercap.is_held() {
+            return;
+        }
+        let watts = self.power.as_ref().and_then(crate::power::Power::watts);
+        let overlay = self
+            .powercap
+            .overlay()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        for mv in self.powercap.step(watts) {
+            let why = Reason::Coordination {
+                overlay: overlay.clone(),
+                detail: mv.reason(),
+            };
+            match mv.knob {
+                Knob::MaxFrequency(k) => {
+                    let Some(freq) = &mut self.freq else {
+                        self.powercap.without_frequency(&mv.island);
+                        continue;
+                    };
+                    match freq.limit(&mv.island, k, now, &mut self.log, why) {
+                        Ok(()) => self.powercap.applied(&mv),
+                        Err(e) => {
+                            let w = format!(
+                                "power cap: island {}: frequency limit not written ({e}); held by a CPU cap from now on",
+                                mv.island
+                            );
+                            tracing::warn!("{w}");
+                            self.warnings.push(w);
+                            self.powercap.without_frequency(&mv.island);
+                        }
+                    }
+                }
+                Knob::CpuCap(_) => {
+                    self.powercap.applied(&mv);
+                    self.compose.touch(GroupPath::island(&mv.island), why);
+                }
+            }
+        }
+    }
+
+    /// Refuses a power cap the machine cannot measure (a real daemon on a
+    /// machine without RAPL).
+    pub(super) fn check_power_cap(&self, new: &PlatformSpec) -> Result<(), NoRapl> {
+        match (&self.power, configured(new)) {
+            (Some(p), Some((overlay, _))) if !p.has_rapl() => Err(NoRapl {
+                overlay,
+                powercap: "the machine's powercap class".into(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// After a reload: a power cap whose overlay or budget changed is
+    /// lifted (its limits given back) and the new one held from scratch.
+    pub(super) fn reload_power_cap(&mut self, old: &PlatformSpec) {
+        let new = configured(self.reg.spec());
+        if configured(old) == new {
+            return;
+        }
+        self.lift_power_cap();
+        self.start_power_cap();
+    }
+
+    /// Gives back every limit the power cap set.
+    fn lift_power_cap(&mut self) {
+        let now = self.env.clock.now();
+        let overlay = self
+            .powercap
+            .overlay()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        let (freq, caps) = self.powercap.lift();
+        let why = Reason::Coordination {
+            overlay,
+            detail: "power cap removed or changed: limits lifted".into(),
+        };
+        for island in freq {
+            if let Some(f) = &mut self.freq {
+                if let Err(e) = f.limit(&island, None, now, &mut self.log, why.clone()) {
+                    self.warnings
+                        .push(format!("power cap: island {island}: lifting: {e}"));
+                }
+            }
+        }
+        for island in caps {
+            self.compose.touch(GroupPath::island(&island), why.clone());
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! `[overlay.NAME] power_cap_watts` on the simulated backend with a fake
+//! sysfs (a RAPL zone, cpufreq on island `batch`'s CPUs only): above the
+//! budget the daemon limits `batch`'s maximum frequency and caps `web`'s
+//! CPU time (no cpufreq there), each a decision naming the measured watts
+//! and the budget; the status shows budget, measure and limits; well under
+//! the budget the limits are lifted; teardown gives the CPUs back as found.
+//! Without RAPL the cap is refused.
+
+mod common;
+
+use atoll_core::clock::ManualClock;
+use atoll_core::coord::Property;
+use atoll_core::plan::GroupPath;
+use atoll_core::spec::{OverlayConfig, PlatformSpec};
+use atoll_daemon::controller::{Controller, ReloadError};
+use atoll_daemon::frequency::Frequencies;
+use atoll_daemon::power::Power;
+use atoll_power::cpufreq;
+use atoll_power::testutils::{FakeCpuFreq, FakePower};
+use atoll_proto::{Reply, Request};
+use atoll_sim::SimPlatform;
+use common::sim::{ask, controller, epochs, n, reply, topo8, web_and_batch, ROOT};
+
+const RANGE: u64 = 262_143_328_850;
+
+/// Islands web (1-3) and batch (4-7) with a power cap of `watts`.
+fn spec(watts: Option<f64>) -> PlatformSpec {
+    let overlays = watts
+        .map(|w| OverlayConfig {
+            name: n("budget"),
+            priority: 0,
+            units: Vec::new(),
+            property: Property::PlatformPowerCap { watts: w },
+            react: Default::default(),
+            slo: Default::default(),
+        })
+        .into_iter()
+        .collect();
+    web_and_batch(&[], overlays)
+}
+
+fn why(c: &mut Controller, subject: &str) -> Vec<String> {
+    match reply(ask(
+        c,
+        ROOT,
+        Request::Why {
+            subject: Some(subject.into()),
+            limit: None,
+        },
+    )) {
+        Reply::Decisions { decisions } => decisions
+            .iter()
+            .map(|d| format!("{} ({})", d.action, d.why))
+            .collect(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Adds `watts` over one epoch to the fake counter and runs that epoch.
+fn epoch_at(
+    sim: &SimPlatform,
+    c: &mut Controller,
+    root: &std::path::Path,
+    energy: &mut u64,
+    watts: u64,
+) {
+    let dt = c.epoch_len();
+    *energy += watts * u64::try_from(dt.as_micros()).unwrap();
+    FakePower::set_energy(root, 0, *energy).unwrap();
+    epochs(sim, c, 1);
+}
+
+#[test]
+fn the_daemon_holds_a_power_budget_through_frequency_and_cpu_caps() {
+    let root = (4..8)
+        .fold(
+            FakePower::new().rapl(0, "package-0", 1_000_000, RANGE),
+            |p, c| p.cpufreq(FakeCpuFreq::new(c)),
+        )
+        .cpu_without_cpufreq(1)
+        .write_temp()
+        .unwrap();
+    let before = cpufreq::read_all(root.path()).unwrap();
+    let sim = SimPlatform::new(topo8(), "atoll-pcap", ManualClock::new());
+    let s = spec(Some(100.0));
+    assert_eq!(s.validate(&topo8()), Ok(()));
+    let mut c = controller(&sim, s.clone(), topo8());
+    c.set_frequencies(Frequencies::new(root.path(), &s).unwrap());
+    c.set_power(Power::probe(root.path()));
+    c.start().unwrap();
+    let mut energy = 1_000_000;
+    // The first sample has no figure; the second measures 125 W.
+    epoch_at(&sim, &mut c, root.path(), &mut energy, 125);
+    let p = c.status().energy.unwrap().power_cap.unwrap();
+    assert_eq!(p.measured_watts, None);
+    assert!(p
+        .islands
+        .iter()
+        .all(|i| i.max_khz.is_none() && i.cap_cpus.is_none()));
+    epoch_at(&sim, &mut c, root.path(), &mut energy, 125);
+
+    // batch: 3.6 GHz × 100/125; web (no cpufreq): 3 CPUs × 100/125.
+    let f = cpufreq::read_all(root.path()).unwrap();
+    assert!(f.iter().all(|f| f.scaling_max_khz == 2_880_000), "{f:?}");
+    let web = sim.settings(&GroupPath::island(&n("web"))).unwrap();
+    assert_eq!(web.cpu_max.map(|m| m.quota_us), Some(240_000));
+    let batch = sim.settings(&GroupPath::island(&n("batch"))).unwrap();
+    assert_eq!(batch.cpu_max, None);
+    let b = why(&mut c, "batch");
+    assert!(
+        b.iter().any(|d| d.contains("power cap: max 2880000 kHz")
+            && d.contains("125.0 W measured, budget 100.0 W")),
+        "{b:?}"
+    );
+    let w = why(&mut c, "web");
+    assert!(
+        w.iter()
+            .any(|d| d.contains("CPU cap 2.40 CPUs") && d.contains("budget 100.0 W")),
+        "{w:?}"
+    );
+    let e = c.status().energy.unwrap();
+    let p = e.power_cap.clone().unwrap();
+    assert_eq!(p.overlay, "budget");
+    assert_eq!(p.budget_watts, 100.0);
+    assert!((p.measured_watts.unwrap() - 125.0).abs() < 0.01, "{p:?}");
+    assert_eq!(
+        p.text(),
+        "budget: 100.0 W budget, 125.0 W measured; island web cap 2.40 CPUs, island batch max 2880000 kHz"
+    );
+    assert!(e
+        .frequency
+        .contains(&"island batch (CPUs 4-7): power cap max 2880000 kHz".to_string()));
+
+    // Within the band: nothing moves.
+    epoch_at(&sim, &mut c, root.path(), &mut energy, 95);
+    assert!(cpufreq::read_all(root.path())
+        .unwrap()
+        .iter()
+        .all(|f| f.scaling_max_khz == 2_880_000));
+    // Well under: relaxed until lifted.
+    for _ in 0..10 {
+        epoch_at(&sim, &mut c, root.path(), &mut energy, 40);
+    }
+    assert_eq!(cpufreq::read_all(root.path()).unwrap(), before);
+    let web = sim.settings(&GroupPath::island(&n("web"))).unwrap();
+    assert_eq!(web.cpu_max, None);
+    let p = c.status().energy.unwrap().power_cap.unwrap();
+    assert!(p.text().ends_with("no limit in force"), "{}", p.text());
+
+    // Over again, then teardown gives every CPU back as found.
+    epoch_at(&sim, &mut c, root.path(), &mut energy, 200);
+    assert!(cpufreq::read_all(root.path())
+        .unwrap()
+        .iter()
+        .all(|f| f.scaling_max_khz == 1_800_000));
+    c.teardown().unwrap();
+    assert_eq!(cpufreq::read_all(root.path()).unwrap(), before);
+}
+
+#[test]
+fn without_rapl_the_power_cap_is_refused_or_not_held() {
+    let vm = FakePower::new()
+        .cpu_without_cpufreq(0)
+        .write_temp()
+        .unwrap();
+    let s = spec(Some(100.0));
+    let e = atoll_daemon::powercap::check_rapl(&s, vm.path()).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("overlay.budget.power_cap_watts: no RAPL zone under "),
+        "{e}"
+    );
+    assert!(atoll_daemon::powercap::check_rapl(&spec(None), vm.path()).is_ok());
+
+    // A running daemon on that machine refuses a reload that adds one.
+    let sim = SimPlatform::new(topo8(), "atoll-pcap-vm", ManualClock::new());
+    let mut c = controller(&sim, spec(None), topo8());
+    c.set_power(Power::probe(vm.path()));
+    c.start().unwrap();
+    let e = c.reload(spec(Some(100.0))).unwrap_err();
+    assert!(matches!(e, ReloadError::PowerCap(_)), "{e}");
+    assert!(c.status().energy.unwrap().power_cap.is_none());
+    c.teardown().unwrap();
+
+    // The simulated backend (no power monitor): configured, not held.
+    let sim = SimPlatform::new(topo8(), "atoll-pcap-sim", ManualClock::new());
+    let mut c = controller(&sim, spec(Some(100.0)), topo8());
+    c.start().unwrap();
+    let p = c.status().energy.unwrap().power_cap.unwrap();
+    assert_eq!(
+        p.text(),
+        "budget: 100.0 W budget, not held: this daemon reads no RAPL (simulated backend)"
+    );
+    c.teardown().unwrap();
+}
