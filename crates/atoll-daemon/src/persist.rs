@@ -78,6 +78,8 @@ impl Persist {
             self.network = network;
             self.network_dirty = true;
         }
+    }
+
     /// The cpufreq originals the frequency actuator keeps, saved with the
     /// next write; a change asks for a write of its own.
     pub fn stage_frequency(&mut self, originals: Vec<atoll_core::power::FreqOriginal>) {
