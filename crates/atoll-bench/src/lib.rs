@@ -50,6 +50,7 @@ pub mod overhead;
 pub mod procs;
 pub mod progress;
 pub mod revocation;
+pub mod slo;
 pub mod stats;
 mod table;
 pub mod worker;
