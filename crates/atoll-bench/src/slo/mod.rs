@@ -234,13 +234,28 @@ pub fn violations(windows_us: &[Option<f64>], slo_us: u64) -> usize {
         .count()
 }
 
+/// Whether the LC kept up with its offered load (completed at least
+/// [`goal::THROUGHPUT_RATIO`] of it).
+pub fn sustained(s: &LcSample) -> bool {
+    s.offered_per_s > 0.0 && s.throughput_per_s >= goal::THROUGHPUT_RATIO * s.offered_per_s
+}
+
 /// The SLO when none is given: twice the worst p99 of the LC alone over
-/// the loads, rounded up to 100 µs (Heracles takes the SLO from the LC's
-/// tail alone at its peak load).
-pub fn derive_slo(alone_p99_us: &[Option<f64>]) -> Option<u64> {
-    let worst = alone_p99_us.iter().flatten().copied().fold(None, |m: Option<f64>, p| {
-        Some(m.map_or(p, |m| m.max(p)))
-    })?;
+/// the loads it sustained ([`sustained`]; all of them if it sustained
+/// none), rounded up to 100 µs. Heracles takes the SLO from the LC's tail
+/// alone at its peak load; a load the LC alone could not keep up with has
+/// a queue, not a tail.
+pub fn derive_slo(alone: &[&LcSample]) -> Option<u64> {
+    let kept: Vec<&&LcSample> = alone.iter().filter(|s| sustained(s)).collect();
+    let from: Vec<&&LcSample> = if kept.is_empty() {
+        alone.iter().collect()
+    } else {
+        kept
+    };
+    let worst = from
+        .iter()
+        .filter_map(|s| s.p99_us)
+        .fold(None, |m: Option<f64>, p| Some(m.map_or(p, |m| m.max(p))))?;
     let us = (2.0 * worst / 100.0).ceil() * 100.0;
     Some(atoll_core::num::saturating_u64(us).max(100))
 }
@@ -454,10 +469,22 @@ mod tests {
     }
 
     #[test]
-    fn the_derived_slo_is_twice_the_worst_alone_p99_rounded_up() {
-        assert_eq!(derive_slo(&[Some(310.0), None, Some(1234.0)]), Some(2500));
-        assert_eq!(derive_slo(&[Some(10.0)]), Some(100));
-        assert_eq!(derive_slo(&[None]), None);
+    fn the_derived_slo_is_twice_the_worst_sustained_alone_p99_rounded_up() {
+        let a = sample(310.0, 100.0, &[]);
+        let b = sample(1234.0, 500.0, &[]);
+        // Offered 1000/s, served 500/s: not sustained, its p99 is a queue.
+        let queue = LcSample {
+            offered_per_s: 1000.0,
+            ..sample(900_000.0, 500.0, &[])
+        };
+        assert!(sustained(&a) && !sustained(&queue));
+        assert_eq!(derive_slo(&[&a, &b, &queue]), Some(2500));
+        // None sustained: all of them count.
+        assert_eq!(derive_slo(&[&queue]), Some(1_800_000));
+        assert_eq!(derive_slo(&[&sample(10.0, 1.0, &[])]), Some(100));
+        let none = LcSample::default();
+        assert_eq!(derive_slo(&[&none]), None);
+        assert_eq!(derive_slo(&[]), None);
     }
 
     #[test]

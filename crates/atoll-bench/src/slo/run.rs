@@ -105,7 +105,7 @@ pub fn run(opts: &SloOptions, progress: &Progress) -> Result<SloReport, BenchErr
             alone.insert(load_pct(load), lc);
         }
     }
-    let alone_p99: Vec<Option<f64>> = alone.values().map(|s| s.p99_us).collect();
+    let alone_p99: Vec<&LcSample> = alone.values().collect();
     let (slo_us, slo_derived) = match b.s.slo_us {
         Some(s) => (s, false),
         None => (

@@ -63,7 +63,7 @@ pub fn render_table(r: &SloReport) -> String {
         r.slo_us,
         s.report_ms,
         if r.slo_derived {
-            " (derived: 2x the worst p99 alone)"
+            " (derived: 2x the worst p99 alone at a load it sustained)"
         } else {
             ""
         }
@@ -80,11 +80,20 @@ pub fn render_table(r: &SloReport) -> String {
                 num(a.p50_us, 0),
                 num(a.p99_us, 0),
                 a.errors.to_string(),
+                if super::sustained(a) { "yes" } else { "no" }.to_string(),
             ]
         })
         .collect();
     t += &aligned(
-        &["load", "offered/s", "req/s", "p50 us", "p99 us", "errors"],
+        &[
+            "load",
+            "offered/s",
+            "req/s",
+            "p50 us",
+            "p99 us",
+            "errors",
+            "sustained",
+        ],
         &rows,
         1,
     );
