@@ -70,7 +70,10 @@ fn bench_slo_quick_runs_every_configuration() {
     assert_eq!(ran, 4, "linux, static, isolate, slo: {v}");
     for r in rows {
         assert!(r["lc"]["throughput_per_s"].as_f64().unwrap() > 0.0, "{r}");
-        assert!(r["be_share"].as_f64().is_some() && r["emu"].as_f64().is_some(), "{r}");
+        assert!(
+            r["be_share"].as_f64().is_some() && r["emu"].as_f64().is_some(),
+            "{r}"
+        );
     }
     assert!(v["machine"].is_object() && v["settings"]["quick"] == true);
 }

@@ -132,11 +132,20 @@ mod tests {
         assert!(st.contains("mode = \"smp\""), "{st}");
         assert!(st.contains("[host]\ncpus = \"0\""), "{st}");
         assert!(st.contains("[island.bench]\ncpus = \"1-7\""), "{st}");
-        assert!(st.contains("[unit.lc]\nisland = \"bench\"\ncpus = 1.00"), "{st}");
-        assert!(st.contains("[unit.be]\nisland = \"bench\"\ncpus = 6.00"), "{st}");
+        assert!(
+            st.contains("[unit.lc]\nisland = \"bench\"\ncpus = 1.00"),
+            "{st}"
+        );
+        assert!(
+            st.contains("[unit.be]\nisland = \"bench\"\ncpus = 6.00"),
+            "{st}"
+        );
         assert!(!st.contains("overlay"), "{st}");
         let iso = daemon_config(Config::Isolate, &l, 500).unwrap();
-        assert!(iso.contains("mode = \"isolate\"") && !iso.contains("overlay"), "{iso}");
+        assert!(
+            iso.contains("mode = \"isolate\"") && !iso.contains("overlay"),
+            "{iso}"
+        );
         let slo = daemon_config(Config::Slo, &l, 1500).unwrap();
         assert!(
             slo.contains(

@@ -506,7 +506,10 @@ mod tests {
         );
         assert_eq!(r.p99_ratio, Some(1.05));
         assert_eq!(r.throughput_ratio, Some(1.0));
-        assert_eq!((r.lc_share, r.be_share, r.emu), (Some(0.5), Some(0.45), Some(0.95)));
+        assert_eq!(
+            (r.lc_share, r.be_share, r.emu),
+            (Some(0.5), Some(0.45), Some(0.95))
+        );
         assert_eq!((r.violations, r.windows), (0, 2));
         assert!(r.goals.all(), "{:?}", r.goals);
         // Slower, fewer requests, one window over, BE starved.
@@ -542,7 +545,10 @@ mod tests {
         });
         let s = parse_kvfront(&kv).unwrap();
         assert_eq!((s.offered_per_s, s.throughput_per_s), (300.0, 299.5));
-        assert_eq!((s.p50_us, s.p99_us, s.errors), (Some(120.0), Some(900.0), 1));
+        assert_eq!(
+            (s.p50_us, s.p99_us, s.errors),
+            (Some(120.0), Some(900.0), 1)
+        );
         assert_eq!(s.windows_us, vec![Some(800.0), None, Some(950.0)]);
         assert_eq!(s.reports_failed, 1);
         assert!(parse_kvfront(&json!({"kind": "spin"})).is_err());

@@ -173,7 +173,13 @@ pub fn run(opts: &SloOptions, progress: &Progress) -> Result<SloReport, BenchErr
             slo_us,
         };
         let loadavg = std::mem::take(&mut r.loadavg);
-        *r = row(r.config, r.load, std::mem::take(&mut r.lc), r.be_chunks_per_s, base);
+        *r = row(
+            r.config,
+            r.load,
+            std::mem::take(&mut r.lc),
+            r.be_chunks_per_s,
+            base,
+        );
         r.loadavg = loadavg;
     }
     Ok(SloReport {
@@ -298,8 +304,8 @@ impl Bench {
 
     /// The end of Redis's log.
     fn log(&self, tag: &str) -> String {
-        let text = std::fs::read_to_string(self.dir.join(format!("redis-{tag}.log")))
-            .unwrap_or_default();
+        let text =
+            std::fs::read_to_string(self.dir.join(format!("redis-{tag}.log"))).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(10)..].join("\n")
     }
@@ -319,8 +325,12 @@ impl Bench {
     /// The BE alone on the island for `--seconds`, chunks/s.
     fn be_alone(&self) -> Result<f64, BenchError> {
         let spin = self.spin(None, self.s.seconds)?;
-        parse_spin(&spin.wait(GRACE + secs(self.s.seconds))?.report("spin (BE alone)")?)
-            .map_err(worker_error("spin"))
+        parse_spin(
+            &spin
+                .wait(GRACE + secs(self.s.seconds))?
+                .report("spin (BE alone)")?,
+        )
+        .map_err(worker_error("spin"))
     }
 
     /// kvfront on the host CPUs at `rate` for `seconds`, reporting to the
@@ -392,9 +402,7 @@ impl Bench {
         be: bool,
         report: bool,
     ) -> Result<(LcSample, Option<f64>), BenchError> {
-        let socket = daemon
-            .filter(|_| report)
-            .map(|d| d.socket().to_path_buf());
+        let socket = daemon.filter(|_| report).map(|d| d.socket().to_path_buf());
         for (seconds, keep) in [(self.s.warmup_s, false), (self.s.seconds, true)] {
             if seconds <= 0.0 {
                 continue;
@@ -414,15 +422,14 @@ impl Bench {
                 None => None,
             };
             if keep {
-                let lc = parse_kvfront(&lc.report("kvfront (LC)")?)
-                    .map_err(worker_error("kvfront"))?;
+                let lc =
+                    parse_kvfront(&lc.report("kvfront (LC)")?).map_err(worker_error("kvfront"))?;
                 return Ok((lc, be_rate));
             }
             lc.report("kvfront (LC warm-up)")?;
         }
         Err(BenchError::Unusable("no measured phase (seconds 0)".into()))
     }
-
 }
 
 #[cfg(test)]
@@ -436,7 +443,10 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let dirs = vec![d.path().to_path_buf()];
         let e = check_dependencies(&dirs).unwrap_err().to_string();
-        assert!(e.contains("redis-server not found") && e.contains(DEPS_SCRIPT), "{e}");
+        assert!(
+            e.contains("redis-server not found") && e.contains(DEPS_SCRIPT),
+            "{e}"
+        );
         let exe = d.path().join("redis-server");
         std::fs::write(&exe, "#!/bin/sh\n").unwrap();
         std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
