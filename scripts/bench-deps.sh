@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# Installs the Debian packages `atoll bench comm` needs, only those missing:
-#   nginx  the two tiers of the request/response application (a reverse
-#          proxy and a back end that gzips every response), and the proxy in
-#          front of the streaming server
+# Installs the Debian packages the benchmarks need, only those missing:
+#   nginx         (`atoll bench comm`) the two tiers of the request/response
+#                 application (a reverse proxy and a back end that gzips
+#                 every response), and the proxy in front of the streaming
+#                 server
+#   redis-server  (`atoll bench slo`) the latency-critical service, started
+#                 by the benchmark on a free loopback port with `--save ''`
 # The benchmark's own load generators are atoll workers (no package).
-# Installing nginx does not configure or start anything for the benchmark:
-# it runs its servers from config files in its own temp dir (`nginx -p DIR
-# -c FILE`, `daemon off`) on free loopback ports. Whether Debian's package
-# starts its default site is up to the machine's policy-rc.d; the benchmark
-# does not use or touch it.
+# Installing a package does not configure or start anything for the
+# benchmarks: they run their servers from their own temp dirs (`nginx -p DIR
+# -c FILE`, `daemon off`; `redis-server --dir DIR --port P`) on free loopback
+# ports. Whether Debian's package starts its default service is up to the
+# machine's policy-rc.d; the benchmarks do not use or touch it.
 set -euo pipefail
 
 # program -> package
-declare -A need=([nginx]=nginx)
+declare -A need=([nginx]=nginx [redis-server]=redis-server)
 
 missing=()
 for prog in "${!need[@]}"; do

@@ -30,6 +30,11 @@
 //!   requests per second, latency, errors and lost requests, and whether
 //!   the control loop keeps its epochs meanwhile; two binaries side by
 //!   side.
+//! - [`slo`]: `atoll bench slo`, a latency-critical Redis beside a
+//!   best-effort CPU hog at offered loads of its solo maximum, under plain
+//!   Linux, static weights, `isolate` and an SLO overlay with the hog as
+//!   best effort: p99 against alone, SLO violations and effective machine
+//!   utilization.
 //!
 //! Around them: [`stats`] (nearest-rank percentiles), [`progress`] (a
 //! hand-rolled progress bar), [`procs`] (child processes in their own
@@ -50,6 +55,7 @@ pub mod overhead;
 pub mod procs;
 pub mod progress;
 pub mod revocation;
+pub mod slo;
 pub mod stats;
 mod table;
 pub mod worker;

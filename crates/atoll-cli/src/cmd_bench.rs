@@ -16,6 +16,7 @@ use atoll_bench::isolation::{self, config::parse_mode, IsolationOptions};
 use atoll_bench::overhead::{self, OverheadOptions};
 use atoll_bench::progress::Progress;
 use atoll_bench::revocation::{self, Mechanism, RevocationOptions, Settings};
+use atoll_bench::slo::{self, SloOptions};
 use clap::Subcommand;
 
 /// Flags of `atoll bench`.
@@ -253,6 +254,41 @@ enum Which {
         #[arg(long, value_name = "FILE")]
         table: Option<std::path::PathBuf>,
     },
+    /// A latency-critical Redis beside a best-effort CPU hog at offered
+    /// loads of its solo maximum, under plain Linux, static weights,
+    /// `isolate` and an SLO overlay with the hog as best effort (root;
+    /// needs redis-server: scripts/bench-deps.sh).
+    Slo {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Short phases (a smoke test; the numbers are noisier).
+        #[arg(long)]
+        quick: bool,
+        /// Offered loads, percent of the LC's solo maximum.
+        #[arg(long, default_value = "10,30,50,70,90", value_parser = parse_loads)]
+        loads: Loads,
+        /// Configurations beside the baselines.
+        #[arg(long, value_delimiter = ',', default_value = "linux,static,isolate,slo", value_parser = parse_slo_config)]
+        configs: Vec<slo::Config>,
+        /// Measured seconds per load (default 20, 3 with --quick).
+        #[arg(long, value_parser = parse_seconds)]
+        seconds: Option<f64>,
+        /// Warm-up seconds per load, not recorded (default 10, 2 with
+        /// --quick).
+        #[arg(long, value_parser = parse_warmup)]
+        warmup: Option<f64>,
+        /// The SLO: p99 of a window within this many µs (default: twice
+        /// the LC's worst p99 alone).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        slo_us: Option<u64>,
+        /// Lua loop iterations per request: the LC's CPU cost per request.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
+        work: Option<u64>,
+        /// Run nothing: print the table of a report saved with --json.
+        #[arg(long, value_name = "FILE")]
+        table: Option<std::path::PathBuf>,
+    },
     /// How the simulator with the daemon's control loop scales: 64, 256
     /// and 1,024 CPUs, ~10 threads per CPU, 60 simulated s (no root).
     Sim {
@@ -274,6 +310,18 @@ fn parse_weight(s: &str) -> Result<f64, String> {
         Ok(v) if v >= 0.0 && v.is_finite() => Ok(v),
         _ => Err(format!("--balance-weight must be a number >= 0, not {s:?}")),
     }
+}
+
+/// `--loads` as shares of the LC's maximum.
+#[derive(Clone, Debug)]
+struct Loads(Vec<f64>);
+
+fn parse_loads(s: &str) -> Result<Loads, String> {
+    slo::parse_loads(s).map(Loads)
+}
+
+fn parse_slo_config(s: &str) -> Result<slo::Config, String> {
+    s.parse()
 }
 
 fn parse_comm_mechanism(s: &str) -> Result<comm::Mechanism, String> {
@@ -589,6 +637,49 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
             let report = api::run(&opts, &progress)?;
             drop(progress);
             print_report(json, &report, api::render_table)?;
+        }
+        Which::Slo {
+            json,
+            quick,
+            loads,
+            configs,
+            seconds,
+            warmup,
+            slo_us,
+            work,
+            table,
+        } => {
+            if let Some(file) = table {
+                let text = std::fs::read_to_string(&file)
+                    .with_context(|| format!("read {}", file.display()))?;
+                let report: slo::SloReport = serde_json::from_str(&text).with_context(|| {
+                    format!("{}: not a report of atoll bench slo --json", file.display())
+                })?;
+                println!("{}", slo::render_table(&report));
+                return Ok(ExitCode::SUCCESS);
+            }
+            let mut settings = slo::Settings::new(quick);
+            settings.loads = loads.0;
+            settings.configs = configs;
+            if let Some(s) = seconds {
+                settings.seconds = s;
+            }
+            if let Some(w) = warmup {
+                settings.warmup_s = w;
+            }
+            if let Some(w) = work {
+                settings.work = w;
+            }
+            settings.slo_us = slo_us;
+            let opts = SloOptions {
+                exe,
+                settings,
+                command: command_line(),
+            };
+            let progress = Progress::new(opts.steps(), true);
+            let report = slo::run(&opts, &progress)?;
+            drop(progress);
+            print_report(json, &report, slo::render_table)?;
         }
         Which::Sim { .. } => unreachable!("handled above"),
     }

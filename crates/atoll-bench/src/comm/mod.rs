@@ -36,7 +36,8 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 pub use report::*;
-pub use run::{run, MAX_OUTSIDE_CPU, NOISY_RETRIES};
+pub(crate) use run::pin;
+pub use run::{find_program, run, search_dirs, MAX_OUTSIDE_CPU, NOISY_RETRIES};
 pub use search::SearchSettings;
 use serde::{Deserialize, Serialize};
 pub use table::render_table;

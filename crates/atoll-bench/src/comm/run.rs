@@ -220,7 +220,7 @@ pub(super) fn free_ports() -> Result<[u16; 3], BenchError> {
 }
 
 /// Pins `cmd` to `cpus` before it runs.
-fn pin(cmd: &mut Command, cpus: &CpuSet) {
+pub(crate) fn pin(cmd: &mut Command, cpus: &CpuSet) {
     let list: Vec<usize> = cpus.iter().map(|c| c as usize).collect();
     // SAFETY: the closure runs in the child between fork and exec and only
     // calls sched_setaffinity on a set built on its stack.

@@ -13,6 +13,12 @@
 //! request's due time, not from when a thread got to it, so a slow back end
 //! (every thread busy) shows as latency rather than as fewer requests.
 //!
+//! The run ends at `--seconds` of wall time even when the front end is
+//! behind its schedule: requests due by then but not yet sent are not sent
+//! (`sent` says how many were). Offered far more than the back ends serve,
+//! the threads then never wait, a closed loop of `--conns` requests in
+//! flight, and the throughput is the back ends' maximum.
+//!
 //! **Windows and reports.** Every `--report-ms` the main thread takes the
 //! latencies of the requests completed in that window and computes their
 //! `--percentile` (nearest rank, [`crate::stats::percentile`]). A window
@@ -516,7 +522,10 @@ fn client_thread(a: &KvFrontArgs, sh: &Shared, slot: usize) {
     loop {
         let k = sh.next.fetch_add(1, Ordering::Relaxed);
         let due = sh.start + Duration::from_secs_f64(k as f64 * period);
-        if stopping() || sh.end.is_some_and(|e| due >= e) {
+        // The end is wall time too: a front end behind its schedule (the
+        // back ends slower than the rate) stops at `--seconds` rather than
+        // sending its backlog.
+        if stopping() || sh.end.is_some_and(|e| due >= e || Instant::now() >= e) {
             return;
         }
         sleep_until(due);
@@ -680,6 +689,9 @@ pub(crate) fn kvfront(a: &KvFrontArgs) -> io::Result<serde_json::Value> {
         }
     });
     let elapsed = start.elapsed().as_secs_f64();
+    // The main thread may have slept into one more window after the
+    // senders stopped: the throughput is over the sending time.
+    let sending = a.seconds.map_or(elapsed, |s| elapsed.min(s));
     let mut all = sh.all.into_inner().unwrap_or_else(|e| e.into_inner());
     all.sort_by(f64::total_cmp);
     let pct = |p: f64| percentile(&all, p).map(|x| x.round());
@@ -700,7 +712,7 @@ pub(crate) fn kvfront(a: &KvFrontArgs) -> io::Result<serde_json::Value> {
         "errors": io_errors + reply_errors,
         "error_kinds": errors,
         "misses": sh.misses.load(Ordering::Relaxed),
-        "throughput_per_s": if elapsed > 0.0 { ((all.len() as f64 / elapsed) * 100.0).round() / 100.0 } else { 0.0 },
+        "throughput_per_s": if sending > 0.0 { ((all.len() as f64 / sending) * 100.0).round() / 100.0 } else { 0.0 },
         "latency_us": {
             "p50": pct(50.0),
             "p95": pct(95.0),

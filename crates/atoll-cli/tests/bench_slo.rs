@@ -1,0 +1,79 @@
+//! `atoll bench slo` through the built binary: its command line, and
+//! (ignored: root, redis-server and about two minutes) a real short run.
+//! Only shapes are checked: benchmark numbers are printed, never asserted.
+
+mod common;
+
+use std::process::Command;
+
+use common::BIN;
+
+#[test]
+fn bench_slo_is_listed_with_its_options_and_refuses_bad_ones() {
+    let out = Command::new(BIN)
+        .args(["bench", "slo", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for opt in [
+        "--json",
+        "--quick",
+        "--loads",
+        "--configs",
+        "--seconds",
+        "--warmup",
+        "--slo-us",
+        "--work",
+        "--table",
+    ] {
+        assert!(help.contains(opt), "{opt} missing: {help}");
+    }
+    for bad in [
+        &["--loads", "10,150"][..],
+        &["--loads", "half"],
+        &["--configs", "linux,heracles"],
+        &["--seconds", "0"],
+        &["--slo-us", "0"],
+    ] {
+        let out = Command::new(BIN)
+            .args(["bench", "slo"])
+            .args(bad)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(bad[0]), "{bad:?}: {err}");
+    }
+}
+
+/// The whole benchmark, shortened: needs root, cgroups and redis-server
+/// (`scripts/bench-deps.sh`), and takes about two minutes. Run with
+/// `cargo test -p atoll-cli --test bench_slo -- --ignored`.
+#[test]
+#[ignore = "root, redis-server and ~2 minutes: a real `atoll bench slo --quick`"]
+fn bench_slo_quick_runs_every_configuration() {
+    let out = Command::new(BIN)
+        .args(["bench", "slo", "--quick", "--loads", "10,50", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["lc_max_per_s"].as_f64().unwrap() > 0.0, "{v}");
+    assert!(v["be_solo_chunks_per_s"].as_f64().unwrap() > 0.0, "{v}");
+    assert_eq!(v["alone"].as_object().unwrap().len(), 2, "{v}");
+    let rows = v["rows"].as_array().unwrap();
+    let ran = rows.len() / 2 + v["unavailable"].as_object().unwrap().len();
+    assert_eq!(ran, 4, "linux, static, isolate, slo: {v}");
+    for r in rows {
+        assert!(r["lc"]["throughput_per_s"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(
+            r["be_share"].as_f64().is_some() && r["emu"].as_f64().is_some(),
+            "{r}"
+        );
+    }
+    assert!(v["machine"].is_object() && v["settings"]["quick"] == true);
+}
