@@ -114,7 +114,12 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
             kept: &self.kept,
         };
         let fs: &dyn CgroupFs = &through;
-        let cpu = self.dir_in(&self.paths.cpu, path);
+        // v1 groups have *.pressure only on kernels that expose PSI for v1.
+        let psi_files = self.psi_files.get().copied();
+        // The cpu hierarchy's directory only when a file of it is read (an
+        // epoch's island read on a kernel without v1 PSI needs none).
+        let cpu = (want.cpu_throttling || (want.cpu_pressure() && psi_files != Some(false)))
+            .then(|| self.dir_in(&self.paths.cpu, path));
         let in_ctrl = |on: bool, mount: &Option<PathBuf>| {
             mount.as_ref().filter(|_| on).map(|m| self.dir_in(m, path))
         };
@@ -125,10 +130,9 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
             Some(d) => read_parsed(fs, &d.join("cpuacct.usage"), parse_u64)?,
             None => None,
         };
-        let st = if want.cpu_throttling {
-            read_parsed(fs, &cpu.join("cpu.stat"), parse_keyed)?.unwrap_or_default()
-        } else {
-            Default::default()
+        let st = match cpu.as_ref().filter(|_| want.cpu_throttling) {
+            Some(cpu) => read_parsed(fs, &cpu.join("cpu.stat"), parse_keyed)?.unwrap_or_default(),
+            None => Default::default(),
         };
         let throttled = st
             .get("throttled_usec")
@@ -156,8 +160,6 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
             }
             None => None,
         };
-        // v1 groups have *.pressure only on kernels that expose PSI for v1.
-        let psi_files = self.psi_files.get().copied();
         let psi = |on: bool, dir: Option<&PathBuf>, file: &str| -> Result<_, CgroupError> {
             match dir.filter(|_| on && psi_files != Some(false)) {
                 Some(d) => {
@@ -181,7 +183,7 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
             io_read_bytes: io.as_ref().map(|t| t.read),
             io_write_bytes: io.as_ref().map(|t| t.write),
             io_devices: io.map(|t| t.devices).unwrap_or_default(),
-            cpu_pressure: psi(want.cpu_pressure(), Some(&cpu), "cpu.pressure")?,
+            cpu_pressure: psi(want.cpu_pressure(), cpu.as_ref(), "cpu.pressure")?,
             memory_pressure: psi(want.memory_pressure(), mem.as_ref(), "memory.pressure")?,
             io_pressure: psi(want.io_pressure(), blk.as_ref(), "io.pressure")?,
         })

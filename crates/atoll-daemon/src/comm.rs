@@ -179,7 +179,7 @@ impl Comm {
         compose: &mut Composer,
         log: &mut DecisionLog,
     ) {
-        let Some(spec) = inp.reg.spec().comm.clone() else {
+        let Some(spec) = inp.reg.spec().comm.as_ref() else {
             return;
         };
         if self.monitor.is_none() {
@@ -314,7 +314,7 @@ impl Comm {
             log,
         };
         for (island, d) in decisions {
-            self.carry_out(&spec, &island, d, &mut out);
+            self.carry_out(spec, &island, d, &mut out);
         }
         self.epochs += 1;
         self.last_cost_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);

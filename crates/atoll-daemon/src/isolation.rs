@@ -44,6 +44,7 @@ use crate::cpu_wait::WaitTracker;
 use crate::load::Loads;
 use crate::registry::Registry;
 
+mod quiet;
 mod slow;
 pub use slow::SLOW_INTERVAL;
 
@@ -187,6 +188,8 @@ pub struct Isolation {
     /// is busy again nothing it decides can change (no unit uses, waits or
     /// borrows), so it is not stepped.
     settled: BTreeSet<Name>,
+    /// What the lenders were last found built for (see `quiet`).
+    members: quiet::Members,
 }
 
 impl std::fmt::Debug for Isolation {
@@ -315,50 +318,6 @@ impl Isolation {
         self.accounts = accounts;
     }
 
-    /// Whether this step can change nothing: every island with units was
-    /// idle and its lender settled on idle input, the units are those the
-    /// lenders were built for, and the memory and disk step is not due.
-    fn quiet(&self, inp: &Inputs<'_>) -> bool {
-        if self.grants.is_empty() || self.slow.is_due(inp.now) {
-            return false;
-        }
-        let mut units = 0;
-        for island in &inp.reg.spec().islands {
-            let mut here = inp
-                .reg
-                .units()
-                .filter(|(u, _)| u.island == island.name)
-                .peekable();
-            if here.peek().is_none() {
-                continue;
-            }
-            let Some((built_for, cpus, _)) = self.lenders.get(&island.name) else {
-                return false;
-            };
-            let mut same = 0;
-            for (u, origin) in here {
-                let guest =
-                    origin == atoll_proto::UnitOrigin::Runtime && u.entitlement.cpus.is_none();
-                match built_for.get(same) {
-                    Some((n, e, g)) if *n == u.name && *e == u.entitlement.cpus && *g == guest => {
-                        same += 1
-                    }
-                    _ => return false,
-                }
-            }
-            units += same;
-            let now_cpus = inp.island_cpus.get(&island.name).unwrap_or(&island.cpus);
-            if same != built_for.len()
-                || cpus != now_cpus
-                || !inp.loads.idle(&island.name)
-                || !self.settled.contains(&island.name)
-            {
-                return false;
-            }
-        }
-        units == self.grants.len()
-    }
-
     /// Lays nothing any more: every unit back on its planned settings (no
     /// borrowed CPUs, no idle priority, no disk holds), for `why`.
     pub fn lift(&mut self, compose: &mut Composer, why: Reason) {
@@ -464,7 +423,9 @@ impl Isolation {
         for island in &inp.reg.spec().islands {
             let members = members(inp.reg, &island.name);
             if members.is_empty() {
-                self.lenders.remove(&island.name);
+                if self.lenders.remove(&island.name).is_some() {
+                    self.members.lender_changed();
+                }
                 continue;
             }
             let cpus = inp
@@ -498,6 +459,7 @@ impl Isolation {
                     Ok(l) => {
                         self.lenders
                             .insert(island.name.clone(), (members.clone(), cpus.clone(), l));
+                        self.members.lender_changed();
                     }
                     Err(e) => {
                         tracing::warn!("isolation: island {}: {e}", island.name);

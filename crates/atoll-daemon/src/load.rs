@@ -57,10 +57,19 @@ struct Counters {
     psi_us: Option<u64>,
 }
 
-/// Every island's load, sampled each epoch.
+/// An island being sampled: its group (built once) and its counters at the
+/// last sample, if it was read.
+#[derive(Debug)]
+struct Tracked {
+    group: GroupPath,
+    last: Option<Counters>,
+}
+
+/// Every island's load, sampled each epoch. The maps are updated in place:
+/// an idle epoch allocates nothing.
 #[derive(Debug, Default)]
 pub struct Loads {
-    counters: BTreeMap<Name, Counters>,
+    tracked: BTreeMap<Name, Tracked>,
     loads: BTreeMap<Name, IslandLoad>,
 }
 
@@ -83,47 +92,51 @@ impl Loads {
             io: false,
             pressure: true,
         };
-        let mut loads = BTreeMap::new();
-        for island in &reg.spec().islands {
-            let Ok(st) = mon.stats_of(&GroupPath::island(&island.name), select) else {
-                continue;
+        let islands = &reg.spec().islands;
+        for island in islands {
+            let tracked = match self.tracked.get_mut(&island.name) {
+                Some(t) => t,
+                None => self
+                    .tracked
+                    .entry(island.name.clone())
+                    .or_insert_with(|| Tracked {
+                        group: GroupPath::island(&island.name),
+                        last: None,
+                    }),
             };
-            let cur = Counters {
-                at: now,
-                cpu_us: st.cpu_usage_us.unwrap_or(0),
-                throttled: st.nr_throttled,
-                psi_us: st.cpu_pressure.map(|p| p.some.total_us),
-            };
-            let Some(last) = self
-                .counters
-                .insert(island.name.clone(), cur)
-                .filter(|l| now > l.at)
-            else {
-                continue;
-            };
-            let window = (now - last.at).as_micros() as f64;
-            let used = cur.cpu_us.saturating_sub(last.cpu_us) as f64 / window;
-            let pressure = match (cur.psi_us, last.psi_us) {
-                (Some(a), Some(b)) => {
-                    Some((a.saturating_sub(b) as f64 * 100.0 / window).min(100.0))
+            let load = match mon.stats_of(&tracked.group, select) {
+                Ok(st) => {
+                    let cur = Counters {
+                        at: now,
+                        cpu_us: st.cpu_usage_us.unwrap_or(0),
+                        throttled: st.nr_throttled,
+                        psi_us: st.cpu_pressure.map(|p| p.some.total_us),
+                    };
+                    let cpus = island_cpus.get(&island.name).unwrap_or(&island.cpus).len();
+                    tracked
+                        .last
+                        .replace(cur)
+                        .filter(|l| now > l.at)
+                        .map(|last| load_between(&last, &cur, cpus))
                 }
-                _ => None,
+                Err(_) => None,
             };
-            let throttled = matches!((cur.throttled, last.throttled), (Some(a), Some(b)) if a > b);
-            let cpus = island_cpus.get(&island.name).unwrap_or(&island.cpus).len();
-            loads.insert(
-                island.name.clone(),
-                IslandLoad {
-                    used,
-                    cpus,
-                    pressure,
-                    throttled,
-                },
-            );
+            match (load, self.loads.get_mut(&island.name)) {
+                (Some(l), Some(old)) => *old = l,
+                (Some(l), None) => {
+                    self.loads.insert(island.name.clone(), l);
+                }
+                (None, _) => {
+                    self.loads.remove(&island.name);
+                }
+            }
         }
-        self.counters
-            .retain(|n, _| reg.spec().islands.iter().any(|i| &i.name == n));
-        self.loads = loads;
+        if self.tracked.len() != islands.len() {
+            self.tracked
+                .retain(|n, _| islands.iter().any(|i| &i.name == n));
+        }
+        self.loads
+            .retain(|n, _| islands.iter().any(|i| &i.name == n));
     }
 
     /// Each island's load over the last epoch.
@@ -135,5 +148,23 @@ impl Loads {
     /// sample yet is not).
     pub fn idle(&self, island: &Name) -> bool {
         self.loads.get(island).is_some_and(IslandLoad::idle)
+    }
+}
+
+/// An island's load between two samples of its counters (`last` before
+/// `cur`), holding `cpus` CPUs.
+fn load_between(last: &Counters, cur: &Counters, cpus: usize) -> IslandLoad {
+    let window = (cur.at - last.at).as_micros() as f64;
+    let used = cur.cpu_us.saturating_sub(last.cpu_us) as f64 / window;
+    let pressure = match (cur.psi_us, last.psi_us) {
+        (Some(a), Some(b)) => Some((a.saturating_sub(b) as f64 * 100.0 / window).min(100.0)),
+        _ => None,
+    };
+    let throttled = matches!((cur.throttled, last.throttled), (Some(a), Some(b)) if a > b);
+    IslandLoad {
+        used,
+        cpus,
+        pressure,
+        throttled,
     }
 }

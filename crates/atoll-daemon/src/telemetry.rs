@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use atoll_core::clock::Clock;
 
-use self::epoch::{EpochStats, Stopwatch};
+use self::epoch::{EpochStats, Step, Stopwatch};
 use self::process::{ProcessStats, SelfReader};
 
 /// Why a figure could not be read.
@@ -61,6 +61,8 @@ pub struct Telemetry {
 pub struct Meter {
     clock: Arc<dyn Clock>,
     stats: EpochStats,
+    /// The epoch being timed.
+    watch: Stopwatch,
     process: Option<SelfReader>,
 }
 
@@ -70,6 +72,7 @@ impl Meter {
         Self {
             clock,
             stats: EpochStats::default(),
+            watch: Stopwatch::default(),
             process: None,
         }
     }
@@ -84,14 +87,19 @@ impl Meter {
         self.process = Some(reader);
     }
 
-    /// A stopwatch for one epoch.
-    pub fn stopwatch(&self) -> Stopwatch {
-        Stopwatch::start(Arc::clone(&self.clock))
+    /// Starts timing an epoch.
+    pub fn start_epoch(&mut self) {
+        self.watch = Stopwatch::start(self.clock.now());
     }
 
-    /// Records a finished epoch.
-    pub fn record(&mut self, w: &Stopwatch) {
-        self.stats.record(w);
+    /// Charges the time since the last lap (or the start) to `step`.
+    pub fn lap(&mut self, step: Step) {
+        self.watch.lap(self.clock.now(), step);
+    }
+
+    /// Records the epoch timed since [`start_epoch`](Self::start_epoch).
+    pub fn end_epoch(&mut self) {
+        self.stats.record(&self.watch);
     }
 
     /// The figures so far (the process read now), with `decisions`.

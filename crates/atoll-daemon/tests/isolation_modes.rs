@@ -147,6 +147,45 @@ fn isolate_lends_idle_cpus_and_takes_them_back_when_the_owner_needs_them() {
     assert_eq!(s.isolation_mode, Some(IsolationMode::Isolate));
 }
 
+/// A unit's isolation figures in the status, if it has any.
+fn isolation_of(c: &mut Controller, unit: &str) -> Option<atoll_proto::UnitIsolation> {
+    let r = ask(c, ROOT, Request::Status {});
+    let Reply::Status(s) = r.into_result().unwrap() else {
+        panic!()
+    };
+    s.units
+        .iter()
+        .find(|u| u.name == unit)
+        .and_then(|u| u.isolation.clone())
+}
+
+#[test]
+fn a_unit_added_on_an_idle_island_is_isolated_at_the_next_epoch() {
+    use atoll_core::spec::IsolationMode;
+    let rig = Rig::new();
+    // Nothing runs: the island is idle, its lender settles, and the steps
+    // that follow are quiet (nothing read, nothing decided).
+    let (mut c, _light) = light_and_heavy(&rig, IsolationMode::Isolate, 0);
+    rig.epochs(&mut c, 10);
+    assert!(isolation_of(&mut c, "light").is_some());
+    // A unit made at run time changes the lender's units though the
+    // island stays idle: the next epoch is not quiet.
+    let add = Request::UnitAdd {
+        unit: "job".into(),
+        island: Some("pool".into()),
+        settings: Default::default(),
+    };
+    ask(&mut c, ROOT, add).into_result().unwrap();
+    rig.epochs(&mut c, 1);
+    let job = isolation_of(&mut c, "job").expect("job isolated in the next epoch");
+    // A guest (no entitlement) nobody lends to runs on the island's CPUs
+    // at idle priority.
+    assert!(job.home_cpus.is_empty(), "{job:?}");
+    let job_g = GroupPath::from_relative("pool/job");
+    let js = rig.sim.settings(&job_g).unwrap();
+    assert!(js.cpu_idle, "{js:?}");
+}
+
 #[test]
 fn a_unit_using_all_its_cpus_without_waiting_does_not_borrow() {
     use atoll_core::spec::IsolationMode;

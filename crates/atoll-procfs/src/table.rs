@@ -117,8 +117,18 @@ impl ProcessTable for ProcFs {
         numeric_entries(&path).map_err(|source| io_error(pid, path, source))
     }
 
+    /// From `comm`, which holds the name alone and a newline: the same
+    /// `task->comm` as the second field of `stat`, unescaped there too,
+    /// but a far cheaper read (the kernel formats every field of `stat` on
+    /// each read, and adoption reads the name of every process that
+    /// exec'd).
     fn comm(&self, pid: u32) -> Result<String, ProcessError> {
-        self.stat(pid).map(|s| s.comm)
+        let path = self.file(pid, "comm");
+        let mut text = read(pid, &path)?;
+        if text.ends_with('\n') {
+            text.pop();
+        }
+        Ok(text)
     }
 
     fn run_delay_ns(&self, tid: u32) -> Result<Option<u64>, ProcessError> {
@@ -230,6 +240,27 @@ mod tests {
             procs.run_delay_ns(43),
             Err(ProcessError::Gone(43))
         ));
+    }
+
+    #[test]
+    fn comm_is_the_name_stat_shows() {
+        // Names with what `stat` puts around them, and a newline.
+        for name in ["sleep", "a (b) c", "x\\y", "n\nl"] {
+            let fake = crate::fake::FakeProc::new().unwrap();
+            fake.add(&crate::fake::FakeProcess::new(42, name)).unwrap();
+            let procs = fake.proc_fs();
+            assert_eq!(procs.comm(42).unwrap(), name);
+            assert_eq!(procs.stat(42).unwrap().comm, name);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            ProcFs::new(dir.path()).comm(43),
+            Err(ProcessError::Gone(43))
+        ));
+        // This process, on the real /proc.
+        let me = std::process::id();
+        let real = ProcFs::system();
+        assert_eq!(real.comm(me).unwrap(), real.stat(me).unwrap().comm);
     }
 
     #[test]

@@ -200,6 +200,11 @@ pub struct Controller {
     /// Replies to requests that changed something, waiting for the state
     /// file to be saved (see [`Controller::commit`]).
     unsaved: Vec<Unsaved>,
+    /// The coordination state staged for the state file is current: it was
+    /// staged at the end of an epoch or by a commit, and no command or
+    /// reload ran since, so a [`commit`](Controller::commit) need not build
+    /// and compare it again (the loop commits twice after every epoch).
+    coord_staged: bool,
     /// Where a reload reads the configuration, or why it cannot.
     config_source: Option<Result<ConfigSource, String>>,
     /// The network islands, when the daemon was given an actuator for them.
@@ -291,6 +296,7 @@ impl Controller {
             powercap: Default::default(),
             stop_reply: None,
             unsaved: Vec::new(),
+            coord_staged: false,
             config_source: None,
         }
     }
@@ -309,7 +315,7 @@ impl Controller {
     /// changed.
     pub fn epoch(&mut self) {
         use crate::telemetry::epoch::Step;
-        let mut watch = self.meter.stopwatch();
+        self.meter.start_epoch();
         self.epochs += 1;
         let now = self.now();
         let periodic = now.saturating_sub(self.last_periodic) >= RECONCILE_EVERY;
@@ -328,9 +334,9 @@ impl Controller {
             self.adoption
                 .step(&mut p, self.opts.self_pid, epoch, periodic);
         }
-        watch.lap(Step::Adoption);
+        self.meter.lap(Step::Adoption);
         self.guard_rt_budgets(now);
-        watch.lap(Step::RtGuard);
+        self.meter.lap(Step::RtGuard);
         self.sample_loads(now);
         if let Some(p) = &mut self.power {
             p.sample(now);
@@ -341,17 +347,17 @@ impl Controller {
             .as_ref()
             .and_then(crate::power::Power::joules_total);
         self.apps.learn_power(now, joules, monitor(&self.env));
-        watch.lap(Step::Load);
+        self.meter.lap(Step::Load);
         self.coordinate(now);
         self.network_step(now);
         self.measure_slos(now);
-        watch.lap(Step::Coordination);
+        self.meter.lap(Step::Coordination);
         self.isolate(now);
-        watch.lap(Step::Isolation);
+        self.meter.lap(Step::Isolation);
         self.communicate(now);
-        watch.lap(Step::Comm);
+        self.meter.lap(Step::Comm);
         self.manage_apps(now);
-        watch.lap(Step::Apps);
+        self.meter.lap(Step::Apps);
         if periodic {
             let mut p = placement(
                 &mut self.env,
@@ -366,14 +372,15 @@ impl Controller {
         }
         self.settle();
         self.repair();
-        watch.lap(Step::Compose);
+        self.meter.lap(Step::Compose);
         self.stage_coord();
         self.stage_frequency();
+        self.coord_staged = true;
         let _ = self
             .persist
             .save_if_changed(&mut self.reg, &*self.env.backend);
-        watch.lap(Step::State);
-        self.meter.record(&watch);
+        self.meter.lap(Step::State);
+        self.meter.end_epoch();
     }
 
     fn guard_rt_budgets(&mut self, now: Duration) {
@@ -479,7 +486,7 @@ impl Controller {
 
     fn manage_apps(&mut self, now: Duration) {
         let freezer = self.caps().freezer;
-        let island_cpus = self.coord.all_island_cpus().clone();
+        let island_cpus = self.coord.all_island_cpus();
         let mut p = placement(
             &mut self.env,
             &mut self.reg,
@@ -490,7 +497,7 @@ impl Controller {
         let mut kit = Kit {
             p: &mut p,
             compose: &mut self.compose,
-            island_cpus: &island_cpus,
+            island_cpus,
             topo: &self.opts.topology,
         };
         self.apps.step(freezer, &mut kit);
@@ -513,7 +520,7 @@ impl Controller {
                 }
             }
             let now = self.now();
-            let island_cpus = self.coord.all_island_cpus().clone();
+            let island_cpus = self.coord.all_island_cpus();
             let mut p = placement(
                 &mut self.env,
                 &mut self.reg,
@@ -524,7 +531,7 @@ impl Controller {
             let mut kit = Kit {
                 p: &mut p,
                 compose: &mut self.compose,
-                island_cpus: &island_cpus,
+                island_cpus,
                 topo: &self.opts.topology,
             };
             self.apps.after_flush(&mut kit);
@@ -612,6 +619,7 @@ impl Controller {
     /// others are answered now. Returns whether the command may have
     /// changed anything a status shows.
     pub fn take(&mut self, cmd: Command) -> (Flow, bool) {
+        self.coord_staged = false;
         match cmd {
             Command::Shutdown => (Flow::Stop, false),
             Command::Reload => {
@@ -680,7 +688,10 @@ impl Controller {
     /// is not acknowledged: if the save fails, each is answered with an
     /// error saying so.
     pub fn commit(&mut self) {
-        self.stage_coord();
+        if !self.coord_staged {
+            self.stage_coord();
+            self.coord_staged = true;
+        }
         let saved = self
             .persist
             .save_if_changed(&mut self.reg, &*self.env.backend);

@@ -90,6 +90,7 @@ impl Controller {
     /// Applies `new` as a diff (see the module docs); returns what changed,
     /// a line each (empty when nothing did).
     pub fn reload(&mut self, new: PlatformSpec) -> Result<Vec<String>, ReloadError> {
+        self.coord_staged = false;
         let old = self.reg.spec().clone();
         let changes = describe(&old, &new);
         if changes.is_empty() {

@@ -235,6 +235,15 @@ impl Slo {
         }
     }
 
+    /// Whether a step has nothing to do: no overlay at all (so none with a
+    /// latency SLO), nothing measured and no best-effort level to put back.
+    fn idle(&self, reg: &Registry) -> bool {
+        self.measured.is_empty()
+            && self.be.is_empty()
+            && reg.spec().overlays.is_empty()
+            && reg.runtime_overlays().is_empty()
+    }
+
     /// Takes what the sources sent into the windows.
     fn drain(&mut self, now: Duration) {
         while let Ok(f) = self.rx.try_recv() {
@@ -280,6 +289,13 @@ impl Slo {
         reported: &dyn Fn(&Name) -> Option<f64>,
         compose: &mut Composer,
     ) -> Vec<(Name, f64)> {
+        if self.idle(reg) {
+            // Whatever a source stopped since may still have sent is
+            // dropped, as `drain` drops it for an overlay it no longer
+            // measures.
+            while self.rx.try_recv().is_ok() {}
+            return Vec::new();
+        }
         let overlays: Vec<&OverlayConfig> = reg
             .spec()
             .overlays

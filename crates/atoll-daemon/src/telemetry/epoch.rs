@@ -2,10 +2,7 @@
 //! thread with the stopwatch clock (the daemon's is monotonic; tests and the
 //! simulator may inject their own).
 
-use std::sync::Arc;
 use std::time::Duration;
-
-use atoll_core::clock::Clock;
 
 use super::histogram::Histogram;
 
@@ -64,29 +61,28 @@ impl Step {
 }
 
 /// Times one epoch: each [`lap`](Stopwatch::lap) charges the time since the
-/// previous one to a step.
+/// previous one to a step. It holds no clock: the [`Meter`](super::Meter)
+/// that owns it reads its own, so starting an epoch costs no reference
+/// count.
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Stopwatch {
-    clock: Arc<dyn Clock>,
     start: Duration,
     last: Duration,
     laps: [Duration; Step::ALL.len()],
 }
 
 impl Stopwatch {
-    /// Starts now on `clock`.
-    pub fn start(clock: Arc<dyn Clock>) -> Self {
-        let now = clock.now();
+    /// Starts at `now`.
+    pub fn start(now: Duration) -> Self {
         Self {
-            clock,
             start: now,
             last: now,
             laps: [Duration::ZERO; Step::ALL.len()],
         }
     }
 
-    /// Charges the time since the last lap (or the start) to `step`.
-    pub fn lap(&mut self, step: Step) {
-        let now = self.clock.now();
+    /// Charges the time from the last lap (or the start) to `now` to `step`.
+    pub fn lap(&mut self, now: Duration, step: Step) {
         self.laps[step as usize] += now.saturating_sub(self.last);
         self.last = now;
     }
@@ -121,6 +117,9 @@ impl EpochStats {
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use atoll_core::clock::Clock;
 
     use super::*;
 
@@ -148,11 +147,11 @@ mod tests {
             reads: AtomicUsize::new(0),
             now_us: AtomicU64::new(1_000_000),
         });
-        let mut w = Stopwatch::start(clock);
-        w.lap(Step::Adoption);
-        w.lap(Step::Load);
-        w.lap(Step::Adoption);
-        w.lap(Step::State);
+        let mut w = Stopwatch::start(clock.now());
+        w.lap(clock.now(), Step::Adoption);
+        w.lap(clock.now(), Step::Load);
+        w.lap(clock.now(), Step::Adoption);
+        w.lap(clock.now(), Step::State);
         let mut stats = EpochStats::default();
         stats.record(&w);
         assert_eq!(stats.epoch.count(), 1);
