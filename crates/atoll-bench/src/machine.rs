@@ -2,7 +2,11 @@
 
 use std::path::Path;
 
+use atoll_core::CpuSet;
 use serde::{Deserialize, Serialize};
+
+use crate::cgroups::choose_here;
+use crate::error::BenchError;
 
 /// What the numbers of a run depend on.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -29,6 +33,23 @@ pub struct Machine {
 
 fn read(p: &str) -> String {
     std::fs::read_to_string(p).unwrap_or_default()
+}
+
+/// For a benchmark that starts the daemon on this machine's real cgroups:
+/// refuses without root, and describes the machine with the backend atoll
+/// would use here, with its online CPUs parsed.
+pub fn for_real_cgroups() -> Result<(Machine, CpuSet), BenchError> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(BenchError::Unusable(
+            "needs root: it starts the daemon on real cgroups".into(),
+        ));
+    }
+    let backend = choose_here()?.kind().as_str().to_string();
+    let machine = describe(&backend);
+    let online = CpuSet::parse(&machine.online)
+        .map_err(|e| BenchError::Unusable(format!("online CPUs {:?}: {e}", machine.online)))?;
+    Ok((machine, online))
 }
 
 /// Describes this machine; `backend` is the cgroup backend in use.

@@ -16,6 +16,7 @@ use std::time::Duration;
 use atoll_core::decision::{Action, Decision, Reason};
 use atoll_core::netisland::{NetCoordinator, NetIslandError, NetIslandSetup};
 use atoll_core::spec::PlatformSpec;
+use atoll_core::CpuSet;
 use atoll_core::Name;
 use atoll_net::{Interfaces, LeafStats, NetBackend, Steering, TcPlan};
 
@@ -172,15 +173,7 @@ impl NetIslands {
         let (rx, tx) = (setup.rx_cpus.as_ref(), setup.tx_cpus.as_ref());
         if rx.is_some() || tx.is_some() {
             match self.ifs.steer(iface, rx, tx) {
-                Ok(written) => record(
-                    log,
-                    format!(
-                        "steering: rx CPUs {}, tx CPUs {} ({} files)",
-                        rx.map_or("as found".to_string(), ToString::to_string),
-                        tx.map_or("as found".to_string(), ToString::to_string),
-                        written.len()
-                    ),
-                ),
+                Ok(written) => record(log, steering_note(rx, tx, written.len())),
                 Err(e) => warnings.push(format!("network island {}: {e}", setup.name)),
             }
         }
@@ -249,6 +242,16 @@ fn give_back(
 }
 
 /// `HTB tree: 1:2 (default) 20000000 bit/s, 1:10 (api) ...`.
+/// What a steering write did, for the decision log.
+fn steering_note(rx: Option<&CpuSet>, tx: Option<&CpuSet>, files: usize) -> String {
+    let cpus = |c: Option<&CpuSet>| c.map_or("as found".to_string(), ToString::to_string);
+    format!(
+        "steering: rx CPUs {}, tx CPUs {} ({files} files)",
+        cpus(rx),
+        cpus(tx)
+    )
+}
+
 fn describe(coord: &NetCoordinator, plan: &TcPlan) -> String {
     let classes: Vec<String> = coord
         .rates()

@@ -29,7 +29,6 @@ use super::{
     assemble, best_mechanism, headline, rep_order, two_tier_variants, CommOptions, CommReport,
     Mechanism, Settings, StreamProbe, TwoTierSample, UnitComm, Variant,
 };
-use crate::cgroups::choose_here;
 use crate::error::BenchError;
 use crate::interrupt;
 use crate::isolation::daemon::Daemon;
@@ -121,16 +120,7 @@ pub fn check_dependencies(dirs: &[PathBuf]) -> Result<PathBuf, BenchError> {
 pub fn run(opts: &CommOptions, progress: &Progress) -> Result<CommReport, BenchError> {
     progress.phase("", "checking the machine");
     let nginx = check_dependencies(&search_dirs())?;
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Err(BenchError::Unusable(
-            "needs root: it starts the daemon on real cgroups".into(),
-        ));
-    }
-    let backend = choose_here()?.kind().as_str().to_string();
-    let machine = machine::describe(&backend);
-    let online = CpuSet::parse(&machine.online)
-        .map_err(|e| BenchError::Unusable(format!("online CPUs {:?}: {e}", machine.online)))?;
+    let (machine, online) = machine::for_real_cgroups()?;
     let layout =
         Layout::for_cpus(&online).ok_or_else(|| BenchError::Unusable("no online CPU".into()))?;
     let mut settings = opts.settings.clone();

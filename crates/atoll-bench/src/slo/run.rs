@@ -13,14 +13,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use atoll_core::CpuSet;
-
 use super::config::{daemon_config, Layout, BE, LC};
 use super::{
     derive_slo, load_pct, parse_kvfront, parse_spin, row, Baselines, Config, LcSample, Settings,
     SloOptions, SloReport,
 };
-use crate::cgroups::choose_here;
 use crate::comm::{find_program, pin, search_dirs};
 use crate::error::BenchError;
 use crate::interrupt;
@@ -54,16 +51,7 @@ pub fn check_dependencies(dirs: &[PathBuf]) -> Result<PathBuf, BenchError> {
 pub fn run(opts: &SloOptions, progress: &Progress) -> Result<SloReport, BenchError> {
     progress.phase("", "checking the machine");
     let redis = check_dependencies(&search_dirs())?;
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Err(BenchError::Unusable(
-            "needs root: it starts the daemon on real cgroups".into(),
-        ));
-    }
-    let backend = choose_here()?.kind().as_str().to_string();
-    let machine = machine::describe(&backend);
-    let online = CpuSet::parse(&machine.online)
-        .map_err(|e| BenchError::Unusable(format!("online CPUs {:?}: {e}", machine.online)))?;
+    let (machine, online) = machine::for_real_cgroups()?;
     let layout =
         Layout::for_cpus(&online).ok_or_else(|| BenchError::Unusable("no online CPU".into()))?;
     let mut settings = opts.settings.clone();

@@ -11,7 +11,7 @@ use atoll_core::netisland::NetCoordinator;
 use atoll_core::spec::PlatformSpec;
 use atoll_net::TcPlan;
 
-use super::{describe, give_back, NetIslands};
+use super::{describe, give_back, steering_note, NetIslands};
 use crate::decisions::DecisionLog;
 
 impl NetIslands {
@@ -127,15 +127,7 @@ impl NetIslands {
             .restore_steering(iface)
             .and_then(|()| self.ifs.steer(iface, rx, tx));
         match steered {
-            Ok(written) => record(
-                log,
-                format!(
-                    "steering: rx CPUs {}, tx CPUs {} ({} files)",
-                    rx.map_or("as found".to_string(), ToString::to_string),
-                    tx.map_or("as found".to_string(), ToString::to_string),
-                    written.len()
-                ),
-            ),
+            Ok(written) => record(log, steering_note(rx, tx, written.len())),
             Err(e) => warnings.push(format!("network island {}: {e}", setup.name)),
         }
     }
