@@ -60,7 +60,7 @@ fn a_platform_cap_is_split_by_cpus_and_adds_up_exactly() {
 /// last call (the calls before it write nothing) and the next epoch.
 fn window(p: &mut PlatformManager, from: u64, usage: &[(&str, f64, bool)]) -> (Vec<Effect>, u64) {
     let usage: Vec<(Name, f64, bool)> = usage.iter().map(|(i, u, t)| (n(i), *u, *t)).collect();
-    let interval = p.config().cap_interval.as_millis() as u64;
+    let interval = u64::try_from(p.config().cap_interval.as_millis()).unwrap();
     let mut t = from;
     loop {
         let out = p.rebalance(ms(t), &usage).unwrap();
