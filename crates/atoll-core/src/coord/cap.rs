@@ -3,11 +3,13 @@
 //! throttled at theirs (rule 10 of the [module docs](super)).
 //!
 //! Caps are kept in thousandths of a CPU so that moves add up exactly: the
-//! sum of the island caps equals the platform cap after every step.
+//! sum of the island caps equals the platform cap after every step, and
+//! the writes of one move list the cuts first, so the caps in force never
+//! sum above it in between.
 
-use std::cmp::Reverse;
 use std::time::Duration;
 
+use super::cap_split::{split_by_demand, Demand};
 use super::effect::{Change, Effect, Why};
 use super::platform::PlatformManager;
 use super::CoordError;
@@ -20,6 +22,18 @@ pub(crate) struct CapState {
     pub total_milli: u64,
     /// The overlay that set it, if any.
     pub set_by: Option<Name>,
+    /// The samples of the window being gathered.
+    pub window: Window,
+}
+
+/// Each island's samples since the window began.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Window {
+    /// When the first sample of the window came.
+    pub since: Option<Duration>,
+    /// Per island (in the manager's order): usage summed, samples, and
+    /// whether any sample was throttled.
+    pub acc: Vec<(f64, u32, bool)>,
 }
 
 fn milli(cpus: f64) -> u64 {
@@ -126,20 +140,23 @@ impl PlatformManager {
         self.cap = Some(CapState {
             total_milli: split.iter().sum(),
             set_by: overlay,
+            window: Window::default(),
         });
         out
     }
 
     /// One rebalancing step of the platform CPU cap from each island's
     /// `(island, used_cpus, throttled)` over the last epoch; returns the
-    /// writes. Islands without a sample neither give nor receive. Without a
-    /// cap there is nothing to do.
+    /// writes, cuts first. Samples gather over `cap_interval`; at its end
+    /// the cap is split again by demand (rule 10 of the
+    /// [module docs](super)). Islands without a sample in the window keep
+    /// their cap. Without a cap there is nothing to do.
     pub fn rebalance(
         &mut self,
         now: Duration,
         usage: &[(Name, f64, bool)],
     ) -> Result<Vec<Effect>, CoordError> {
-        self.advance(now);
+        let now = self.advance(now);
         let n = self.islands.len();
         let mut sample: Vec<Option<(f64, bool)>> = vec![None; n];
         for (island, used, throttled) in usage {
@@ -160,56 +177,53 @@ impl PlatformManager {
                 });
             }
         }
-        if self.cap.is_none() {
+        let cfg = self.config;
+        let Some(cap) = self.cap.as_mut() else {
+            return Ok(Vec::new());
+        };
+        let w = &mut cap.window;
+        w.acc.resize(n, (0.0, 0, false));
+        for (acc, s) in w.acc.iter_mut().zip(&sample) {
+            if let Some((used, throttled)) = s {
+                acc.0 += used;
+                acc.1 += 1;
+                acc.2 |= throttled;
+            }
+        }
+        let since = *w.since.get_or_insert(now);
+        if now.saturating_sub(since) < cfg.cap_interval {
             return Ok(Vec::new());
         }
-        let cfg = self.config;
-        let before: Vec<u64> = self
+        let window = std::mem::take(w);
+        let demand: Vec<Demand> = self
             .islands
             .iter()
-            .map(|c| c.cap_milli().unwrap_or(0))
+            .zip(&window.acc)
+            .map(|(c, (sum, count, throttled))| Demand {
+                cap: c.cap_milli().unwrap_or(0),
+                cpus: c.cpus().len() as u64 * 1000,
+                used: (*count > 0).then(|| sum / f64::from(*count)),
+                throttled: *throttled,
+            })
             .collect();
-        let mut caps = before.clone();
-        let min = milli(cfg.cap_min);
-        // What each giver may give, and what each receiver wants.
-        let mut slack = vec![0u64; n];
-        let mut want = vec![0u64; n];
-        for i in 0..n {
-            let Some((used, throttled)) = sample[i] else {
-                continue;
-            };
-            if throttled {
-                let room = (self.islands[i].cpus().len() as u64 * 1000).saturating_sub(caps[i]);
-                want[i] = room.min(milli(cfg.cap_move));
-            } else {
-                let keep = milli(used + cfg.cap_headroom).max(min);
-                slack[i] = caps[i].saturating_sub(keep);
-            }
+        let Some(caps) = split_by_demand(&demand, milli(cfg.cap_min), cfg.cap_headroom) else {
+            return Ok(Vec::new());
+        };
+        let moved = demand
+            .iter()
+            .zip(&caps)
+            .map(|(d, c)| d.cap.abs_diff(*c))
+            .max()
+            .unwrap_or(0);
+        if moved == 0 || moved < milli(cfg.cap_deadband) {
+            return Ok(Vec::new());
         }
-        // The most constrained receivers first.
-        let mut receivers: Vec<usize> = (0..n).filter(|i| want[*i] > 0).collect();
-        receivers.sort_by_key(|i| (caps[*i], *i));
-        for r in receivers {
-            while want[r] > 0 {
-                let Some(g) = (0..n)
-                    .filter(|g| slack[*g] > 0)
-                    .max_by_key(|g| (slack[*g], Reverse(*g)))
-                else {
-                    break;
-                };
-                let take = want[r].min(slack[g]);
-                slack[g] -= take;
-                want[r] -= take;
-                caps[g] -= take;
-                caps[r] += take;
-            }
-        }
+        // Cuts first: the caps in force never sum above the platform cap.
+        let mut order: Vec<usize> = (0..n).filter(|i| caps[*i] != demand[*i].cap).collect();
+        order.sort_by_key(|i| (caps[*i] > demand[*i].cap, *i));
         let mut out = Vec::new();
-        for i in 0..n {
-            if caps[i] == before[i] {
-                continue;
-            }
-            let (used, throttled) = sample[i].unwrap_or((0.0, false));
+        for i in order {
+            let d = demand[i];
             self.islands[i].set_cap_milli(Some(caps[i]));
             out.push(Effect::new(
                 Change::SetIslandCap {
@@ -217,9 +231,9 @@ impl PlatformManager {
                     cpus: Some(cpus(caps[i])),
                 },
                 Why::CapRebalance {
-                    usage: used,
-                    throttled,
-                    delta: (caps[i] as f64 - before[i] as f64) / 1000.0,
+                    usage: d.used.unwrap_or(0.0),
+                    throttled: d.throttled,
+                    delta: (caps[i] as f64 - d.cap as f64) / 1000.0,
                 },
             ));
         }

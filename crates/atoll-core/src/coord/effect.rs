@@ -279,20 +279,28 @@ impl fmt::Display for Why {
                 usage,
                 throttled,
                 delta,
-            } => {
-                if *throttled {
-                    write!(
-                        f,
-                        "throttled at its cap using {usage:.2} CPUs: received {delta:.3} CPUs"
-                    )
-                } else {
-                    write!(
-                        f,
-                        "used only {usage:.2} CPUs: gave {:.3} CPUs to throttled islands",
-                        -delta
-                    )
-                }
-            }
+            } => match (*throttled, *delta >= 0.0) {
+                (true, true) => write!(
+                    f,
+                    "throttled at its cap using {usage:.2} CPUs: received {delta:.3} CPUs"
+                ),
+                (true, false) => write!(
+                    f,
+                    "throttled at its cap using {usage:.2} CPUs: gave {:.3} CPUs to the other \
+                     throttled islands (their share by CPUs)",
+                    -delta
+                ),
+                (false, false) => write!(
+                    f,
+                    "used only {usage:.2} CPUs: gave {:.3} CPUs to throttled islands",
+                    -delta
+                ),
+                (false, true) => write!(
+                    f,
+                    "used {usage:.2} CPUs: received {delta:.3} CPUs the throttled islands \
+                     could not use"
+                ),
+            },
         }
     }
 }

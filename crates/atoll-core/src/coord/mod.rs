@@ -114,13 +114,22 @@
 //! 10. **Platform CPU cap.** A cap of `C` CPUs (from an overlay with
 //!     [`Property::PlatformCpuCap`] or [`PlatformManager::set_cpu_cap`]) is
 //!     split among islands: `cap_min` each, the rest in proportion to their
-//!     own CPUs, in thousandths of a CPU so the sum is exact. Each
-//!     [`PlatformManager::rebalance`] step, each island that is throttled and
-//!     capped below its CPUs (the lowest cap first) receives up to `cap_move`
-//!     (0.25 CPU) from islands that are not throttled, taken from the one
-//!     with the most slack first; a giver keeps `usage +
-//!     cap_headroom` (0.1) and at least `cap_min` (0.1). The sum of island
-//!     caps always equals the platform cap.
+//!     own CPUs, in thousandths of a CPU so the sum is exact.
+//!     [`PlatformManager::rebalance`] gathers each island's usage and
+//!     whether it was throttled over a window of `cap_interval` (200 ms, at
+//!     least two CFS periods, so a group throttled early in a period is not
+//!     taken for idle later in it), then splits the cap again by demand:
+//!     an island that was not throttled keeps its mean usage plus
+//!     `cap_headroom` (0.1), at least `cap_min` and at most its cap; the
+//!     rest goes to the throttled islands in proportion to their CPUs, none
+//!     above its CPUs (what is left over goes back to the others). With no
+//!     island throttled, or no island's share moving by `cap_deadband` (0.1
+//!     CPU) or more, nothing is written: every write of `cpu.max` refills
+//!     the group's runtime to a whole quota, so each write lets the kernel
+//!     hand out more than the cap in that period. The writes of one move
+//!     list the cuts before the raises, so the caps in force never sum
+//!     above the platform cap at any step. The sum of island caps always
+//!     equals the platform cap.
 //!
 //! Time never runs back: a `now` earlier than one seen before counts as the
 //! latest seen. `handle` allocates little: names are compared, not copied, on the way in;
@@ -129,6 +138,7 @@
 
 pub mod bench;
 mod cap;
+mod cap_split;
 mod coordinator;
 pub mod effect;
 mod escalate;
@@ -192,8 +202,12 @@ pub struct CoordConfig {
     /// Successive shortage nacks of one `(overlay, resource)` after which
     /// the platform manager decides (1..=1000).
     pub escalate_after: u32,
-    /// Most cap an island receives per rebalance step, CPUs (0.001..=64).
-    pub cap_move: f64,
+    /// Window over which the platform cap's split is decided, and so the
+    /// least time between two moves (1 ms..=60 s).
+    pub cap_interval: Duration,
+    /// Least change of some island's share that moves the platform cap,
+    /// CPUs (0..=64).
+    pub cap_deadband: f64,
     /// Least cap an island keeps, CPUs (0.001..=64).
     pub cap_min: f64,
     /// CPUs a cap giver keeps above its usage (0..=8).
@@ -215,7 +229,8 @@ impl Default for CoordConfig {
             backoff_base: Duration::from_millis(30),
             backoff_max: Duration::from_millis(960),
             escalate_after: 5,
-            cap_move: 0.25,
+            cap_interval: Duration::from_millis(200),
+            cap_deadband: 0.1,
             cap_min: 0.1,
             cap_headroom: 0.1,
         }
@@ -304,7 +319,14 @@ impl CoordConfig {
             1000.0,
             "1..=1000",
         )?;
-        check("cap_move", self.cap_move, 0.001, 64.0, "0.001..=64 CPUs")?;
+        check(
+            "cap_interval",
+            secs(self.cap_interval),
+            0.001,
+            60.0,
+            "1 ms..=60 s",
+        )?;
+        check("cap_deadband", self.cap_deadband, 0.0, 64.0, "0..=64 CPUs")?;
         check("cap_min", self.cap_min, 0.001, 64.0, "0.001..=64 CPUs")?;
         check("cap_headroom", self.cap_headroom, 0.0, 8.0, "0..=8 CPUs")?;
         Ok(())

@@ -35,6 +35,9 @@
 //!   deepest first, through the CPUs they keep; then every changed group,
 //!   parents first. So a child's cpuset stays within its parent's and two
 //!   exclusive islands never claim a CPU at once, at every step.
+//! - CPU caps that go down are written before any that go up (and RT
+//!   budgets likewise), so when coordination moves the platform CPU cap
+//!   between islands the caps in force never sum above it at any step.
 //! - When an island's CPUs change, its units are written again, so those
 //!   that inherit the island's CPUs (cgroup v1 copies them only at
 //!   creation) follow.
@@ -47,7 +50,7 @@ use std::time::Duration;
 
 use atoll_core::backend::{Backend, BackendError, Fallback};
 use atoll_core::decision::{Action, Decision, Reason};
-use atoll_core::plan::{GroupPath, GroupSettings, Partition, RtBudget};
+use atoll_core::plan::{CpuMax, GroupPath, GroupSettings, Partition, RtBudget};
 use atoll_core::spec::{IslandSpec, PlatformSpec, UnitSpec};
 use atoll_core::CpuSet;
 pub use knobs::knob_diff;
@@ -303,6 +306,7 @@ impl Composer {
             .collect();
         self.shrink_first(&order, &memo, backend, log, now);
         self.lower_rt_first(&order, &memo, backend, log, now);
+        self.lower_cpu_max_first(&order, &memo, backend, log, now);
         let mut first_err: Option<ComposeError> = None;
         let mut failed: Vec<GroupPath> = Vec::new();
         for g in order.parents_first() {
@@ -496,6 +500,52 @@ impl Composer {
                     now,
                     g,
                     format!("cpu.rt_runtime_us={}/{}", will.runtime_us, will.period_us),
+                    &e,
+                ),
+            }
+        }
+    }
+
+    /// Writes the CPU caps (`cpu.max`) that go down, deepest first, before
+    /// anything else is written, so a cap moved from one group to another
+    /// is cut where it leaves before it is raised where it arrives: the
+    /// caps in force never sum above what they summed to before and after.
+    fn lower_cpu_max_first(
+        &mut self,
+        order: &order::Order,
+        memo: &BTreeMap<GroupPath, Effective>,
+        backend: &mut dyn Backend,
+        log: &mut DecisionLog,
+        now: Duration,
+    ) {
+        // quota/period compared without rounding; no cap is the highest.
+        fn lower(new: &CpuMax, old: Option<&CpuMax>) -> bool {
+            old.is_none_or(|old| {
+                u128::from(new.quota_us) * u128::from(old.period_us)
+                    < u128::from(old.quota_us) * u128::from(new.period_us)
+            })
+        }
+        for g in order.deepest_first() {
+            let Some(old) = self.applied.get(g) else {
+                continue;
+            };
+            let Some(will) = memo.get(g).and_then(|e| e.settings.cpu_max) else {
+                continue;
+            };
+            if !lower(&will, old.cpu_max.as_ref()) {
+                continue;
+            }
+            let mut s = old.clone();
+            s.cpu_max = Some(will);
+            match backend.apply(g, &s) {
+                Ok(_) => {
+                    self.applied.insert(g.clone(), s);
+                }
+                Err(e) => refused_step(
+                    log,
+                    now,
+                    g,
+                    format!("cpu.max={} {}", will.quota_us, will.period_us),
                     &e,
                 ),
             }

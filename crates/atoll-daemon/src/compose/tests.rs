@@ -9,7 +9,7 @@ use atoll_core::backend::{
     Actuator, BackendError, BackendKind, Capabilities, Fallback, GroupStats, Monitor, StatSelect,
 };
 use atoll_core::decision::{Action, Reason};
-use atoll_core::plan::{GroupPath, GroupSettings, Partition};
+use atoll_core::plan::{CpuMax, GroupPath, GroupSettings, Partition};
 use atoll_core::process::CgroupMembership;
 use atoll_core::spec::{Entitlement, HostSpec, IslandSpec, PlatformSpec, SchedPolicy, UnitSpec};
 use atoll_core::{CpuSet, Name};
@@ -160,6 +160,7 @@ struct Knobs {
     name: &'static str,
     cpus: BTreeMap<GroupPath, CpuSet>,
     weight: BTreeMap<GroupPath, u32>,
+    cpu_max: BTreeMap<GroupPath, CpuMax>,
 }
 
 impl Layer for Knobs {
@@ -172,6 +173,9 @@ impl Layer for Knobs {
         }
         if let Some(w) = self.weight.get(at.path) {
             s.cpu_weight = Some(*w);
+        }
+        if let Some(m) = self.cpu_max.get(at.path) {
+            s.cpu_max = Some(*m);
         }
     }
 }
@@ -354,4 +358,76 @@ fn a_refused_group_is_a_decision_and_its_children_wait() {
         .any(|d| matches!(d.why, Reason::KernelRefused { .. })));
     // Nothing was recorded as written for the refused group.
     assert!(c.applied(&g("a")).is_none());
+}
+
+#[test]
+fn a_cap_moved_between_islands_is_cut_before_it_is_raised() {
+    let reg = reg();
+    let mut coord = Knobs {
+        name: "coordination",
+        ..Default::default()
+    };
+    // A platform cap of 2 CPUs, 0.5 on a and 1.5 on b.
+    coord.cpu_max.insert(g("a"), CpuMax::for_cpus(0.5));
+    coord.cpu_max.insert(g("b"), CpuMax::for_cpus(1.5));
+    let (mut c, mut b) = started(&reg, &[&coord]);
+    // The cap moves to a (first in plan order): a 1.5, b 0.5.
+    let sum = |b: &Fake| -> u64 {
+        let mut caps: BTreeMap<&GroupPath, u64> = BTreeMap::new();
+        let mut worst = 0;
+        for (p, s) in &b.writes {
+            if let Some(m) = s.cpu_max {
+                caps.insert(p, m.quota_us);
+            }
+            worst = worst.max(caps.values().sum());
+        }
+        worst
+    };
+    coord.cpu_max.insert(g("a"), CpuMax::for_cpus(1.5));
+    coord.cpu_max.insert(g("b"), CpuMax::for_cpus(0.5));
+    c.touch(g("a"), Reason::Config);
+    c.touch(g("b"), Reason::Config);
+    let log = flush(&mut c, &reg, &[&coord], &mut b);
+    let order: Vec<&str> = b.writes.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(order[0], "b", "the cut goes first: {order:?}");
+    let quota = |p: &str| {
+        b.writes
+            .iter()
+            .rev()
+            .find(|(w, _)| w.as_str() == p)
+            .and_then(|(_, s)| s.cpu_max)
+            .map(|m| m.quota_us)
+    };
+    assert_eq!(quota("a"), Some(150_000));
+    assert_eq!(quota("b"), Some(50_000));
+    // Replay the writes from the caps in force before (a 0.5, b 1.5): the
+    // sum never goes above 2 CPUs.
+    b.writes.insert(
+        0,
+        (
+            g("a"),
+            GroupSettings {
+                cpu_max: Some(CpuMax::for_cpus(0.5)),
+                ..Default::default()
+            },
+        ),
+    );
+    b.writes.insert(
+        0,
+        (
+            g("b"),
+            GroupSettings {
+                cpu_max: Some(CpuMax::for_cpus(1.5)),
+                ..Default::default()
+            },
+        ),
+    );
+    assert_eq!(sum(&b), 200_000);
+    // One decision per group, as for any other write.
+    let decided = log
+        .query(None, 10)
+        .iter()
+        .filter(|d| matches!(d.action, Action::ApplyGroup { .. }))
+        .count();
+    assert_eq!(decided, 2);
 }
