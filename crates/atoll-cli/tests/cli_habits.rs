@@ -7,6 +7,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixListener;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::thread;
@@ -133,13 +134,21 @@ fn atoll_socket_stands_for_socket_and_the_flag_wins() {
 #[test]
 fn status_watch_json_prints_one_document_per_line_until_stopped() {
     let d = Daemon::start();
-    let mut child = Command::new(BIN)
-        .args(["status", "--json", "--watch", "0.05"])
+    let mut cmd = Command::new(BIN);
+    cmd.args(["status", "--json", "--watch", "0.05"])
         .env("ATOLL_SOCKET", d.socket())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+        .stderr(Stdio::null());
+    // A shell runs background jobs with SIGINT ignored, and the child would
+    // inherit that: give it the disposition a terminal's Ctrl-C meets.
+    // SAFETY: signal(2) is async-signal-safe, between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut epochs = Vec::new();
     for _ in 0..3 {
