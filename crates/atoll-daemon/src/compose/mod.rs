@@ -203,6 +203,51 @@ impl ComposeError {
     }
 }
 
+/// A knob the composer lowers before it writes anything else: how to read
+/// and set it, whether a value is lower than the one applied (`None`: not
+/// set), and how a refused write names it.
+struct Lowered<T> {
+    get: fn(&GroupSettings) -> Option<T>,
+    set: fn(&mut GroupSettings, T),
+    lower: fn(&T, Option<&T>) -> bool,
+    name: fn(&T) -> String,
+}
+
+/// RT budgets: the kernel refuses a budget that, with its siblings',
+/// exceeds the parent's, so a unit that joins an island (splitting the
+/// island's budget again) finds room only once the others have given
+/// theirs up, and a parent may shrink only below children that already
+/// did. A group without a budget is left to the main pass.
+const RT_BUDGET: Lowered<RtBudget> = Lowered {
+    get: |s| s.rt_budget,
+    set: |s, v| s.rt_budget = Some(v),
+    // runtime/period compared without rounding.
+    lower: |new, old| {
+        old.is_some_and(|old| {
+            u128::from(new.runtime_us) * u128::from(old.period_us)
+                < u128::from(old.runtime_us) * u128::from(new.period_us)
+        })
+    },
+    name: |v| format!("cpu.rt_runtime_us={}/{}", v.runtime_us, v.period_us),
+};
+
+/// CPU caps (`cpu.max`): a cap moved from one group to another is cut where
+/// it leaves before it is raised where it arrives, so the caps in force
+/// never sum above what they summed to before and after. No cap is the
+/// highest.
+const CPU_MAX: Lowered<CpuMax> = Lowered {
+    get: |s| s.cpu_max,
+    set: |s, v| s.cpu_max = Some(v),
+    // quota/period compared without rounding.
+    lower: |new, old| {
+        old.is_none_or(|old| {
+            u128::from(new.quota_us) * u128::from(old.period_us)
+                < u128::from(old.quota_us) * u128::from(new.period_us)
+        })
+    },
+    name: |v| format!("cpu.max={} {}", v.quota_us, v.period_us),
+};
+
 impl Composer {
     /// A step changed what its layer says of `group`, for `why`.
     pub fn touch(&mut self, group: GroupPath, why: Reason) {
@@ -305,8 +350,8 @@ impl Composer {
             .filter_map(|g| Some((g.clone(), self.applied.get(g)?.clone())))
             .collect();
         self.shrink_first(&order, &memo, backend, log, now);
-        self.lower_rt_first(&order, &memo, backend, log, now);
-        self.lower_cpu_max_first(&order, &memo, backend, log, now);
+        self.lower_first(&RT_BUDGET, &order, &memo, backend, log, now);
+        self.lower_first(&CPU_MAX, &order, &memo, backend, log, now);
         let mut first_err: Option<ComposeError> = None;
         let mut failed: Vec<GroupPath> = Vec::new();
         for g in order.parents_first() {
@@ -457,97 +502,35 @@ impl Composer {
         tracing::trace!("cpusets narrowed first: {narrowed}");
     }
 
-    /// Writes the RT budgets that go down, deepest first, before anything
-    /// else is written: the kernel refuses a budget that, with its
-    /// siblings', exceeds the parent's, so a unit that joins an island
-    /// (splitting the island's budget again) finds room only once the
-    /// others have given theirs up, and a parent may shrink only below
-    /// children that already did.
-    fn lower_rt_first(
+    /// Writes the values of one knob that go down, deepest first, before
+    /// anything else is written (see [`RT_BUDGET`] and [`CPU_MAX`] for why
+    /// each needs it).
+    fn lower_first<T: Copy>(
         &mut self,
+        knob: &Lowered<T>,
         order: &order::Order,
         memo: &BTreeMap<GroupPath, Effective>,
         backend: &mut dyn Backend,
         log: &mut DecisionLog,
         now: Duration,
     ) {
-        // runtime/period compared without rounding.
-        fn lower(new: &RtBudget, old: &RtBudget) -> bool {
-            u128::from(new.runtime_us) * u128::from(old.period_us)
-                < u128::from(old.runtime_us) * u128::from(new.period_us)
-        }
         for g in order.deepest_first() {
             let Some(old) = self.applied.get(g) else {
                 continue;
             };
-            let (Some(was), Some(will)) = (
-                old.rt_budget,
-                memo.get(g).and_then(|e| e.settings.rt_budget),
-            ) else {
+            let Some(will) = memo.get(g).and_then(|e| (knob.get)(&e.settings)) else {
                 continue;
             };
-            if !lower(&will, &was) {
+            if !(knob.lower)(&will, (knob.get)(old).as_ref()) {
                 continue;
             }
             let mut s = old.clone();
-            s.rt_budget = Some(will);
+            (knob.set)(&mut s, will);
             match backend.apply(g, &s) {
                 Ok(_) => {
                     self.applied.insert(g.clone(), s);
                 }
-                Err(e) => refused_step(
-                    log,
-                    now,
-                    g,
-                    format!("cpu.rt_runtime_us={}/{}", will.runtime_us, will.period_us),
-                    &e,
-                ),
-            }
-        }
-    }
-
-    /// Writes the CPU caps (`cpu.max`) that go down, deepest first, before
-    /// anything else is written, so a cap moved from one group to another
-    /// is cut where it leaves before it is raised where it arrives: the
-    /// caps in force never sum above what they summed to before and after.
-    fn lower_cpu_max_first(
-        &mut self,
-        order: &order::Order,
-        memo: &BTreeMap<GroupPath, Effective>,
-        backend: &mut dyn Backend,
-        log: &mut DecisionLog,
-        now: Duration,
-    ) {
-        // quota/period compared without rounding; no cap is the highest.
-        fn lower(new: &CpuMax, old: Option<&CpuMax>) -> bool {
-            old.is_none_or(|old| {
-                u128::from(new.quota_us) * u128::from(old.period_us)
-                    < u128::from(old.quota_us) * u128::from(new.period_us)
-            })
-        }
-        for g in order.deepest_first() {
-            let Some(old) = self.applied.get(g) else {
-                continue;
-            };
-            let Some(will) = memo.get(g).and_then(|e| e.settings.cpu_max) else {
-                continue;
-            };
-            if !lower(&will, old.cpu_max.as_ref()) {
-                continue;
-            }
-            let mut s = old.clone();
-            s.cpu_max = Some(will);
-            match backend.apply(g, &s) {
-                Ok(_) => {
-                    self.applied.insert(g.clone(), s);
-                }
-                Err(e) => refused_step(
-                    log,
-                    now,
-                    g,
-                    format!("cpu.max={} {}", will.quota_us, will.period_us),
-                    &e,
-                ),
+                Err(e) => refused_step(log, now, g, (knob.name)(&will), &e),
             }
         }
     }
