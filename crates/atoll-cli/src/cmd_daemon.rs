@@ -70,6 +70,12 @@ pub struct DaemonArgs {
     /// in this many seconds (default 10; at most 4 groups a second).
     #[arg(long, value_parser = parse_repair)]
     repair_interval: Option<f64>,
+    /// While no step has anything to act on, wait up to this many epochs
+    /// between epochs (doubling; any command, process event or CPU
+    /// pressure trigger brings the loop back to every epoch at once). 1
+    /// never stretches. Default 8, and 1 on the simulator.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(atoll_daemon::pace::MAX_EPOCHS_LIMIT)))]
+    idle_max_epochs: Option<u32>,
     /// Read sysfs from here (tests).
     #[arg(long, default_value = "/sys", hide = true)]
     sysfs_root: PathBuf,
@@ -124,8 +130,15 @@ pub fn daemon(a: DaemonArgs) -> anyhow::Result<ExitCode> {
     // Before any thread starts: a thread that does not block them would
     // take a shutdown signal and die of it, with the daemon.
     atoll_daemon::run::block_shutdown_signals()?;
-    let (ctrl, chosen) = setup::build(&opts)?;
+    let (mut ctrl, chosen) = setup::build(&opts)?;
     tracing::info!("{chosen}");
+    // The simulator's loads change with no event to wake the loop.
+    let idle_max = a.idle_max_epochs.unwrap_or(if ctrl.simulated() {
+        1
+    } else {
+        atoll_daemon::pace::DEFAULT_MAX_EPOCHS
+    });
+    ctrl.set_idle_max_epochs(idle_max);
     atoll_daemon::run::run(
         ctrl,
         &atoll_daemon::run::Endpoints {

@@ -193,6 +193,7 @@ fn status_report() -> StatusReport {
             read: 0,
             fired: 2,
         }),
+        pace: None,
         coord_restored: None,
         energy: None,
         network: Vec::new(),

@@ -161,6 +161,13 @@ pub trait ProcEventSource: Send {
 
     /// A short name for status and logs (`proc-connector`, `fake`).
     fn kind(&self) -> &'static str;
+
+    /// A file descriptor that polls readable when events are waiting, for
+    /// a loop that sleeps between epochs to wake on them; `None` (the
+    /// default) when there is none.
+    fn wake_fd(&self) -> Option<i32> {
+        None
+    }
 }
 
 /// Batches folded into what to do: which pids to look at, which to forget.

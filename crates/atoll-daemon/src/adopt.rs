@@ -294,6 +294,19 @@ impl Adoption {
         self.scan_reason = Some(why.into());
     }
 
+    /// Whether the next epoch can be late without missing anything: the
+    /// kernel reports new processes (their events wake the loop) and no
+    /// listing of `/proc` is owed. A scan finds them only by looking, so
+    /// the loop keeps its pace.
+    pub fn quiescent(&self) -> bool {
+        self.events.is_some() && self.pending == ProcChanges::default()
+    }
+
+    /// The process event source's descriptor, for the loop to wait on.
+    pub fn wake_fd(&self) -> Option<i32> {
+        self.events.as_ref().and_then(|e| e.wake_fd())
+    }
+
     /// How processes are found, for the status.
     pub fn discovery(&self) -> Discovery {
         Discovery {

@@ -67,6 +67,8 @@ pub struct Comm {
     last_cost_us: u64,
     /// The registry's plan generation when removed units were last dropped.
     known_units: u64,
+    /// The last step found no boost in force and every island idle.
+    quiescent: bool,
 }
 
 /// A unit boosted now.
@@ -169,6 +171,13 @@ impl Comm {
         self.source = source.to_string();
     }
 
+    /// Whether the next epoch can be late without missing anything: comm is
+    /// off, or the last step found no boost and every island idle (a unit
+    /// that talks runs, so its island is busy first).
+    pub fn quiescent(&self, reg: &Registry) -> bool {
+        reg.spec().comm.is_none() || self.monitor.is_none() || self.quiescent
+    }
+
     /// One epoch of communication-aware scheduling (see the module docs):
     /// boosts start and end as decisions in `log`, their units are touched
     /// in `compose`, slices are set through `tasks`.
@@ -187,14 +196,14 @@ impl Comm {
         }
         // Nothing to read where no watched island is busy and no boost is
         // in force (see below).
-        if self.boosted.is_empty()
+        self.quiescent = self.boosted.is_empty()
             && inp
                 .reg
                 .spec()
                 .islands
                 .iter()
-                .all(|i| inp.loads.idle(&i.name))
-        {
+                .all(|i| inp.loads.idle(&i.name));
+        if self.quiescent {
             if self.known_units != inp.reg.generation() {
                 self.known_units = inp.reg.generation();
                 self.forget_removed_units(inp.reg);

@@ -46,6 +46,8 @@ pub enum Command {
     },
     /// A reader wants a new status published (see [`crate::publish`]).
     Refresh,
+    /// An input the loop waits on is ready (see [`crate::pace`]).
+    Wake(crate::pace::Wake),
     /// Tear down and exit (from a signal).
     Shutdown,
     /// Read the configuration again and apply it (SIGHUP).

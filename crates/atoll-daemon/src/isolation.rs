@@ -190,6 +190,10 @@ pub struct Isolation {
     settled: BTreeSet<Name>,
     /// What the lenders were last found built for (see `quiet`).
     members: quiet::Members,
+    /// The last step found every island idle, changed no grant and left
+    /// nothing lent: until an island is busy again it has nothing to act
+    /// on (see [`Isolation::quiescent`]).
+    quiescent: bool,
 }
 
 impl std::fmt::Debug for Isolation {
@@ -268,7 +272,9 @@ impl Isolation {
     /// changed are touched in `compose`.
     pub fn step(&mut self, inp: &Inputs<'_>, compose: &mut Composer) {
         let mode = inp.reg.spec().isolation.mode;
+        self.quiescent = false;
         if mode == IsolationMode::Smp {
+            self.quiescent = self.grants.is_empty();
             if !self.grants.is_empty() {
                 self.lift(
                     compose,
@@ -280,6 +286,7 @@ impl Isolation {
             return;
         }
         if self.quiet(inp) {
+            self.quiescent = self.nothing_lent();
             return;
         }
         let samples = self.sample_units(inp, mode);
@@ -309,13 +316,40 @@ impl Isolation {
                 events.join("; ")
             },
         };
+        let mut changed = false;
         for (group, grant) in &grants {
             if self.grants.get(group) != Some(grant) {
                 compose.touch(group.clone(), why.clone());
+                changed = true;
             }
         }
         self.grants = grants;
         self.accounts = accounts;
+        self.quiescent = !changed
+            && inp
+                .reg
+                .spec()
+                .islands
+                .iter()
+                .all(|i| inp.loads.idle(&i.name))
+            && self.nothing_lent();
+    }
+
+    /// Whether the last step left nothing that needs the next epoch: every
+    /// island idle, no grant changed, no CPU or memory lent (a lender whose
+    /// load rises must get its CPUs back within one epoch, so a loan keeps
+    /// the loop at one epoch).
+    pub fn quiescent(&self) -> bool {
+        self.quiescent
+    }
+
+    fn nothing_lent(&self) -> bool {
+        self.accounts.values().all(|a| {
+            a.lent_cpus.is_empty()
+                && a.borrowed_cpus.is_empty()
+                && a.memory_lent == 0
+                && a.memory_borrowed == 0
+        })
     }
 
     /// Lays nothing any more: every unit back on its planned settings (no

@@ -257,6 +257,7 @@ mod tests {
             comm: None,
             discovery: None,
             pressure: None,
+            pace: None,
             coord_restored: None,
             energy: None,
             network: Vec::new(),

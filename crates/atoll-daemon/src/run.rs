@@ -22,9 +22,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use crate::command::Command;
 use crate::controller::{Controller, ControllerError, Flow};
+use crate::pace::Wake;
 use crate::publish::Board;
 
 /// Why the daemon could not run.
@@ -158,6 +160,7 @@ pub fn run(mut ctrl: Controller, endpoints: &Endpoints) -> Result<(), RunError> 
         );
         crate::metrics::serve_metrics(l, tx.clone(), stop.clone(), board.clone())
     });
+    let waker = crate::wake::start(&mut ctrl, tx.clone(), stop.clone());
     tracing::info!("atoll running; API on {}", endpoints.socket.display());
     drop(tx);
     drive(&mut ctrl, &rx, Some(&board));
@@ -176,6 +179,9 @@ pub fn run(mut ctrl: Controller, endpoints: &Endpoints) -> Result<(), RunError> 
     if let Some(m) = metrics {
         let _ = m.join();
     }
+    if let Some(w) = waker {
+        let _ = w.join();
+    }
     result.map_err(Into::into)
 }
 
@@ -183,8 +189,14 @@ pub fn run(mut ctrl: Controller, endpoints: &Endpoints) -> Result<(), RunError> 
 /// readers may see is published on `board` after each. Commands that are
 /// queued together are served together, and the changes they made are
 /// saved once before any of them is answered ([`Controller::commit`]).
+///
+/// After each epoch the controller says how many epochs to wait (more than
+/// one only while it is quiescent and may stretch, see [`crate::pace`]);
+/// a command or a [`Command::Wake`] that cuts such a wait short makes the
+/// next epoch due one epoch after the last.
 pub fn drive(ctrl: &mut Controller, rx: &Receiver<Command>, board: Option<&Board>) {
-    let mut next = ctrl.now() + ctrl.epoch_len();
+    let mut last = ctrl.now();
+    let mut next = last + ctrl.epoch_len();
     let mut batch = 0usize;
     loop {
         // Read each time: a reload may change it.
@@ -195,16 +207,20 @@ pub fn drive(ctrl: &mut Controller, rx: &Receiver<Command>, board: Option<&Board
             ctrl.commit();
             batch = 0;
             publish(ctrl, board);
-            next += epoch;
+            let wait = epoch.saturating_mul(ctrl.after_epoch());
+            last = next;
+            next += wait;
             if next <= now {
                 // We fell behind (a slow backend): skip, don't burst.
-                next = now + epoch;
+                last = now;
+                next = now + wait;
             }
             // Epochs that overrun must not starve the API: a few queued
             // commands are served after each, even when the next is due.
             for _ in 0..AFTER_EPOCH {
                 match rx.try_recv() {
                     Ok(cmd) => {
+                        woken(ctrl, &cmd, &mut next, last + epoch);
                         if serve(ctrl, cmd, board) == Flow::Stop {
                             ctrl.commit();
                             return;
@@ -240,11 +256,29 @@ pub fn drive(ctrl: &mut Controller, rx: &Receiver<Command>, board: Option<&Board
                 Err(RecvTimeoutError::Disconnected) => return,
             }
         };
+        woken(ctrl, &cmd, &mut next, last + epoch);
+        if matches!(cmd, Command::Wake(_)) {
+            continue;
+        }
         batch += 1;
         if serve(ctrl, cmd, board) == Flow::Stop {
             ctrl.commit();
             return;
         }
+    }
+}
+
+/// What `cmd` says to the loop's pace: a request, a reload or a
+/// [`Command::Wake`] brings the next epoch to `soon` (one epoch after the
+/// last) if the loop was waiting longer.
+fn woken(ctrl: &mut Controller, cmd: &Command, next: &mut Duration, soon: Duration) {
+    let why = match cmd {
+        Command::Api { .. } | Command::Reload => Wake::Command,
+        Command::Wake(w) => *w,
+        Command::Snapshot { .. } | Command::Refresh | Command::Shutdown => return,
+    };
+    if ctrl.wake(why) {
+        *next = (*next).min(soon);
     }
 }
 

@@ -55,6 +55,10 @@ pub struct StatusReport {
     /// How the daemon follows the CPU pressure of watched units.
     #[serde(default)]
     pub pressure: Option<coord::PressureSource>,
+    /// The control loop's pace: how long it waits between epochs now, and
+    /// why it woke early.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pace: Option<LoopPace>,
     /// The coordination state the daemon restored at its last start or
     /// reload, in words (`restored from state: 2 loans, escalation level
     /// 1`), and what of it was dropped.
@@ -87,6 +91,32 @@ pub struct RootInfo {
     /// root); empty when nothing does.
     #[serde(default)]
     pub effects: Vec<String>,
+}
+
+/// The control loop's pace (see `docs/architecture.md`, "Quiescent
+/// epochs"): while no step has anything to act on, the wait between epochs
+/// doubles up to `max_epochs` epochs, and any input brings it back to one.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoopPace {
+    /// The wait before the next epoch, ms.
+    pub interval_ms: u64,
+    /// The longest wait, in epochs (1: the loop never stretches).
+    pub max_epochs: u32,
+    /// Uptime (ms) since which every epoch found nothing to act on, while
+    /// that is so.
+    #[serde(default)]
+    pub quiescent_since_ms: Option<u64>,
+    /// Epochs that ran after a wait longer than one epoch.
+    #[serde(default)]
+    pub stretched_epochs: u64,
+    /// Waits cut short, by what cut them: `command` (an API request or a
+    /// reload), `proc_event` (the proc connector), `pressure` (the PSI
+    /// trigger), `busy` (an epoch after a long wait found work).
+    #[serde(default)]
+    pub wakes: std::collections::BTreeMap<String, u64>,
+    /// Whether a CPU pressure (PSI) trigger wakes the loop, or why not.
+    #[serde(default)]
+    pub pressure_wake: Option<String>,
 }
 
 /// How the daemon finds new, changed and exited processes.

@@ -405,6 +405,7 @@ fn reads_come_from_the_board_and_never_reach_the_loop() {
         comm: None,
         discovery: None,
         pressure: None,
+        pace: None,
         coord_restored: None,
         energy: None,
         network: Vec::new(),

@@ -257,6 +257,12 @@ impl Layer for Apps {
 }
 
 impl Apps {
+    /// Whether the next epoch can be late without missing anything: no
+    /// application is registered and no move waits.
+    pub(crate) fn quiescent(&self) -> bool {
+        self.list.is_empty() && self.pending.is_empty()
+    }
+
     /// No applications yet; the policy from `spec.apps` (the default one,
     /// with a warning, if it is invalid: the config checks it first).
     pub(crate) fn new(spec: &PlatformSpec) -> Self {

@@ -215,6 +215,8 @@ pub struct Controller {
     /// The platform power cap (see [`crate::powercap`]), also the
     /// composer layer `power`.
     powercap: crate::powercap::PowerCapping,
+    /// How long the loop waits between epochs (see [`crate::pace`]).
+    pace: crate::pace::Pace,
 }
 
 /// The layers over the plan, in the order they are laid: isolation,
@@ -294,6 +296,7 @@ impl Controller {
             net: None,
             freq: None,
             powercap: Default::default(),
+            pace: crate::pace::Pace::default(),
             stop_reply: None,
             unsaved: Vec::new(),
             coord_staged: false,
@@ -599,6 +602,67 @@ impl Controller {
             .save_if_changed(&mut self.reg, &*self.env.backend);
     }
 
+    /// Whether no step has anything to act on until an input arrives
+    /// (see [`crate::pace`]): each component says so of itself, from what
+    /// its last step saw.
+    pub fn quiescent(&self) -> bool {
+        let rt_quiet = self.caps.is_some_and(|c| c.rt_groups)
+            || crate::rt_guard::rt_units(&self.reg, &self.coord).is_empty();
+        self.unsaved.is_empty()
+            && !self.compose.pending()
+            && self.reg.generation() == self.flushed_generation
+            && self.adoption.quiescent()
+            && rt_quiet
+            && self.coord.quiescent()
+            && self.net.is_none()
+            && !self.powercap.is_held()
+            && self.slo.idle(&self.reg)
+            && self.iso.quiescent()
+            && self.comm.quiescent(&self.reg)
+            && self.apps.quiescent()
+    }
+
+    /// After an epoch: how many epochs the loop waits before the next
+    /// (1 unless the loop may stretch and [`quiescent`](Self::quiescent)).
+    pub fn after_epoch(&mut self) -> u32 {
+        let quiet = self.pace.max() > 1 && self.quiescent();
+        let now = self.now();
+        self.pace.after_epoch(quiet, now)
+    }
+
+    /// An input arrived: returns whether it cut a longer wait short (the
+    /// next epoch is then due one epoch after the last).
+    pub fn wake(&mut self, why: crate::pace::Wake) -> bool {
+        self.pace.wake(why)
+    }
+
+    /// Lets the loop wait up to `max` epochs while it is quiescent (1, the
+    /// default: never).
+    pub fn set_idle_max_epochs(&mut self, max: u32) {
+        self.pace.set_max(max);
+    }
+
+    /// The longest wait between epochs, in epochs.
+    pub fn idle_max_epochs(&self) -> u32 {
+        self.pace.max()
+    }
+
+    /// The thread that wakes the loop on process events and CPU pressure
+    /// (see [`crate::run`]), and whether pressure is among them.
+    pub fn set_waker(&mut self, ack: std::sync::mpsc::SyncSender<()>, pressure: String) {
+        self.pace.set_waker(ack, pressure);
+    }
+
+    /// The process event source's descriptor, if the kernel reports them.
+    pub fn proc_event_fd(&self) -> Option<i32> {
+        self.adoption.wake_fd()
+    }
+
+    /// Whether the backend is the simulator.
+    pub fn simulated(&self) -> bool {
+        self.env.backend.kind() == atoll_core::backend::BackendKind::Sim
+    }
+
     /// The control-loop period.
     pub fn epoch_len(&self) -> Duration {
         self.reg.spec().epoch
@@ -640,6 +704,8 @@ impl Controller {
             }
             // The driver publishes after every command (see `crate::run`).
             Command::Refresh => (Flow::Continue, false),
+            // The driver paces the loop on it (see `crate::run`).
+            Command::Wake(_) => (Flow::Continue, false),
             Command::Snapshot { reply } => {
                 let _ = reply.send(Box::new(self.status()));
                 (Flow::Continue, false)

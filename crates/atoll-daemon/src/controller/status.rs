@@ -92,6 +92,7 @@ impl Controller {
             comm: self.comm.status(spec.comm.as_ref()),
             discovery: Some(self.adoption.discovery()),
             pressure: Some(self.coord.pressure_source()),
+            pace: Some(self.pace.status(self.epoch_len(), self.started_at)),
             coord_restored: self.coord.restored().map(str::to_string),
             energy: self.energy_status(),
             network: self

@@ -316,6 +316,20 @@ impl Coordination {
         self.manager().is_some_and(|m| m.cpu_cap().is_some())
     }
 
+    /// Whether the next epoch can be late without missing anything: no
+    /// overlay watches, no platform cap holds, nothing is on loan, no boost
+    /// or task priority is in force or waiting.
+    pub fn quiescent(&self) -> bool {
+        !self.watching()
+            && !self.capped()
+            && self.priorities.is_empty()
+            && self.borrowed.values().all(BTreeMap::is_empty)
+            && self
+                .units
+                .values()
+                .all(|u| u.boost_weight.is_none() && u.boost_rt.is_none())
+    }
+
     /// Whether any overlay is registered (islands are then watched).
     pub fn watching(&self) -> bool {
         self.manager.is_ok() && !self.overlays.is_empty()

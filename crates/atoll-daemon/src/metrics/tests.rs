@@ -74,6 +74,7 @@ fn report() -> StatusReport {
         comm: None,
         discovery: None,
         pressure: None,
+        pace: None,
         coord_restored: None,
         energy: None,
         network: Vec::new(),

@@ -237,7 +237,9 @@ impl Slo {
 
     /// Whether a step has nothing to do: no overlay at all (so none with a
     /// latency SLO), nothing measured and no best-effort level to put back.
-    fn idle(&self, reg: &Registry) -> bool {
+    /// Whether the step has nothing to do: no overlay, nothing measured,
+    /// no best-effort level.
+    pub(crate) fn idle(&self, reg: &Registry) -> bool {
         self.measured.is_empty()
             && self.be.is_empty()
             && reg.spec().overlays.is_empty()

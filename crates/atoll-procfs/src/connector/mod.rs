@@ -537,6 +537,10 @@ impl ProcEventSource for ProcConnector {
     fn kind(&self) -> &'static str {
         KIND
     }
+
+    fn wake_fd(&self) -> Option<i32> {
+        Some(self.fd.as_raw_fd())
+    }
 }
 
 impl AsFd for ProcConnector {
