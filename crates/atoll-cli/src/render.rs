@@ -71,6 +71,24 @@ pub fn status(r: &StatusReport) -> String {
             ),
         };
     }
+    if let Some(p) = r.pace.as_ref().filter(|p| p.max_epochs > 1) {
+        let wakes: Vec<String> = p.wakes.iter().map(|(w, n)| format!("{w} {n}")).collect();
+        let _ = writeln!(
+            o,
+            "loop       next epoch in {} ms (up to {} epochs while quiescent{}); wakes: {}",
+            p.interval_ms,
+            p.max_epochs,
+            match p.quiescent_since_ms {
+                Some(t) => format!(", quiescent since {:.1} s", t as f64 / 1000.0),
+                None => String::new(),
+            },
+            if wakes.is_empty() {
+                "none".to_string()
+            } else {
+                wakes.join(", ")
+            }
+        );
+    }
     if let Some(p) = r.pressure.as_ref().filter(|p| p.armed + p.read > 0) {
         let why = p
             .reason

@@ -169,6 +169,21 @@ const OTHERS: &[(&str, &str, &str)] = &[
         "Configured control-loop period (what an epoch takes is atoll_epoch_duration_seconds).",
     ),
     (
+        "atoll_loop_interval_seconds",
+        GAUGE,
+        "The wait before the next epoch now (longer than the period while the loop is quiescent).",
+    ),
+    (
+        "atoll_loop_quiescent",
+        GAUGE,
+        "1 while every epoch since the last wake found nothing to act on.",
+    ),
+    (
+        "atoll_loop_wakes_total",
+        COUNTER,
+        "Stretched waits cut short, by source (command, proc_event, pressure, busy).",
+    ),
+    (
         "atoll_fallbacks",
         GAUGE,
         "Knobs the kernel refused, now replaced by a fallback.",
@@ -355,6 +370,31 @@ pub fn render(status: &StatusReport, telemetry: &Telemetry) -> String {
         "atoll_epoch_seconds",
         one(decimal(status.epoch_ms, 3)),
     );
+    if let Some(p) = &status.pace {
+        other(
+            &mut out,
+            "atoll_loop_interval_seconds",
+            one(decimal(p.interval_ms, 3)),
+        );
+        other(
+            &mut out,
+            "atoll_loop_quiescent",
+            one(u8::from(p.quiescent_since_ms.is_some()).to_string()),
+        );
+        other(
+            &mut out,
+            "atoll_loop_wakes_total",
+            ["command", "proc_event", "pressure", "busy"]
+                .iter()
+                .map(|w| {
+                    (
+                        labels(&[("source", w)]),
+                        p.wakes.get(*w).copied().unwrap_or(0).to_string(),
+                    )
+                })
+                .collect(),
+        );
+    }
     other(
         &mut out,
         "atoll_fallbacks",

@@ -153,6 +153,16 @@ pub fn run(mut ctrl: Controller, endpoints: &Endpoints) -> Result<(), RunError> 
     publish(&ctrl, Some(&board));
     let stop = Arc::new(AtomicBool::new(false));
     let api = crate::api::serve(listener, tx.clone(), stop.clone(), board.clone());
+    // Where to knock so the accept loops see `stop` at once.
+    let metrics_knock = metrics
+        .as_ref()
+        .and_then(|l| l.local_addr().ok())
+        .map(|mut a| {
+            if a.ip().is_unspecified() {
+                a.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+            }
+            a
+        });
     let metrics = metrics.map(|l| {
         tracing::info!(
             "metrics on http://{}/metrics",
@@ -175,6 +185,12 @@ pub fn run(mut ctrl: Controller, endpoints: &Endpoints) -> Result<(), RunError> 
     ctrl.finish_stop(&result);
     // Only now does the socket go away, so `atoll stop` can wait for it.
     stop.store(true, Ordering::SeqCst);
+    // The accept loops wait up to seconds while idle: a connection wakes
+    // them to see `stop`.
+    let _ = std::os::unix::net::UnixStream::connect(&endpoints.socket);
+    if let Some(a) = metrics_knock {
+        let _ = std::net::TcpStream::connect_timeout(&a, Duration::from_millis(200));
+    }
     let _ = api.join();
     if let Some(m) = metrics {
         let _ = m.join();

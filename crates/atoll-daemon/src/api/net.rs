@@ -44,7 +44,10 @@ impl Listener for TcpListener {
 }
 
 /// Accepts connections until `stop` is set, polling every `tick` so the
-/// flag is honored: `admit` decides on each connection (a guard that lives
+/// flag is honored; while no connection comes the wait doubles up to
+/// [`IDLE_TICKS`] ticks (an idle daemon's thread wakes every 3.2 s instead
+/// of every 200 ms; whoever sets `stop` connects once to be heard at once,
+/// see [`crate::run`]): `admit` decides on each connection (a guard that lives
 /// as long as the connection, or why not); an admitted one is served by
 /// `serve` on its own thread, one refused is handed to `refuse` with the
 /// reason. Returns after every connection thread has ended. `what` names
@@ -69,10 +72,14 @@ pub(crate) fn accept_loop<L, G, A, R, S>(
         return;
     }
     let mut workers: Vec<JoinHandle<()>> = Vec::new();
+    let mut wait = tick;
     while !stop.load(Ordering::Acquire) {
-        match wait_readable(listener.as_raw_fd(), tick) {
-            Ok(true) => {}
-            Ok(false) => continue,
+        match wait_readable(listener.as_raw_fd(), wait) {
+            Ok(true) => wait = tick,
+            Ok(false) => {
+                wait = wait.saturating_mul(2).min(tick.saturating_mul(IDLE_TICKS));
+                continue;
+            }
             Err(e) => {
                 tracing::error!(error = %e, "{what} socket: poll failed; not serving");
                 break;
@@ -115,6 +122,9 @@ pub(crate) fn accept_loop<L, G, A, R, S>(
         let _ = h.join();
     }
 }
+
+/// The longest wait of an idle accept loop, in ticks.
+pub(crate) const IDLE_TICKS: u32 = 16;
 
 /// Nice value of the threads serving connections: the control loop (nice
 /// 0) runs first when both want a CPU.

@@ -638,3 +638,35 @@ fn a_closed_loop_gives_503() {
     stop.store(true, Ordering::Release);
     h.join().unwrap();
 }
+
+#[test]
+fn the_loop_pace_is_rendered_when_the_status_has_it() {
+    let mut r = report();
+    assert!(!render(&r, &Default::default()).contains("atoll_loop_"));
+    r.pace = Some(atoll_proto::LoopPace {
+        interval_ms: 240,
+        max_epochs: 8,
+        quiescent_since_ms: Some(1_500),
+        stretched_epochs: 12,
+        wakes: [("command".to_string(), 3)].into_iter().collect(),
+        pressure_wake: None,
+    });
+    let text = render(&r, &Default::default());
+    assert!(
+        text.contains("atoll_loop_interval_seconds 0.24\n"),
+        "{text}"
+    );
+    assert!(text.contains("atoll_loop_quiescent 1\n"), "{text}");
+    assert!(
+        text.contains("atoll_loop_wakes_total{source=\"command\"} 3\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("atoll_loop_wakes_total{source=\"busy\"} 0\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# TYPE atoll_loop_wakes_total counter"),
+        "{text}"
+    );
+}
