@@ -121,6 +121,11 @@ fn full_report() -> StatusReport {
         io_devices: Vec::new(),
     };
     let mut r = report();
+    r.pace = Some(atoll_proto::LoopPace {
+        interval_ms: 30,
+        max_epochs: 8,
+        ..Default::default()
+    });
     r.host.stats = full.clone();
     r.islands[0].stats = full.clone();
     r.units[0].stats = full;
@@ -324,6 +329,7 @@ fn unknown_values_are_omitted_not_zero() {
             || super::energy::ENERGY.iter().any(|(n, ..)| *n == name)
             || name.starts_with("atoll_net_class_")
             || name.starts_with("atoll_power_cap_")
+            || name.starts_with("atoll_loop_")
             || super::slo::SLO.iter().any(|(n, ..)| *n == name);
         assert_eq!(
             text.contains(&format!("\n{name}")),
