@@ -78,9 +78,10 @@ pub fn status(r: &StatusReport) -> String {
             "loop       next epoch in {} ms (up to {} epochs while quiescent{}); wakes: {}",
             p.interval_ms,
             p.max_epochs,
-            match p.quiescent_since_ms {
-                Some(t) => format!(", quiescent since {:.1} s", t as f64 / 1000.0),
-                None => String::new(),
+            match (p.quiescent_since_ms, &p.held_by) {
+                (Some(t), _) => format!(", quiescent since {:.1} s", t as f64 / 1000.0),
+                (None, Some(who)) => format!(", {who} needs every epoch"),
+                (None, None) => String::new(),
             },
             if wakes.is_empty() {
                 "none".to_string()

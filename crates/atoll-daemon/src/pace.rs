@@ -66,6 +66,8 @@ pub struct Pace {
     ack: Option<SyncSender<()>>,
     ack_owed: bool,
     pressure_wake: Option<String>,
+    /// The component that needed the last epoch's next tick.
+    held_by: Option<&'static str>,
 }
 
 impl Default for Pace {
@@ -79,6 +81,7 @@ impl Default for Pace {
             ack: None,
             ack_owed: false,
             pressure_wake: None,
+            held_by: None,
         }
     }
 }
@@ -107,9 +110,12 @@ impl Pace {
         self.stretch
     }
 
-    /// After an epoch at `now`: whether every component was quiescent.
-    /// Returns the wait before the next epoch, in epochs.
-    pub fn after_epoch(&mut self, quiescent: bool, now: Duration) -> u32 {
+    /// After an epoch at `now`: the component that needs the next tick
+    /// (`None`: every one is quiescent). Returns the wait before the next
+    /// epoch, in epochs.
+    pub fn after_epoch(&mut self, held_by: Option<&'static str>, now: Duration) -> u32 {
+        let quiescent = held_by.is_none();
+        self.held_by = held_by;
         if self.stretch > 1 {
             self.stretched_epochs += 1;
         }
@@ -162,6 +168,7 @@ impl Pace {
                 .map(|(w, n)| (w.as_str().to_string(), *n))
                 .collect(),
             pressure_wake: self.pressure_wake.clone(),
+            held_by: self.held_by.map(str::to_string),
         }
     }
 }
@@ -175,7 +182,7 @@ mod tests {
     fn quiet_for(p: &mut Pace, n: u32) -> u32 {
         let mut s = 0;
         for i in 0..n {
-            s = p.after_epoch(true, T * i);
+            s = p.after_epoch(None, T * i);
         }
         s
     }
@@ -184,7 +191,7 @@ mod tests {
     fn a_quiescent_loop_doubles_its_wait_up_to_the_bound() {
         let mut p = Pace::default();
         p.set_max(8);
-        let waits: Vec<u32> = (0..5).map(|i| p.after_epoch(true, T * i)).collect();
+        let waits: Vec<u32> = (0..5).map(|i| p.after_epoch(None, T * i)).collect();
         assert_eq!(waits, vec![2, 4, 8, 8, 8]);
         assert_eq!(p.status(T, Duration::ZERO).interval_ms, 240);
         assert_eq!(p.status(T, Duration::ZERO).quiescent_since_ms, Some(0));
@@ -212,7 +219,7 @@ mod tests {
             assert_eq!(st.quiescent_since_ms, None);
             assert_eq!(st.wakes.get(why.as_str()), Some(&1));
             // Quiescent again: the doubling starts over.
-            assert_eq!(p.after_epoch(true, T * 10), 2);
+            assert_eq!(p.after_epoch(None, T * 10), 2);
         }
     }
 
@@ -221,10 +228,10 @@ mod tests {
         let mut p = Pace::default();
         p.set_max(8);
         assert_eq!(quiet_for(&mut p, 3), 8);
-        assert_eq!(p.after_epoch(false, T * 20), 1);
+        assert_eq!(p.after_epoch(Some("isolation"), T * 20), 1);
         assert_eq!(p.status(T, Duration::ZERO).wakes.get("busy"), Some(&1));
         // Busy while already at one epoch is no wake.
-        assert_eq!(p.after_epoch(false, T * 21), 1);
+        assert_eq!(p.after_epoch(Some("isolation"), T * 21), 1);
         assert_eq!(p.status(T, Duration::ZERO).wakes.get("busy"), Some(&1));
     }
 
@@ -234,14 +241,14 @@ mod tests {
         let mut p = Pace::default();
         p.set_max(8);
         p.set_waker(tx, "off".into());
-        p.after_epoch(true, T);
+        p.after_epoch(None, T);
         assert!(rx.try_recv().is_err(), "no wake, no ack");
         p.wake(Wake::ProcEvent);
         assert!(rx.try_recv().is_err(), "not before the epoch");
-        p.after_epoch(true, T * 2);
+        p.after_epoch(None, T * 2);
         assert!(rx.try_recv().is_ok());
         p.wake(Wake::Command);
-        p.after_epoch(true, T * 3);
+        p.after_epoch(None, T * 3);
         assert!(
             rx.try_recv().is_err(),
             "commands do not come from the waker"

@@ -174,6 +174,7 @@ fn load_that_appears_after_quiescence_is_isolated_at_the_next_epoch() {
     assert_eq!(r.waits(5), vec![1; 5]);
     let p = r.pace();
     assert_eq!(p.wakes.get("busy"), Some(&1), "{p:?}");
+    assert_eq!(p.held_by.as_deref(), Some("isolation"), "{p:?}");
     assert_eq!(p.quiescent_since_ms, None);
 }
 

@@ -117,6 +117,10 @@ pub struct LoopPace {
     /// Whether a CPU pressure (PSI) trigger wakes the loop, or why not.
     #[serde(default)]
     pub pressure_wake: Option<String>,
+    /// The component that needed the next tick after the last epoch
+    /// (`adoption`, `coordination`, `isolation`, `comm`, ...), if one did.
+    #[serde(default)]
+    pub held_by: Option<String>,
 }
 
 /// How the daemon finds new, changed and exited processes.

@@ -606,28 +606,47 @@ impl Controller {
     /// (see [`crate::pace`]): each component says so of itself, from what
     /// its last step saw.
     pub fn quiescent(&self) -> bool {
+        self.needs_ticks().is_none()
+    }
+
+    /// The first component that needs the next tick, if any.
+    pub fn needs_ticks(&self) -> Option<&'static str> {
         let rt_quiet = self.caps.is_some_and(|c| c.rt_groups)
             || crate::rt_guard::rt_units(&self.reg, &self.coord).is_empty();
-        self.unsaved.is_empty()
-            && !self.compose.pending()
-            && self.reg.generation() == self.flushed_generation
-            && self.adoption.quiescent()
-            && rt_quiet
-            && self.coord.quiescent()
-            && self.net.is_none()
-            && !self.powercap.is_held()
-            && self.slo.idle(&self.reg)
-            && self.iso.quiescent()
-            && self.comm.quiescent(&self.reg)
-            && self.apps.quiescent()
+        let net_quiet = self
+            .net
+            .as_ref()
+            .is_none_or(crate::netisland::NetIslands::quiescent);
+        [
+            (self.unsaved.is_empty(), "replies"),
+            (
+                !self.compose.pending() && self.reg.generation() == self.flushed_generation,
+                "composer",
+            ),
+            (self.adoption.quiescent(), "adoption"),
+            (rt_quiet, "rt_guard"),
+            (self.coord.quiescent(), "coordination"),
+            (net_quiet, "network"),
+            (!self.powercap.is_held(), "power_cap"),
+            (self.slo.idle(&self.reg), "slo"),
+            (self.iso.quiescent(), "isolation"),
+            (self.comm.quiescent(&self.reg), "comm"),
+            (self.apps.quiescent(), "apps"),
+        ]
+        .into_iter()
+        .find_map(|(quiet, who)| (!quiet).then_some(who))
     }
 
     /// After an epoch: how many epochs the loop waits before the next
     /// (1 unless the loop may stretch and [`quiescent`](Self::quiescent)).
     pub fn after_epoch(&mut self) -> u32 {
-        let quiet = self.pace.max() > 1 && self.quiescent();
+        let held_by = if self.pace.max() > 1 {
+            self.needs_ticks()
+        } else {
+            None
+        };
         let now = self.now();
-        self.pace.after_epoch(quiet, now)
+        self.pace.after_epoch(held_by, now)
     }
 
     /// An input arrived: returns whether it cut a longer wait short (the

@@ -656,6 +656,7 @@ fn the_loop_pace_is_rendered_when_the_status_has_it() {
         stretched_epochs: 12,
         wakes: [("command".to_string(), 3)].into_iter().collect(),
         pressure_wake: None,
+        held_by: None,
     });
     let text = render(&r, &Default::default());
     assert!(
