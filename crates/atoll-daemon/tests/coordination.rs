@@ -252,6 +252,39 @@ fn a_trigger_boosts_until_its_length_ends() {
 }
 
 #[test]
+fn a_trigger_is_answered_when_served_and_a_tune_once_saved() {
+    let rig = Rig::new();
+    let mut c = rig.start(spec());
+    let send = |c: &mut Controller, message: Message| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        c.take(atoll_daemon::command::Command::Api {
+            caller: ROOT,
+            id: 1,
+            request: Request::Coordinate {
+                from: None,
+                message,
+            },
+            reply: tx,
+        });
+        rx
+    };
+    // The boost is in the kernel and the reply out before any save: the
+    // loop has nothing to commit for it (its state is saved at the next
+    // epoch).
+    let rx = send(&mut c, trigger("db"));
+    let r = rx.try_recv().expect("a trigger is answered when served");
+    assert!(r.ok.is_some(), "{r:?}");
+    assert_eq!(rig.weight("batch/db"), Some(10_000));
+    assert!(!c.uncommitted());
+    // A tune's reply waits for the commit that saves it.
+    let rx = send(&mut c, tune("api", Direction::Up));
+    assert!(rx.try_recv().is_err(), "a tune waits for the save");
+    assert!(c.uncommitted());
+    c.commit();
+    assert!(rx.try_recv().expect("answered once saved").ok.is_some());
+}
+
+#[test]
 fn borrowed_cpus_move_between_island_cpusets_and_come_back() {
     let rig = Rig::new();
     let mut c = rig.start(spec());
