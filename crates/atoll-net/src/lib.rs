@@ -41,8 +41,8 @@ use std::path::PathBuf;
 
 pub use backend::{LeafStats, NetBackend, RootQdisc};
 pub use fake::FakeNet;
-pub use nft::{FakeNft, NftClassifier, NftCommand, NftRule, NftRunner};
 pub use island::{Interfaces, Snapshot};
+pub use nft::{FakeNft, NftClassifier, NftCommand, NftRule, NftRunner};
 pub use plan::{LeafQdisc, PlanError, TcClass, TcPlan};
 pub use steer::{SteerSnapshot, Steering};
 pub use tc::TcBackend;

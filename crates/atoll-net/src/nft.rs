@@ -120,9 +120,15 @@ pub fn script(table: &str, rules: &[NftRule]) -> String {
 }
 
 /// Something that runs an `nft -f -` script.
-pub trait NftRunner {
+pub trait NftRunner: std::fmt::Debug {
     /// Runs `script` as one transaction.
     fn run(&mut self, script: &str) -> Result<(), NetError>;
+}
+
+impl<R: NftRunner + ?Sized> NftRunner for Box<R> {
+    fn run(&mut self, script: &str) -> Result<(), NetError> {
+        (**self).run(script)
+    }
 }
 
 /// Runs the real `nft`, optionally in a named network namespace and with
@@ -418,8 +424,14 @@ mod tests {
             .in_netns("t1");
         let argv = hybrid.argv();
         assert_eq!(argv[0], "unshare");
-        let at = argv.iter().position(|a| a == "/sys/fs/cgroup/unified").unwrap();
-        assert_eq!(argv[at + 1..], ["nsenter", "--net=/run/netns/t1", "nft", "-f", "-"]);
+        let at = argv
+            .iter()
+            .position(|a| a == "/sys/fs/cgroup/unified")
+            .unwrap();
+        assert_eq!(
+            argv[at + 1..],
+            ["nsenter", "--net=/run/netns/t1", "nft", "-f", "-"]
+        );
     }
 
     #[test]

@@ -60,7 +60,9 @@ fn skip_reason() -> Option<String> {
     }
     for prog in ["nft", "ip", "tc", "unshare", "nsenter"] {
         if !found(prog) {
-            return Some(format!("no `{prog}` (apt-get install nftables iproute2 util-linux)"));
+            return Some(format!(
+                "no `{prog}` (apt-get install nftables iproute2 util-linux)"
+            ));
         }
     }
     if !Path::new(PYTHON).exists() {
@@ -97,12 +99,21 @@ impl World {
             all.extend_from_slice(args);
             sh("ip", &all);
         };
-        ip(&["link", "add", "nfta", "type", "veth", "peer", "name", "nftb"]);
+        ip(&[
+            "link", "add", "nfta", "type", "veth", "peer", "name", "nftb",
+        ]);
         ip(&["link", "set", "nfta", "up"]);
         ip(&["link", "set", "nftb", "up"]);
         ip(&["addr", "add", "10.77.0.1/24", "dev", "nfta"]);
         ip(&[
-            "neigh", "add", "10.77.0.2", "lladdr", "02:00:00:00:00:02", "dev", "nfta", "nud",
+            "neigh",
+            "add",
+            "10.77.0.2",
+            "lladdr",
+            "02:00:00:00:00:02",
+            "dev",
+            "nfta",
+            "nud",
             "permanent",
         ]);
         let tc = "qdisc add dev nfta root handle 1: htb default 2\n\
@@ -145,9 +156,7 @@ impl World {
 impl Drop for World {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir(&self.group);
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.ns])
-            .status();
+        let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
     }
 }
 
@@ -201,10 +210,7 @@ fn a_v2_groups_datagrams_reach_its_class_through_atolls_nft_table() {
     }
     let w = World::new();
     let root = format!("atoll-nft-test-{}", std::process::id());
-    let mut nft = NftClassifier::new(
-        &root,
-        NftCommand::new().with_v2_root(&w.v2).in_netns(&w.ns),
-    );
+    let mut nft = NftClassifier::new(&root, NftCommand::new().with_v2_root(&w.v2).in_netns(&w.ns));
     let table = table_name(&root);
     // A stale table of the same name (a crashed daemon's) is replaced.
     sh(
