@@ -582,6 +582,17 @@ fn sim_env(topo: Topology, root: &str) -> (Env, String) {
     (env, "simulated machine, real time".into())
 }
 
+/// Whether `program` is an executable file in a directory of `PATH`.
+fn in_path(program: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|d| {
+            std::fs::metadata(d.join(program))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -654,15 +665,4 @@ mod tests {
             );
         }
     }
-}
-
-/// Whether `program` is an executable file in a directory of `PATH`.
-fn in_path(program: &str) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::env::var_os("PATH").is_some_and(|path| {
-        std::env::split_paths(&path).any(|d| {
-            std::fs::metadata(d.join(program))
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-    })
 }
