@@ -289,6 +289,12 @@ impl<R: NftRunner> NftClassifier<R> {
         self.rules.as_deref().unwrap_or_default()
     }
 
+    /// Whether this classifier wrote the table (then it holds
+    /// [`Self::rules`]).
+    pub fn written(&self) -> bool {
+        self.rules.is_some()
+    }
+
     /// The runner.
     pub fn runner(&self) -> &R {
         &self.runner

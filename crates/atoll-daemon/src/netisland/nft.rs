@@ -150,7 +150,7 @@ impl NetIslands {
         }
     }
 
-    /// Deletes atoll's table if it wrote one (teardown).
+    /// Deletes atoll's table if this run wrote it (teardown).
     pub(super) fn remove_nft(&mut self, now: Duration, log: &mut DecisionLog) -> Vec<String> {
         let NftRoute::On {
             classifier, held, ..
@@ -158,7 +158,7 @@ impl NetIslands {
         else {
             return Vec::new();
         };
-        if held.is_empty() && classifier.rules().is_empty() && self.islands.is_empty() {
+        if !classifier.written() {
             return Vec::new();
         }
         let table = classifier.table().to_string();
