@@ -81,6 +81,13 @@ if [ "$run_unit" = 1 ]; then
       echo "could not install prometheus: the Prometheus test will skip"
     if [ "$own_policy" = 1 ]; then rm -f "$policy"; fi
   fi
+  # nft and ip drive the network-island tests (crates/atoll-net/tests/
+  # real_nft.rs, real_tc.rs); they say they skipped without them.
+  if ! command -v nft >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1; then
+    echo "== installing nftables iproute2"
+    { apt-get update -q && apt-get install -y -q nftables iproute2; } >/dev/null ||
+      echo "could not install nftables/iproute2: the nft and tc tests will skip"
+  fi
   echo "== cargo test"
   test_log="${CARGO_TARGET_DIR:-target}/cargo-test.log"
   mkdir -p "$(dirname "$test_log")"

@@ -181,6 +181,9 @@ impl<F: CgroupFs> Actuator for CgroupBackend<F> {
     fn net_prio_dir(&self, path: &GroupPath) -> Option<std::path::PathBuf> {
         both!(self, b => b.net_prio_dir(path))
     }
+    fn cgroup2_dir(&self, path: &GroupPath) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
+        both!(self, b => b.cgroup2_dir(path))
+    }
     fn apply(
         &mut self,
         path: &GroupPath,

@@ -370,6 +370,10 @@ impl<F: CgroupFs> Actuator for Cgroup2Backend<F> {
         BackendKind::Cgroup2
     }
 
+    fn cgroup2_dir(&self, path: &GroupPath) -> Option<(PathBuf, PathBuf)> {
+        Some((self.mount.clone(), self.dir(path)))
+    }
+
     fn capabilities(&self) -> Capabilities {
         let root = self.dir(&GroupPath::root());
         let created = self.fs.exists(&root);

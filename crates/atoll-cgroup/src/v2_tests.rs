@@ -784,3 +784,11 @@ fn an_islands_cpus_are_read_back_from_its_cpuset() {
         Err(BackendError::NoGroup(_))
     ));
 }
+
+#[test]
+fn a_groups_v2_directory_is_named_with_the_mount_for_nft() {
+    let (_, mount, b) = backend(&["cpuset", "cpu"]);
+    let (m, dir) = b.cgroup2_dir(&gp("work/api")).unwrap();
+    assert_eq!(m, mount);
+    assert_eq!(dir, mount.join("atoll/work/api"));
+}

@@ -365,6 +365,14 @@ pub trait Actuator: Send {
         let _ = path;
         None
     }
+    /// Where `path` is in a cgroup v2 hierarchy, where the backend keeps
+    /// its groups there: the hierarchy's mount and the group's directory
+    /// below it (a network island gives the group's sockets its class with
+    /// an nftables `socket cgroupv2` rule); `None` otherwise (the default).
+    fn cgroup2_dir(&self, path: &GroupPath) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
+        let _ = path;
+        None
+    }
     /// The service manager groups can be bound to, for people (`systemd
     /// 252`), when [`Capabilities::service_manager`] is true.
     fn service_manager(&self) -> Option<String> {

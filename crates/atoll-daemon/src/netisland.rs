@@ -2,15 +2,15 @@
 //! `docs/netisland.md`). It owns their coordinators and the interfaces it
 //! took over; at start it takes each interface (snapshot first), writes its
 //! HTB tree from the coordinator's shares and its steering CPUs; at
-//! teardown it gives every interface back as found. On cgroup v1 it gives
-//! each unit's group its class id as socket priority (`classify`); what it
+//! teardown it gives every interface back as found. It gives each unit's
+//! group its class id as socket priority: on cgroup v1 in `net_prio`
+//! (`classify`), on cgroup v2 with atoll's nftables table (`nft`); what it
 //! found on each interface is kept for the state file so that a run after a
 //! crash adopts the interface and still gives it back exactly (`saved`); a
 //! reload adds, changes and gives back islands (`lifecycle`). Every write
 //! is a [`Decision`] (`atoll why wire`).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 use std::time::Duration;
 
 use atoll_core::decision::{Action, Decision, Reason};
@@ -26,10 +26,12 @@ use crate::decisions::DecisionLog;
 mod classify;
 mod coord;
 mod lifecycle;
+mod nft;
 mod saved;
 mod status;
 
 pub use coord::IslandTrigger;
+pub use nft::{BoxedRunner, GroupDir};
 pub use saved::{SavedFile, SavedInterface, SavedNetwork};
 
 /// The network islands and their interfaces.
@@ -54,14 +56,16 @@ pub struct NetIslands {
     /// Whether the backend keeps unit groups in a `net_prio` hierarchy
     /// (`None`: not asked yet).
     net_prio: Option<bool>,
+    /// cgroup v2 classification through atoll's nftables table.
+    nft: nft::NftRoute,
     /// What a previous run found on its interfaces (from the state file),
     /// for adopting them after a crash.
     saved: BTreeMap<String, atoll_net::Snapshot>,
 }
 
-/// Where a unit's group is in the cgroup v1 `net_prio` hierarchy (`None`:
-/// no such hierarchy, or no such unit).
-pub type NetPrioDirs<'a> = &'a dyn Fn(&Name) -> Option<PathBuf>;
+/// Where a unit's group is: in a cgroup v1 `net_prio` hierarchy or a
+/// cgroup v2 one (`None`: neither, or no such unit).
+pub type GroupDirs<'a> = &'a dyn Fn(&Name) -> Option<GroupDir>;
 
 impl std::fmt::Debug for NetIslands {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -95,6 +99,7 @@ impl NetIslands {
             classified: Vec::new(),
             class_failed: BTreeSet::new(),
             net_prio: None,
+            nft: nft::NftRoute::Off,
             saved: BTreeMap::new(),
         })
     }
@@ -183,6 +188,7 @@ impl NetIslands {
     /// first); a warning for each that could not be.
     pub fn teardown(&mut self, now: Duration, log: &mut DecisionLog) -> Vec<String> {
         let mut warnings = self.unclassify(|_| true, now, &Reason::Teardown, log);
+        warnings.extend(self.remove_nft(now, log));
         for (setup, _) in &self.islands {
             if self.ifs.snapshot(&setup.interface).is_some() {
                 give_back(

@@ -394,6 +394,21 @@ pub fn build(o: &SetupOptions) -> Result<(Controller, String), SetupError> {
             atoll_core::coord::CoordConfig::default().weight_step,
         )?;
         net.set_recv_queues(Box::new(crate::coord::ProcRecvQueues::new(&o.proc_root)));
+        // On cgroup v2 the unit groups are classified with nftables, in a
+        // table named after atoll's root.
+        let v2 = env
+            .backend
+            .cgroup2_dir(&atoll_core::plan::GroupPath::root());
+        if let (true, Some((mount, _))) = (real, v2) {
+            if in_path("nft") {
+                net.set_nft(atoll_net::NftClassifier::new(
+                    env.backend.root_name(),
+                    Box::new(atoll_net::NftCommand::new().with_v2_root(&mount)),
+                ));
+            } else {
+                net.set_nft_missing("no `nft` in PATH; install nftables");
+            }
+        }
         Some(net)
     };
     // Frequency policies: the machine's cpufreq files, checked now (a
@@ -565,6 +580,17 @@ fn sim_env(topo: Topology, root: &str) -> (Env, String) {
         clock: Arc::new(clock),
     };
     (env, "simulated machine, real time".into())
+}
+
+/// Whether `program` is an executable file in a directory of `PATH`.
+fn in_path(program: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|d| {
+            std::fs::metadata(d.join(program))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    })
 }
 
 #[cfg(test)]

@@ -19,8 +19,8 @@
 //!    of its class ids in that class before any filter runs, so a unit's
 //!    traffic is classified by giving its sockets the class id as priority
 //!    (cgroup v1 `net_prio.ifpriomap`, [`classify`]; on cgroup v2,
-//!    nftables `meta priority set` on `socket cgroupv2`, not written yet;
-//!    or `SO_PRIORITY`); see `docs/netisland.md`.
+//!    nftables `meta priority set` on `socket cgroupv2` in a table of
+//!    atoll's own, [`nft`]; or `SO_PRIORITY`); see `docs/netisland.md`.
 //!
 //! [`Interfaces`] takes an interface over (snapshot first), applies plans,
 //! reads the classes' backlogs and restores. It refuses an interface whose
@@ -31,6 +31,7 @@ pub mod classify;
 pub mod fake;
 pub mod island;
 pub mod mask;
+pub mod nft;
 pub mod plan;
 pub mod steer;
 pub mod tc;
@@ -41,6 +42,7 @@ use std::path::PathBuf;
 pub use backend::{LeafStats, NetBackend, RootQdisc};
 pub use fake::FakeNet;
 pub use island::{Interfaces, Snapshot};
+pub use nft::{FakeNft, NftClassifier, NftCommand, NftRule, NftRunner};
 pub use plan::{LeafQdisc, PlanError, TcClass, TcPlan};
 pub use steer::{SteerSnapshot, Steering};
 pub use tc::TcBackend;
@@ -114,6 +116,14 @@ pub enum NetError {
         iface: String,
         /// What is wrong.
         source: PlanError,
+    },
+    /// A group path nft cannot be given.
+    #[error("cannot classify the group {value} with nftables: {reason}")]
+    BadNftName {
+        /// The group directory.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
     },
     /// After a restore, the interface is not as it was found.
     #[error("interface {iface}: after restoring, the root qdisc is {now}, it was {before}")]

@@ -121,6 +121,16 @@ impl<B: Backend> Actuator for SystemdDriver<B> {
         self.inner.net_prio_dir(path)
     }
 
+    /// A bound group is its unit's cgroup (under the v2 mount systemd
+    /// uses); any other is the inner backend's.
+    fn cgroup2_dir(&self, path: &GroupPath) -> Option<(PathBuf, PathBuf)> {
+        if self.bound(path) {
+            let dir = self.cgroup_dir(path)?;
+            return Some((self.options.cgroup_mount.clone(), dir));
+        }
+        self.inner.cgroup2_dir(path)
+    }
+
     fn apply(
         &mut self,
         path: &GroupPath,

@@ -11,10 +11,12 @@ use atoll_core::plan::GroupPath;
 use atoll_core::Name;
 
 use super::{monitor, Controller};
+use crate::netisland::GroupDir;
 
 impl Controller {
     /// Gives each unit group its class id as socket priority where the
-    /// backend keeps groups in a cgroup v1 `net_prio` hierarchy (see
+    /// backend keeps groups in a cgroup v1 `net_prio` hierarchy, or a v2
+    /// one with atoll's nftables table (see
     /// [`crate::netisland::NetIslands::classify`]); failures become status
     /// warnings.
     pub(super) fn classify_units(&mut self, now: Duration, why: &Reason) {
@@ -23,8 +25,12 @@ impl Controller {
         };
         let (reg, backend) = (&self.reg, &*self.env.backend);
         let dirs = |unit: &Name| {
-            reg.unit_group(unit.as_str())
-                .and_then(|g| backend.net_prio_dir(&g))
+            let g = reg.unit_group(unit.as_str())?;
+            backend.net_prio_dir(&g).map(GroupDir::NetPrio).or_else(|| {
+                backend
+                    .cgroup2_dir(&g)
+                    .map(|(mount, dir)| GroupDir::Cgroup2 { mount, dir })
+            })
         };
         let warnings = net.classify(now, &dirs, why, &mut self.log);
         self.warnings.extend(warnings);

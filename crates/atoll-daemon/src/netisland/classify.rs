@@ -4,15 +4,18 @@
 //! unit's HTB class with no `SO_PRIORITY` of its own and no tc filter
 //! (`docs/netisland.md`, "Classification"). The network island is the one
 //! writer of these files (as of the interface's tree); what each group had
-//! is written back when the unit loses its class or at teardown.
+//! is written back when the unit loses its class or at teardown. On
+//! cgroup v2 the groups get rules in atoll's nftables table instead
+//! (`nft.rs`).
 
 use std::time::Duration;
 
 use atoll_core::decision::{Action, Decision, Reason};
 use atoll_core::Name;
 use atoll_net::classify::{self as netprio, SavedPrio};
+use atoll_net::nft::NftRule;
 
-use super::{NetIslands, NetPrioDirs};
+use super::{GroupDir, GroupDirs, NetIslands};
 use crate::decisions::DecisionLog;
 
 /// A unit group atoll gave a class id on an interface.
@@ -34,7 +37,8 @@ fn class_name(classid: u32) -> String {
 impl NetIslands {
     /// Gives the group of every unit with a class on a managed interface
     /// its class id as priority there (`dirs` says where each unit's group
-    /// is in the `net_prio` hierarchy), a decision each with `why`. A group
+    /// is: in a `net_prio` hierarchy, or a v2 one where atoll's nftables
+    /// table gets a rule for it), a decision each with `why`. A group
     /// already given that class is left alone, so this runs every epoch
     /// and reaches groups made later; one that cannot be written is a
     /// warning, once. A unit whose class changed or went has its old
@@ -42,7 +46,7 @@ impl NetIslands {
     pub fn classify(
         &mut self,
         now: Duration,
-        dirs: NetPrioDirs<'_>,
+        dirs: GroupDirs<'_>,
         why: &Reason,
         log: &mut DecisionLog,
     ) -> Vec<String> {
@@ -66,6 +70,7 @@ impl NetIslands {
             })
         };
         warnings.extend(self.unclassify(stale, now, why, log));
+        let mut rules = Vec::new();
         for (island, unit, iface, classid) in want {
             let done = self
                 .classified
@@ -75,11 +80,29 @@ impl NetIslands {
             if done || self.class_failed.contains(&key) {
                 continue;
             }
-            let Some(dir) = dirs(&unit) else {
-                if self.net_prio.is_none() {
-                    self.net_prio = Some(false);
+            let dir = match dirs(&unit) {
+                Some(GroupDir::NetPrio(dir)) => dir,
+                Some(GroupDir::Cgroup2 { mount, dir }) => {
+                    // Not made yet: tried again next epoch.
+                    if dir.is_dir() {
+                        match NftRule::for_group(&mount, &dir, classid) {
+                            Ok(rule) => rules.push((island, unit, iface, rule)),
+                            Err(e) => {
+                                warnings.push(format!(
+                                    "network island {island}: unit {unit}'s traffic is not classified: {e}"
+                                ));
+                                self.class_failed.insert(key);
+                            }
+                        }
+                    }
+                    continue;
                 }
-                continue;
+                None => {
+                    if self.net_prio.is_none() {
+                        self.net_prio = Some(false);
+                    }
+                    continue;
+                }
             };
             self.net_prio = Some(true);
             if !dir.is_dir() {
@@ -118,6 +141,7 @@ impl NetIslands {
                 }
             }
         }
+        warnings.extend(self.write_nft(rules, now, why, log));
         warnings
     }
 
@@ -168,6 +192,9 @@ impl NetIslands {
             .filter(|c| &c.island == island)
             .map(|c| c.unit.as_str())
             .collect();
+        if let Some(text) = self.nft_classification(island) {
+            return text;
+        }
         match self.net_prio {
             Some(true) => format!(
                 "by cgroup (v1 net_prio.ifpriomap): the sockets of {} get their class id as priority; a socket that sets SO_PRIORITY itself keeps its own",
@@ -177,7 +204,7 @@ impl NetIslands {
                     format!("the groups of {}", units.join(", "))
                 }
             ),
-            _ => "by socket priority only: there is no cgroup v1 net_prio hierarchy for the unit groups (on cgroup v2 the nftables rules are not written yet), so a unit's sockets reach its class only when they set the class id as SO_PRIORITY".to_string(),
+            _ => "by socket priority only: there is no cgroup v1 net_prio hierarchy for the unit groups (nor a cgroup v2 one classified with nftables), so a unit's sockets reach its class only when they set the class id as SO_PRIORITY".to_string(),
         }
     }
 }
