@@ -25,7 +25,7 @@ use std::fs::File;
 use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
@@ -43,19 +43,40 @@ pub const PSI_SHARE: u32 = 10;
 /// How often the thread looks at the stop flag while nothing happens.
 const STOP_CHECK: Duration = Duration::from_secs(1);
 
+/// Why no PSI trigger could be set on a pressure file.
+#[derive(Debug, thiserror::Error)]
+pub enum PsiError {
+    /// The file could not be opened (no `CONFIG_PSI`, `psi=0`).
+    #[error("{path}: {source}")]
+    Open {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The kernel refused every window tried (the last refusal).
+    #[error("{path}: the trigger {line:?} was refused: {source}")]
+    Refused {
+        path: PathBuf,
+        line: String,
+        source: std::io::Error,
+    },
+}
+
 /// A PSI trigger on `file`: the 500 ms window, else 2 s. Returns the open
-/// file and what it is, or why there is none.
-pub fn psi_trigger(file: &Path) -> Result<(File, String), String> {
-    let mut last = String::new();
+/// file and what it is.
+pub fn psi_trigger(file: &Path) -> Result<(File, String), PsiError> {
+    let mut refused = None;
     for window_us in [500_000u32, 2_000_000] {
         let mut f = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .custom_flags(libc::O_NONBLOCK)
             .open(file)
-            .map_err(|e| format!("{}: {e}", file.display()))?;
-        let line = format!("some {} {window_us}\0", window_us / 100 * PSI_SHARE);
-        match f.write_all(line.as_bytes()) {
+            .map_err(|source| PsiError::Open {
+                path: file.to_path_buf(),
+                source,
+            })?;
+        let line = format!("some {} {window_us}", window_us / 100 * PSI_SHARE);
+        match f.write_all(format!("{line}\0").as_bytes()) {
             Ok(()) => {
                 return Ok((
                     f,
@@ -67,10 +88,15 @@ pub fn psi_trigger(file: &Path) -> Result<(File, String), String> {
                     ),
                 ))
             }
-            Err(e) => last = format!("{}: {e}", file.display()),
+            Err(source) => refused = Some((line, source)),
         }
     }
-    Err(last)
+    let (line, source) = refused.expect("at least one window was tried");
+    Err(PsiError::Refused {
+        path: file.to_path_buf(),
+        line,
+        source,
+    })
 }
 
 /// Starts the waker for `ctrl`'s loop, when it may stretch its waits.
