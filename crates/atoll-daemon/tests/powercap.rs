@@ -193,3 +193,170 @@ fn without_rapl_the_power_cap_is_refused_or_not_held() {
     );
     c.teardown().unwrap();
 }
+
+fn refused(r: atoll_proto::ResponseEnvelope) -> (atoll_proto::ErrorCode, String) {
+    let e = r.err.expect("a refusal");
+    (e.code, e.message)
+}
+
+fn cap_add(overlay: &str, watts: f64) -> Request {
+    Request::OverlayAdd {
+        overlay: overlay.into(),
+        settings: atoll_proto::runtime::OverlaySettings {
+            power_cap_watts: Some(watts),
+            ..Default::default()
+        },
+    }
+}
+
+/// The same cap added over the API (`overlay add --power-cap-watts`): held
+/// like the configured one, its budget changed by `overlay set` (limits
+/// lifted, held again from the new budget), and removed by `overlay rm`
+/// (frequency limits given back, the `power` layer's CPU cap gone).
+#[test]
+fn a_power_cap_added_over_the_api_is_held_changed_and_lifted() {
+    let root = (4..8)
+        .fold(
+            FakePower::new().rapl(0, "package-0", 1_000_000, RANGE),
+            |p, c| p.cpufreq(FakeCpuFreq::new(c)),
+        )
+        .cpu_without_cpufreq(1)
+        .write_temp()
+        .unwrap();
+    let before = cpufreq::read_all(root.path()).unwrap();
+    let sim = SimPlatform::new(topo8(), "atoll-pcap-api", ManualClock::new());
+    let s = spec(None);
+    let mut c = controller(&sim, s.clone(), topo8());
+    c.set_frequencies(Frequencies::new(root.path(), &s).unwrap());
+    c.set_power(Power::probe(root.path()));
+    c.start().unwrap();
+    let mut energy = 1_000_000;
+    epoch_at(&sim, &mut c, root.path(), &mut energy, 125);
+    assert!(c.status().energy.unwrap().power_cap.is_none());
+
+    // The config path's validation, over the API.
+    for (bad, words) in [
+        (-5.0, "is not a number of watts"),
+        (f64::INFINITY, "is not a number of watts"),
+    ] {
+        let (code, msg) = refused(ask(&mut c, ROOT, cap_add("budget", bad)));
+        assert_eq!(code, atoll_proto::ErrorCode::BadRequest);
+        assert!(
+            msg.contains("overlay.budget.power_cap_watts") && msg.contains(words),
+            "{msg}"
+        );
+    }
+    let with_unit = Request::OverlayAdd {
+        overlay: "budget".into(),
+        settings: atoll_proto::runtime::OverlaySettings {
+            units: Some(vec!["nope".into()]),
+            power_cap_watts: Some(100.0),
+            ..Default::default()
+        },
+    };
+    let (_, msg) = refused(ask(&mut c, ROOT, with_unit));
+    assert!(msg.contains("names no unit"), "{msg}");
+    let two = Request::OverlayAdd {
+        overlay: "budget".into(),
+        settings: atoll_proto::runtime::OverlaySettings {
+            cpu_cap: Some(2.0),
+            power_cap_watts: Some(100.0),
+            ..Default::default()
+        },
+    };
+    let (_, msg) = refused(ask(&mut c, ROOT, two));
+    assert!(
+        msg.contains("cpu_cap and power_cap_watts are two properties"),
+        "{msg}"
+    );
+    assert!(c.status().energy.unwrap().power_cap.is_none());
+
+    // Added: the next epoch at 125 W slows batch and caps web.
+    reply(ask(&mut c, ROOT, cap_add("budget", 100.0)));
+    let (_, msg) = refused(ask(&mut c, ROOT, cap_add("second", 90.0)));
+    assert!(msg.contains("sets the platform power cap already"), "{msg}");
+    epoch_at(&sim, &mut c, root.path(), &mut energy, 125);
+    let f = cpufreq::read_all(root.path()).unwrap();
+    assert!(f.iter().all(|f| f.scaling_max_khz == 2_880_000), "{f:?}");
+    let web = sim.settings(&GroupPath::island(&n("web"))).unwrap();
+    assert_eq!(web.cpu_max.map(|m| m.quota_us), Some(240_000));
+    let p = c.status().energy.unwrap().power_cap.unwrap();
+    assert_eq!(
+        p.text(),
+        "budget: 100.0 W budget, 125.0 W measured; island web cap 2.40 CPUs, island batch max 2880000 kHz"
+    );
+
+    // A new budget: the limits are lifted and the cap held again from it
+    // (125 W is within 10 % of 130 W: nothing is limited).
+    let set = Request::OverlaySet {
+        overlay: "budget".into(),
+        settings: atoll_proto::runtime::OverlaySettings {
+            power_cap_watts: Some(130.0),
+            ..Default::default()
+        },
+    };
+    reply(ask(&mut c, ROOT, set));
+    assert_eq!(cpufreq::read_all(root.path()).unwrap(), before);
+    epoch_at(&sim, &mut c, root.path(), &mut energy, 125);
+    assert_eq!(cpufreq::read_all(root.path()).unwrap(), before);
+    let web = sim.settings(&GroupPath::island(&n("web"))).unwrap();
+    assert_eq!(web.cpu_max, None);
+    let p = c.status().energy.unwrap().power_cap.unwrap();
+    assert_eq!(p.budget_watts, 130.0);
+
+    // Over it again, then removed: everything given back.
+    epoch_at(&sim, &mut c, root.path(), &mut energy, 260);
+    assert!(cpufreq::read_all(root.path())
+        .unwrap()
+        .iter()
+        .all(|f| f.scaling_max_khz == 1_800_000));
+    reply(ask(
+        &mut c,
+        ROOT,
+        Request::OverlayRm {
+            overlay: "budget".into(),
+        },
+    ));
+    assert_eq!(cpufreq::read_all(root.path()).unwrap(), before);
+    epochs(&sim, &mut c, 1);
+    let web = sim.settings(&GroupPath::island(&n("web"))).unwrap();
+    assert_eq!(web.cpu_max, None);
+    assert!(c.status().energy.unwrap().power_cap.is_none());
+    let b = why(&mut c, "batch");
+    assert!(
+        b.iter().any(|d| d.contains("power cap removed or changed")),
+        "{b:?}"
+    );
+    c.teardown().unwrap();
+    assert_eq!(cpufreq::read_all(root.path()).unwrap(), before);
+}
+
+/// Without RAPL, `overlay add` refuses a power cap with the config path's
+/// error and changes nothing.
+#[test]
+fn without_rapl_the_api_refuses_a_power_cap() {
+    let vm = FakePower::new()
+        .cpu_without_cpufreq(0)
+        .write_temp()
+        .unwrap();
+    let sim = SimPlatform::new(topo8(), "atoll-pcap-api-vm", ManualClock::new());
+    let mut c = controller(&sim, spec(None), topo8());
+    c.set_power(Power::probe(vm.path()));
+    c.start().unwrap();
+    let (code, msg) = refused(ask(&mut c, ROOT, cap_add("budget", 100.0)));
+    assert_eq!(code, atoll_proto::ErrorCode::BadRequest);
+    assert!(
+        msg.starts_with("overlay.budget.power_cap_watts: no RAPL zone under "),
+        "{msg}"
+    );
+    assert!(c.status().energy.unwrap().power_cap.is_none());
+    let (_, msg) = refused(ask(
+        &mut c,
+        ROOT,
+        Request::OverlayRm {
+            overlay: "budget".into(),
+        },
+    ));
+    assert!(msg.contains("budget"), "{msg}");
+    c.teardown().unwrap();
+}
