@@ -109,7 +109,8 @@ fn the_daemon_holds_a_power_budget_through_frequency_and_cpu_caps() {
     let b = why(&mut c, "batch");
     assert!(
         b.iter().any(|d| d.contains("power cap: max 2880000 kHz")
-            && d.contains("125.0 W measured, budget 100.0 W")),
+            && d.contains("125.0 W measured, budget 100.0 W")
+            && d.contains("island draws 57 %")),
         "{b:?}"
     );
     let w = why(&mut c, "web");
@@ -358,5 +359,59 @@ fn without_rapl_the_api_refuses_a_power_cap() {
         },
     ));
     assert!(msg.contains("budget"), "{msg}");
+    c.teardown().unwrap();
+}
+
+/// The cut by island draw and priority: `api` (web, overlay `shop` of
+/// priority 5) runs one busy thread, `job` (batch, no overlay) three; over
+/// the budget batch, the low tier drawing 3/4 of the power, sheds all of
+/// it and web is not slowed; the decision names batch's share.
+#[test]
+fn the_cut_falls_on_the_low_priority_island_by_its_draw() {
+    let root = (4..8)
+        .fold(
+            FakePower::new().rapl(0, "package-0", 1_000_000, RANGE),
+            |p, c| p.cpufreq(FakeCpuFreq::new(c)),
+        )
+        .cpu_without_cpufreq(1)
+        .write_temp()
+        .unwrap();
+    let sim = SimPlatform::new(topo8(), "atoll-pcap-split", ManualClock::new());
+    let shop = OverlayConfig {
+        name: n("shop"),
+        priority: 5,
+        units: vec![n("api")],
+        property: Property::ThroughputFloor { per_s: 10.0 },
+        react: Default::default(),
+        slo: Default::default(),
+    };
+    let mut s = web_and_batch(&[("api", "web"), ("job", "batch")], vec![shop]);
+    s.overlays.extend(spec(Some(100.0)).overlays);
+    assert_eq!(s.validate(&topo8()), Ok(()));
+    let mut c = controller(&sim, s.clone(), topo8());
+    c.set_frequencies(Frequencies::new(root.path(), &s).unwrap());
+    c.set_power(Power::probe(root.path()));
+    let api = sim.spawn("api", 0, None);
+    sim.set_busy(api, true).unwrap();
+    let job = sim.spawn("job", 0, None);
+    sim.set_busy(job, true).unwrap();
+    for _ in 0..2 {
+        sim.spawn_thread(job).unwrap();
+    }
+    c.start().unwrap();
+    let mut energy = 1_000_000;
+    epoch_at(&sim, &mut c, root.path(), &mut energy, 125);
+    epoch_at(&sim, &mut c, root.path(), &mut energy, 125);
+    // batch: 93.75 W of 125 must shed 25 W: 3.6 GHz × (1 − 25/93.75).
+    let f = cpufreq::read_all(root.path()).unwrap();
+    assert!(f.iter().all(|f| f.scaling_max_khz == 2_640_000), "{f:?}");
+    let web = sim.settings(&GroupPath::island(&n("web"))).unwrap();
+    assert_eq!(web.cpu_max, None, "web (priority 5) is not slowed");
+    let b = why(&mut c, "batch");
+    assert!(
+        b.iter().any(|d| d.contains("island draws 75 %")
+            && d.contains("priority 0: max frequency 2640000 kHz")),
+        "{b:?}"
+    );
     c.teardown().unwrap();
 }

@@ -59,6 +59,25 @@ impl Controller {
         if !self.powercap.is_held() {
             return;
         }
+        let select = atoll_core::backend::StatSelect {
+            cpu_usage: true,
+            cpu_throttling: false,
+            memory: false,
+            io: false,
+            pressure: false,
+        };
+        let usage: std::collections::BTreeMap<Name, u64> = self
+            .powercap
+            .islands()
+            .into_iter()
+            .filter_map(|i| {
+                let stats = super::monitor(&self.env)
+                    .stats_of(&GroupPath::island(&i), select)
+                    .ok()?;
+                Some((i, stats.cpu_usage_us?))
+            })
+            .collect();
+        self.powercap.sample_busy(&usage);
         let watts = self.power.as_ref().and_then(crate::power::Power::watts);
         let overlay = self
             .powercap
