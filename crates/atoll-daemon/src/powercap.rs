@@ -175,6 +175,16 @@ impl PowerCapping {
         h.busy_marks = usage_us.clone();
     }
 
+    /// Each island's tier again from `spec`'s overlays (after an overlay
+    /// was added, changed or removed).
+    pub fn set_priorities(&mut self, spec: &PlatformSpec) {
+        if let Some(h) = &mut self.held {
+            for k in &mut h.knobs {
+                k.priority = island_priority(spec, &k.name);
+            }
+        }
+    }
+
     /// The islands the cap weighs.
     pub fn islands(&self) -> Vec<Name> {
         self.held

@@ -415,3 +415,63 @@ fn the_cut_falls_on_the_low_priority_island_by_its_draw() {
     );
     c.teardown().unwrap();
 }
+
+/// An overlay added over the API moves its island up a tier: with `api`'s
+/// overlay gone, both islands are in tier 0 and share the cut by draw; with
+/// it added again (priority 5), batch takes the cut alone.
+#[test]
+fn an_overlay_added_over_the_api_changes_the_islands_tiers() {
+    let root = (4..8)
+        .fold(
+            FakePower::new().rapl(0, "package-0", 1_000_000, RANGE),
+            |p, c| p.cpufreq(FakeCpuFreq::new(c)),
+        )
+        .cpu_without_cpufreq(1)
+        .write_temp()
+        .unwrap();
+    let sim = SimPlatform::new(topo8(), "atoll-pcap-tiers", ManualClock::new());
+    let mut s = web_and_batch(&[("api", "web"), ("job", "batch")], Vec::new());
+    s.overlays.extend(spec(Some(100.0)).overlays);
+    let mut c = controller(&sim, s.clone(), topo8());
+    c.set_frequencies(Frequencies::new(root.path(), &s).unwrap());
+    c.set_power(Power::probe(root.path()));
+    let api = sim.spawn("api", 0, None);
+    sim.set_busy(api, true).unwrap();
+    let job = sim.spawn("job", 0, None);
+    sim.set_busy(job, true).unwrap();
+    for _ in 0..2 {
+        sim.spawn_thread(job).unwrap();
+    }
+    c.start().unwrap();
+    let mut energy = 1_000_000;
+    epoch_at(&sim, &mut c, root.path(), &mut energy, 125);
+    epoch_at(&sim, &mut c, root.path(), &mut energy, 125);
+    // One tier: the equal cut, 0.8 each.
+    let f = cpufreq::read_all(root.path()).unwrap();
+    assert!(f.iter().all(|f| f.scaling_max_khz == 2_880_000), "{f:?}");
+    let web = sim.settings(&GroupPath::island(&n("web"))).unwrap();
+    assert_eq!(web.cpu_max.map(|m| m.quota_us), Some(240_000));
+    let add = Request::OverlayAdd {
+        overlay: "shop".into(),
+        settings: atoll_proto::runtime::OverlaySettings {
+            units: Some(vec!["api".into()]),
+            priority: Some(5),
+            throughput_floor: Some(10.0),
+            ..Default::default()
+        },
+    };
+    reply(ask(&mut c, ROOT, add));
+    // Well under: given back (web, now the high tier, first); then over
+    // again: batch alone sheds the cut.
+    for _ in 0..6 {
+        epoch_at(&sim, &mut c, root.path(), &mut energy, 40);
+    }
+    let web = sim.settings(&GroupPath::island(&n("web"))).unwrap();
+    assert_eq!(web.cpu_max, None);
+    epoch_at(&sim, &mut c, root.path(), &mut energy, 125);
+    let web = sim.settings(&GroupPath::island(&n("web"))).unwrap();
+    assert_eq!(web.cpu_max, None, "web is in tier 5 now");
+    let f = cpufreq::read_all(root.path()).unwrap();
+    assert!(f.iter().all(|f| f.scaling_max_khz == 2_640_000), "{f:?}");
+    c.teardown().unwrap();
+}

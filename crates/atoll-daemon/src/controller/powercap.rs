@@ -138,9 +138,12 @@ impl Controller {
     /// (`old`: [`Self::power_cap_now`] before it): a power cap whose overlay
     /// or budget changed is lifted (its frequency limits given back, its
     /// composer contribution gone) and the new one, if any, held from
-    /// scratch.
+    /// scratch; an unchanged one takes the islands' new priority tiers.
     pub(super) fn reload_power_cap(&mut self, old: Option<(Name, f64)>) {
         if old == self.power_cap_now() {
+            // The same cap; the overlays' priorities may have moved.
+            let spec = self.reg.effective_spec();
+            self.powercap.set_priorities(&spec);
             return;
         }
         self.lift_power_cap();
