@@ -230,3 +230,29 @@ fn a_nack_exits_with_three_and_an_ack_with_zero() {
     assert_eq!(crate::cmd_coord::exit_status(&nack), crate::cmd_coord::NACK);
     assert_eq!(crate::cmd_coord::NACK, 3);
 }
+
+#[test]
+fn overlay_add_and_set_take_a_power_cap_in_watts() {
+    let settings = |args: &[&str]| match parse(args).unwrap() {
+        Cmd::Overlay(OverlayCmd::Add { name, flags, .. })
+        | Cmd::Overlay(OverlayCmd::Set { name, flags, .. }) => {
+            assert_eq!(name, "budget");
+            flags.settings()
+        }
+        other => panic!("{args:?} parsed as {other:?}"),
+    };
+    let add = settings(&["overlay", "add", "budget", "--power-cap-watts", "95.5"]);
+    assert_eq!(add.power_cap_watts, Some(95.5));
+    assert!(add.has_property());
+    assert_eq!(add.units, None);
+    assert_eq!(add.cpu_cap, None);
+    let set = settings(&["overlay", "set", "budget", "--power-cap-watts", "120"]);
+    assert_eq!(set.power_cap_watts, Some(120.0));
+    // The request as sent: the key the daemon reads.
+    let json = serde_json::to_value(&set).unwrap();
+    assert_eq!(json, serde_json::json!({"power_cap_watts": 120.0}));
+    assert_eq!(
+        refused(&["overlay", "add", "budget", "--power-cap-watts", "lots"]),
+        ErrorKind::ValueValidation
+    );
+}

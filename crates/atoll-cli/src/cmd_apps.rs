@@ -3,8 +3,9 @@
 //!
 //! One row per application: id, recipe name, pid, state (`running` or
 //! `waiting`), working mode, island, CPU quota and the CPUs it may run on,
-//! goal and rate in cycles per second, goal gap, and how many times its
-//! mode or island changed. Waiting applications' reasons follow the table.
+//! goal and rate in cycles per second, goal gap, how many times its
+//! mode or island changed, and the watts of its mode (the recipe's or
+//! learned from RAPL, and which; `-` when neither). Waiting applications' reasons follow the table.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -99,12 +100,17 @@ pub fn render(apps: &[AppStatus]) -> String {
                     format!("{:+.2}", a.goal_gap)
                 },
                 a.reconfigurations.to_string(),
+                a.power.map_or_else(
+                    || "-".into(),
+                    |p| format!("{} W ({})", num(p.watts), p.from.as_str()),
+                ),
             ]
         })
         .collect();
     let mut out = table(
         &[
-            "ID", "NAME", "PID", "STATE", "MODE", "ISLAND", "CPUS", "GOAL", "RATE", "GAP", "RECONF",
+            "ID", "NAME", "PID", "STATE", "MODE", "ISLAND", "CPUS", "GOAL", "RATE", "GAP",
+            "RECONF", "WATTS",
         ],
         &rows,
     );
@@ -139,6 +145,7 @@ mod tests {
             cycles_per_s: None,
             goal_gap: 0.0,
             reconfigurations: 0,
+            power: None,
         }
     }
 
@@ -160,6 +167,10 @@ mod tests {
         a.cycles_per_s = Some(24.0);
         a.goal_gap = 0.25;
         a.reconfigurations = 4;
+        a.power = Some(atoll_proto::apps::AppPower {
+            watts: 10.0,
+            from: atoll_proto::energy::WattsFrom::Learned,
+        });
         let b = app(
             8,
             AppRunState::Waiting {
@@ -187,7 +198,10 @@ mod tests {
                 "30/s",
                 "24/s",
                 "+0.25",
-                "4"
+                "4",
+                "10",
+                "W",
+                "(learned)"
             ]
         );
         let cells: Vec<&str> = lines[2].split_whitespace().collect();
@@ -204,7 +218,8 @@ mod tests {
                 "-",
                 "-",
                 "0",
-                "0"
+                "0",
+                "-"
             ]
         );
         assert_eq!(lines[3], "app 8 waits: blocked: no room");

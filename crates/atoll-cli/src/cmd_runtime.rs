@@ -129,6 +129,10 @@ pub struct OverlayFlags {
     /// Property: a CPU cap for the whole machine.
     #[arg(long)]
     pub cpu_cap: Option<f64>,
+    /// Property: a power budget for the whole machine, W (held through
+    /// frequency limits and CPU caps; refused on a machine without RAPL).
+    #[arg(long)]
+    pub power_cap_watts: Option<f64>,
     /// React: tune a unit up while its CPU pressure (%) is above this.
     #[arg(long)]
     pub react_pressure: Option<f64>,
@@ -228,6 +232,7 @@ impl OverlayFlags {
             percentile: self.percentile,
             throughput_floor: self.throughput_floor,
             cpu_cap: self.cpu_cap,
+            power_cap_watts: self.power_cap_watts,
             react_pressure: self.react_pressure,
             react_utilization: self.react_utilization,
             react_recv_queue: self.react_recv_queue,

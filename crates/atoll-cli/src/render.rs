@@ -113,6 +113,12 @@ pub fn status(r: &StatusReport) -> String {
         if let Some(p) = &e.power_cap {
             let _ = writeln!(o, "power cap  {}", p.text());
         }
+        if let Some(l) = &e.learned {
+            let _ = writeln!(o, "watts      {}", l.per_cpu_text());
+            for m in l.mode_lines() {
+                let _ = writeln!(o, "watts      {m}");
+            }
+        }
         if let Some(err) = &e.error {
             let _ = writeln!(o, "warning    energy: {err}");
         }
@@ -311,6 +317,41 @@ mod tests {
         assert!(
             stale.contains("1 timed out, stale: latency unknown\n"),
             "{stale}"
+        );
+    }
+
+    #[test]
+    fn the_status_shows_learned_watts_only_once_learned() {
+        use atoll_proto::energy::{EnergyStatus, LearnedWatts, ModeWatts, WattsFrom};
+        let mut r = crate::top::fixtures::snapshot(1000, 0).status;
+        r.energy = Some(EnergyStatus::default());
+        assert!(!super::status(&r).contains("watts "), "nothing learned");
+        r.energy = Some(EnergyStatus {
+            learned: Some(LearnedWatts {
+                watts_per_cpu: Some(20.0),
+                modes: vec![
+                    ModeWatts {
+                        recipe: "bt".into(),
+                        mode: 0,
+                        watts: 10.0,
+                        from: WattsFrom::Learned,
+                    },
+                    ModeWatts {
+                        recipe: "bt".into(),
+                        mode: 2,
+                        watts: 7.5,
+                        from: WattsFrom::Recipe,
+                    },
+                ],
+            }),
+            ..EnergyStatus::default()
+        });
+        let text = super::status(&r);
+        assert!(
+            text.contains(
+                "watts      20.0 W per busy CPU\nwatts      recipe bt mode 0: 10.0 W (learned)\nwatts      recipe bt mode 2: 7.5 W (recipe)\n"
+            ),
+            "{text}"
         );
     }
 }

@@ -489,6 +489,7 @@ fn app_status() -> AppStatus {
         cycles_per_s: Some(24.0),
         goal_gap: 0.25,
         reconfigurations: 1,
+        power: None,
     }
 }
 

@@ -72,6 +72,7 @@ fn status(app: u64) -> AppStatus {
         cycles_per_s: Some(16.0),
         goal_gap: 0.25,
         reconfigurations: 2,
+        power: None,
     }
 }
 

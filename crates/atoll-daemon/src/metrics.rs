@@ -299,6 +299,8 @@ pub fn families() -> Vec<(String, &'static str)> {
             .map(|(n, k, _, _)| (n.to_string(), *k)),
     );
     out.push((energy::BUDGET.0.to_string(), energy::BUDGET.1));
+    out.push((energy::PER_CPU.0.to_string(), energy::PER_CPU.1));
+    out.push((energy::MODE_WATTS.0.to_string(), energy::MODE_WATTS.1));
     out.extend(
         energy::CAP_ISLANDS
             .iter()

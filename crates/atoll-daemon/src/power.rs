@@ -85,6 +85,7 @@ impl Power {
             error: self.error.clone(),
             frequency: Vec::new(),
             power_cap: None,
+            learned: None,
         }
     }
 }

@@ -61,6 +61,22 @@ pub fn configured(spec: &PlatformSpec) -> Option<(Name, f64)> {
     })
 }
 
+/// The highest priority of the overlays with a unit in `island` (0: none).
+pub fn island_priority(spec: &PlatformSpec, island: &Name) -> u8 {
+    spec.overlays
+        .iter()
+        .filter(|o| {
+            o.units.iter().any(|u| {
+                spec.units
+                    .iter()
+                    .any(|s| &s.name == u && &s.island == island)
+            })
+        })
+        .map(|o| o.priority)
+        .max()
+        .unwrap_or(0)
+}
+
 /// A power cap in force.
 #[derive(Clone, Debug)]
 struct Held {
@@ -68,6 +84,8 @@ struct Held {
     cap: PowerCap,
     knobs: Vec<IslandKnobs>,
     measured: Option<f64>,
+    /// Each island's CPU-time counter at the last sample, µs.
+    busy_marks: BTreeMap<Name, u64>,
 }
 
 /// The power cap: its state and its composer layer (`power`), which lays
@@ -101,9 +119,12 @@ impl PowerCapping {
                     freq_range_khz: ranges.get(&i.name).copied(),
                     max_khz: None,
                     cap_cpus: None,
+                    busy_cpu_seconds: None,
+                    priority: island_priority(spec, &i.name),
                 })
                 .collect(),
             measured: None,
+            busy_marks: BTreeMap::new(),
         });
     }
 
@@ -134,6 +155,42 @@ impl PowerCapping {
             Some(w) => h.cap.step(w, &h.knobs),
             None => Vec::new(),
         }
+    }
+
+    /// Each island's CPU-time counter now, µs (an island missing: not
+    /// read): the time since the last sample is its draw in the next step's
+    /// split ([`atoll_core::power::split`]).
+    pub fn sample_busy(&mut self, usage_us: &BTreeMap<Name, u64>) {
+        let Some(h) = &mut self.held else {
+            return;
+        };
+        for k in &mut h.knobs {
+            let now = usage_us.get(&k.name).copied();
+            let then = h.busy_marks.get(&k.name).copied();
+            k.busy_cpu_seconds = match (now, then) {
+                (Some(n), Some(t)) => Some(n.saturating_sub(t) as f64 / 1e6),
+                _ => None,
+            };
+        }
+        h.busy_marks = usage_us.clone();
+    }
+
+    /// Each island's tier again from `spec`'s overlays (after an overlay
+    /// was added, changed or removed).
+    pub fn set_priorities(&mut self, spec: &PlatformSpec) {
+        if let Some(h) = &mut self.held {
+            for k in &mut h.knobs {
+                k.priority = island_priority(spec, &k.name);
+            }
+        }
+    }
+
+    /// The islands the cap weighs.
+    pub fn islands(&self) -> Vec<Name> {
+        self.held
+            .as_ref()
+            .map(|h| h.knobs.iter().map(|k| k.name.clone()).collect())
+            .unwrap_or_default()
     }
 
     /// `mv` was carried out.

@@ -109,7 +109,8 @@ fn the_daemon_holds_a_power_budget_through_frequency_and_cpu_caps() {
     let b = why(&mut c, "batch");
     assert!(
         b.iter().any(|d| d.contains("power cap: max 2880000 kHz")
-            && d.contains("125.0 W measured, budget 100.0 W")),
+            && d.contains("125.0 W measured, budget 100.0 W")
+            && d.contains("island draws 57 %")),
         "{b:?}"
     );
     let w = why(&mut c, "web");
@@ -191,5 +192,286 @@ fn without_rapl_the_power_cap_is_refused_or_not_held() {
         p.text(),
         "budget: 100.0 W budget, not held: this daemon reads no RAPL (simulated backend)"
     );
+    c.teardown().unwrap();
+}
+
+fn refused(r: atoll_proto::ResponseEnvelope) -> (atoll_proto::ErrorCode, String) {
+    let e = r.err.expect("a refusal");
+    (e.code, e.message)
+}
+
+fn cap_add(overlay: &str, watts: f64) -> Request {
+    Request::OverlayAdd {
+        overlay: overlay.into(),
+        settings: atoll_proto::runtime::OverlaySettings {
+            power_cap_watts: Some(watts),
+            ..Default::default()
+        },
+    }
+}
+
+/// The same cap added over the API (`overlay add --power-cap-watts`): held
+/// like the configured one, its budget changed by `overlay set` (limits
+/// lifted, held again from the new budget), and removed by `overlay rm`
+/// (frequency limits given back, the `power` layer's CPU cap gone).
+#[test]
+fn a_power_cap_added_over_the_api_is_held_changed_and_lifted() {
+    let root = (4..8)
+        .fold(
+            FakePower::new().rapl(0, "package-0", 1_000_000, RANGE),
+            |p, c| p.cpufreq(FakeCpuFreq::new(c)),
+        )
+        .cpu_without_cpufreq(1)
+        .write_temp()
+        .unwrap();
+    let before = cpufreq::read_all(root.path()).unwrap();
+    let sim = SimPlatform::new(topo8(), "atoll-pcap-api", ManualClock::new());
+    let s = spec(None);
+    let mut c = controller(&sim, s.clone(), topo8());
+    c.set_frequencies(Frequencies::new(root.path(), &s).unwrap());
+    c.set_power(Power::probe(root.path()));
+    c.start().unwrap();
+    let mut energy = 1_000_000;
+    epoch_at(&sim, &mut c, root.path(), &mut energy, 125);
+    assert!(c.status().energy.unwrap().power_cap.is_none());
+
+    // The config path's validation, over the API.
+    for (bad, words) in [
+        (-5.0, "is not a number of watts"),
+        (f64::INFINITY, "is not a number of watts"),
+    ] {
+        let (code, msg) = refused(ask(&mut c, ROOT, cap_add("budget", bad)));
+        assert_eq!(code, atoll_proto::ErrorCode::BadRequest);
+        assert!(
+            msg.contains("overlay.budget.power_cap_watts") && msg.contains(words),
+            "{msg}"
+        );
+    }
+    let with_unit = Request::OverlayAdd {
+        overlay: "budget".into(),
+        settings: atoll_proto::runtime::OverlaySettings {
+            units: Some(vec!["nope".into()]),
+            power_cap_watts: Some(100.0),
+            ..Default::default()
+        },
+    };
+    let (_, msg) = refused(ask(&mut c, ROOT, with_unit));
+    assert!(msg.contains("names no unit"), "{msg}");
+    let two = Request::OverlayAdd {
+        overlay: "budget".into(),
+        settings: atoll_proto::runtime::OverlaySettings {
+            cpu_cap: Some(2.0),
+            power_cap_watts: Some(100.0),
+            ..Default::default()
+        },
+    };
+    let (_, msg) = refused(ask(&mut c, ROOT, two));
+    assert!(
+        msg.contains("cpu_cap and power_cap_watts are two properties"),
+        "{msg}"
+    );
+    assert!(c.status().energy.unwrap().power_cap.is_none());
+
+    // Added: the next epoch at 125 W slows batch and caps web.
+    reply(ask(&mut c, ROOT, cap_add("budget", 100.0)));
+    let (_, msg) = refused(ask(&mut c, ROOT, cap_add("second", 90.0)));
+    assert!(msg.contains("sets the platform power cap already"), "{msg}");
+    epoch_at(&sim, &mut c, root.path(), &mut energy, 125);
+    let f = cpufreq::read_all(root.path()).unwrap();
+    assert!(f.iter().all(|f| f.scaling_max_khz == 2_880_000), "{f:?}");
+    let web = sim.settings(&GroupPath::island(&n("web"))).unwrap();
+    assert_eq!(web.cpu_max.map(|m| m.quota_us), Some(240_000));
+    let p = c.status().energy.unwrap().power_cap.unwrap();
+    assert_eq!(
+        p.text(),
+        "budget: 100.0 W budget, 125.0 W measured; island web cap 2.40 CPUs, island batch max 2880000 kHz"
+    );
+
+    // A new budget: the limits are lifted and the cap held again from it
+    // (125 W is within 10 % of 130 W: nothing is limited).
+    let set = Request::OverlaySet {
+        overlay: "budget".into(),
+        settings: atoll_proto::runtime::OverlaySettings {
+            power_cap_watts: Some(130.0),
+            ..Default::default()
+        },
+    };
+    reply(ask(&mut c, ROOT, set));
+    assert_eq!(cpufreq::read_all(root.path()).unwrap(), before);
+    epoch_at(&sim, &mut c, root.path(), &mut energy, 125);
+    assert_eq!(cpufreq::read_all(root.path()).unwrap(), before);
+    let web = sim.settings(&GroupPath::island(&n("web"))).unwrap();
+    assert_eq!(web.cpu_max, None);
+    let p = c.status().energy.unwrap().power_cap.unwrap();
+    assert_eq!(p.budget_watts, 130.0);
+
+    // Over it again, then removed: everything given back.
+    epoch_at(&sim, &mut c, root.path(), &mut energy, 260);
+    assert!(cpufreq::read_all(root.path())
+        .unwrap()
+        .iter()
+        .all(|f| f.scaling_max_khz == 1_800_000));
+    reply(ask(
+        &mut c,
+        ROOT,
+        Request::OverlayRm {
+            overlay: "budget".into(),
+        },
+    ));
+    assert_eq!(cpufreq::read_all(root.path()).unwrap(), before);
+    epochs(&sim, &mut c, 1);
+    let web = sim.settings(&GroupPath::island(&n("web"))).unwrap();
+    assert_eq!(web.cpu_max, None);
+    assert!(c.status().energy.unwrap().power_cap.is_none());
+    let b = why(&mut c, "batch");
+    assert!(
+        b.iter().any(|d| d.contains("power cap removed or changed")),
+        "{b:?}"
+    );
+    c.teardown().unwrap();
+    assert_eq!(cpufreq::read_all(root.path()).unwrap(), before);
+}
+
+/// Without RAPL, `overlay add` refuses a power cap with the config path's
+/// error and changes nothing.
+#[test]
+fn without_rapl_the_api_refuses_a_power_cap() {
+    let vm = FakePower::new()
+        .cpu_without_cpufreq(0)
+        .write_temp()
+        .unwrap();
+    let sim = SimPlatform::new(topo8(), "atoll-pcap-api-vm", ManualClock::new());
+    let mut c = controller(&sim, spec(None), topo8());
+    c.set_power(Power::probe(vm.path()));
+    c.start().unwrap();
+    let (code, msg) = refused(ask(&mut c, ROOT, cap_add("budget", 100.0)));
+    assert_eq!(code, atoll_proto::ErrorCode::BadRequest);
+    assert!(
+        msg.starts_with("overlay.budget.power_cap_watts: no RAPL zone under "),
+        "{msg}"
+    );
+    assert!(c.status().energy.unwrap().power_cap.is_none());
+    let (_, msg) = refused(ask(
+        &mut c,
+        ROOT,
+        Request::OverlayRm {
+            overlay: "budget".into(),
+        },
+    ));
+    assert!(msg.contains("budget"), "{msg}");
+    c.teardown().unwrap();
+}
+
+/// The cut by island draw and priority: `api` (web, overlay `shop` of
+/// priority 5) runs one busy thread, `job` (batch, no overlay) three; over
+/// the budget batch, the low tier drawing 3/4 of the power, sheds all of
+/// it and web is not slowed; the decision names batch's share.
+#[test]
+fn the_cut_falls_on_the_low_priority_island_by_its_draw() {
+    let root = (4..8)
+        .fold(
+            FakePower::new().rapl(0, "package-0", 1_000_000, RANGE),
+            |p, c| p.cpufreq(FakeCpuFreq::new(c)),
+        )
+        .cpu_without_cpufreq(1)
+        .write_temp()
+        .unwrap();
+    let sim = SimPlatform::new(topo8(), "atoll-pcap-split", ManualClock::new());
+    let shop = OverlayConfig {
+        name: n("shop"),
+        priority: 5,
+        units: vec![n("api")],
+        property: Property::ThroughputFloor { per_s: 10.0 },
+        react: Default::default(),
+        slo: Default::default(),
+    };
+    let mut s = web_and_batch(&[("api", "web"), ("job", "batch")], vec![shop]);
+    s.overlays.extend(spec(Some(100.0)).overlays);
+    assert_eq!(s.validate(&topo8()), Ok(()));
+    let mut c = controller(&sim, s.clone(), topo8());
+    c.set_frequencies(Frequencies::new(root.path(), &s).unwrap());
+    c.set_power(Power::probe(root.path()));
+    let api = sim.spawn("api", 0, None);
+    sim.set_busy(api, true).unwrap();
+    let job = sim.spawn("job", 0, None);
+    sim.set_busy(job, true).unwrap();
+    for _ in 0..2 {
+        sim.spawn_thread(job).unwrap();
+    }
+    c.start().unwrap();
+    let mut energy = 1_000_000;
+    epoch_at(&sim, &mut c, root.path(), &mut energy, 125);
+    epoch_at(&sim, &mut c, root.path(), &mut energy, 125);
+    // batch: 93.75 W of 125 must shed 25 W: 3.6 GHz × (1 − 25/93.75).
+    let f = cpufreq::read_all(root.path()).unwrap();
+    assert!(f.iter().all(|f| f.scaling_max_khz == 2_640_000), "{f:?}");
+    let web = sim.settings(&GroupPath::island(&n("web"))).unwrap();
+    assert_eq!(web.cpu_max, None, "web (priority 5) is not slowed");
+    let b = why(&mut c, "batch");
+    assert!(
+        b.iter().any(|d| d.contains("island draws 75 %")
+            && d.contains("priority 0: max frequency 2640000 kHz")),
+        "{b:?}"
+    );
+    c.teardown().unwrap();
+}
+
+/// An overlay added over the API moves its island up a tier: with `api`'s
+/// overlay gone, both islands are in tier 0 and share the cut by draw; with
+/// it added again (priority 5), batch takes the cut alone.
+#[test]
+fn an_overlay_added_over_the_api_changes_the_islands_tiers() {
+    let root = (4..8)
+        .fold(
+            FakePower::new().rapl(0, "package-0", 1_000_000, RANGE),
+            |p, c| p.cpufreq(FakeCpuFreq::new(c)),
+        )
+        .cpu_without_cpufreq(1)
+        .write_temp()
+        .unwrap();
+    let sim = SimPlatform::new(topo8(), "atoll-pcap-tiers", ManualClock::new());
+    let mut s = web_and_batch(&[("api", "web"), ("job", "batch")], Vec::new());
+    s.overlays.extend(spec(Some(100.0)).overlays);
+    let mut c = controller(&sim, s.clone(), topo8());
+    c.set_frequencies(Frequencies::new(root.path(), &s).unwrap());
+    c.set_power(Power::probe(root.path()));
+    let api = sim.spawn("api", 0, None);
+    sim.set_busy(api, true).unwrap();
+    let job = sim.spawn("job", 0, None);
+    sim.set_busy(job, true).unwrap();
+    for _ in 0..2 {
+        sim.spawn_thread(job).unwrap();
+    }
+    c.start().unwrap();
+    let mut energy = 1_000_000;
+    epoch_at(&sim, &mut c, root.path(), &mut energy, 125);
+    epoch_at(&sim, &mut c, root.path(), &mut energy, 125);
+    // One tier: the equal cut, 0.8 each.
+    let f = cpufreq::read_all(root.path()).unwrap();
+    assert!(f.iter().all(|f| f.scaling_max_khz == 2_880_000), "{f:?}");
+    let web = sim.settings(&GroupPath::island(&n("web"))).unwrap();
+    assert_eq!(web.cpu_max.map(|m| m.quota_us), Some(240_000));
+    let add = Request::OverlayAdd {
+        overlay: "shop".into(),
+        settings: atoll_proto::runtime::OverlaySettings {
+            units: Some(vec!["api".into()]),
+            priority: Some(5),
+            throughput_floor: Some(10.0),
+            ..Default::default()
+        },
+    };
+    reply(ask(&mut c, ROOT, add));
+    // Well under: given back (web, now the high tier, first); then over
+    // again: batch alone sheds the cut.
+    for _ in 0..6 {
+        epoch_at(&sim, &mut c, root.path(), &mut energy, 40);
+    }
+    let web = sim.settings(&GroupPath::island(&n("web"))).unwrap();
+    assert_eq!(web.cpu_max, None);
+    epoch_at(&sim, &mut c, root.path(), &mut energy, 125);
+    let web = sim.settings(&GroupPath::island(&n("web"))).unwrap();
+    assert_eq!(web.cpu_max, None, "web is in tier 5 now");
+    let f = cpufreq::read_all(root.path()).unwrap();
+    assert!(f.iter().all(|f| f.scaling_max_khz == 2_640_000), "{f:?}");
     c.teardown().unwrap();
 }

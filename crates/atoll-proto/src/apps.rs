@@ -102,4 +102,18 @@ pub struct AppStatus {
     pub goal_gap: f64,
     /// Times its working mode or island changed.
     pub reconfigurations: u64,
+    /// The power of the mode it runs in, as the power term uses it: the
+    /// recipe's `power_watts` or the figure learned from RAPL (`None`:
+    /// neither, or not running).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power: Option<AppPower>,
+}
+
+/// The watts of an application's working mode.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AppPower {
+    /// Its power, W.
+    pub watts: f64,
+    /// Recipe or learned.
+    pub from: crate::energy::WattsFrom,
 }

@@ -173,6 +173,17 @@ fn run_time_changes_decode_strictly() {
         r#"{"v":1,"id":5,"op":"overlay_add","overlay":"o","settings":{"units":["a"],"latency":5}}"#,
     );
     assert!(t.contains("unknown field `latency`"), "{t}");
+    let r = decode_request(
+        r#"{"v":1,"id":5,"op":"overlay_add","overlay":"b","settings":{"power_cap_watts":95.5}}"#,
+    )
+    .unwrap();
+    match r.request {
+        Request::OverlayAdd { settings, .. } => {
+            assert_eq!(settings.power_cap_watts, Some(95.5));
+            assert!(settings.has_property());
+        }
+        other => panic!("{other:?}"),
+    }
     let r = decode_request(r#"{"v":1,"id":6,"op":"config_dump"}"#).unwrap();
     assert_eq!(r.request, Request::ConfigDump {});
 }

@@ -20,6 +20,80 @@ pub struct EnergyStatus {
     /// is configured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub power_cap: Option<PowerCapStatus>,
+    /// The watts the power term uses, when the daemon has learned any
+    /// from RAPL (`None`: nothing learned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learned: Option<LearnedWatts>,
+}
+
+/// Where a working mode's watts come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WattsFrom {
+    /// The recipe's `power_watts`.
+    Recipe,
+    /// Learned from RAPL by CPU time.
+    Learned,
+}
+
+impl WattsFrom {
+    /// `recipe` or `learned`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Recipe => "recipe",
+            Self::Learned => "learned",
+        }
+    }
+}
+
+/// One working mode's watts as the power term uses them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModeWatts {
+    /// The recipe.
+    pub recipe: String,
+    /// The mode's id.
+    pub mode: u32,
+    /// Its power, W.
+    pub watts: f64,
+    /// Recipe or learned.
+    pub from: WattsFrom,
+}
+
+/// What the daemon learned of the machine's power from RAPL.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LearnedWatts {
+    /// Watts per busy CPU (`None`: not learned yet).
+    pub watts_per_cpu: Option<f64>,
+    /// The modes of the registered applications' recipes with a figure
+    /// (the recipe's or a learned one), and learned modes of recipes no
+    /// longer registered; a mode with neither is not listed.
+    pub modes: Vec<ModeWatts>,
+}
+
+impl LearnedWatts {
+    /// `20.0 W per busy CPU` (or `per busy CPU not learned`).
+    pub fn per_cpu_text(&self) -> String {
+        match self.watts_per_cpu {
+            Some(w) => format!("{w:.1} W per busy CPU"),
+            None => "per busy CPU not learned".to_string(),
+        }
+    }
+
+    /// `recipe bodytrack mode 1: 10.0 W (learned)`, a line each.
+    pub fn mode_lines(&self) -> Vec<String> {
+        self.modes
+            .iter()
+            .map(|m| {
+                format!(
+                    "recipe {} mode {}: {:.1} W ({})",
+                    m.recipe,
+                    m.mode,
+                    m.watts,
+                    m.from.as_str()
+                )
+            })
+            .collect()
+    }
 }
 
 /// The platform power cap: budget, measured power, limits in force.
@@ -144,6 +218,7 @@ mod tests {
             error: None,
             frequency: Vec::new(),
             power_cap: None,
+            learned: None,
         };
         assert_eq!(
             some.energy_text(),

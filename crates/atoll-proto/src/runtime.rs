@@ -71,7 +71,8 @@ impl UnitSettings {
 
 /// An overlay as the config writes it; `None` fields are not given. At
 /// most one property key (`latency_us` with `percentile`,
-/// `throughput_floor`, `cpu_cap`); `overlay_add` needs one.
+/// `throughput_floor`, `cpu_cap`, `power_cap_watts`); `overlay_add` needs
+/// one.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OverlaySettings {
@@ -93,6 +94,9 @@ pub struct OverlaySettings {
     /// Property: a CPU cap for the whole machine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_cap: Option<f64>,
+    /// Property: a power budget for the whole machine, W (needs RAPL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_cap_watts: Option<f64>,
     /// Reactive policy: CPU pressure (%) that tunes a unit up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub react_pressure: Option<f64>,
@@ -112,7 +116,10 @@ pub struct OverlaySettings {
 impl OverlaySettings {
     /// Whether it names a property.
     pub fn has_property(&self) -> bool {
-        self.latency_us.is_some() || self.throughput_floor.is_some() || self.cpu_cap.is_some()
+        self.latency_us.is_some()
+            || self.throughput_floor.is_some()
+            || self.cpu_cap.is_some()
+            || self.power_cap_watts.is_some()
     }
 }
 

@@ -173,6 +173,10 @@ pub fn examples() -> Vec<(&'static str, Vec<String>)> {
         cycles_per_s: Some(24.0),
         goal_gap: 0.25,
         reconfigurations: 1,
+        power: Some(atoll_proto::apps::AppPower {
+            watts: 10.0,
+            from: atoll_proto::energy::WattsFrom::Learned,
+        }),
     };
     let apps = vec![
         request(41, Request::Apps {}),

@@ -3,13 +3,16 @@
 //! caps (where it has not), like the platform CPU cap of
 //! [`coord`](crate::coord) but driven by measured watts.
 //!
-//! One [`PowerCap::step`] per measurement: above the budget every island
-//! is slowed by the ratio budget ÷ measured (busy power is taken as
+//! One [`PowerCap::step`] per measurement: above the budget the islands
+//! shed the excess, lowest overlay priority first and each in proportion
+//! to its draw (its share of the busy CPU time; busy power is taken as
 //! proportional to frequency and to CPU time, the linear model of
 //! `atoll_sim::power`, so one step lands near the budget when the model
-//! holds); below the budget by more than the hysteresis, islands get back
-//! the same ratio, up to their hardware maximum and their full CPUs, where
-//! the limit is lifted. Every move carries the measured power and the
+//! holds; see [`super::split`]); below the budget by more than the
+//! hysteresis, the headroom is given back highest priority first, up to
+//! the islands' hardware maximum and their full CPUs, where the limit is
+//! lifted. With one tier and no share measured this is the same ratio,
+//! budget ÷ measured, for every island. Every move carries the measured power and the
 //! budget, for the decision log.
 
 use serde::{Deserialize, Serialize};
@@ -56,6 +59,13 @@ pub struct IslandKnobs {
     pub max_khz: Option<u64>,
     /// The CPU cap the power cap set, CPUs (`None`: none).
     pub cap_cpus: Option<f64>,
+    /// Its CPU time in the last epoch, CPU-seconds (`None`: not measured);
+    /// its share of the busy time is its share of the draw
+    /// ([`super::split`]).
+    pub busy_cpu_seconds: Option<f64>,
+    /// The highest priority of the overlays with units in it (0: none):
+    /// higher tiers are slowed last and given back first.
+    pub priority: u8,
 }
 
 /// What to change on one island.
@@ -76,6 +86,10 @@ pub struct PowerMove {
     pub knob: Knob,
     /// Power measured, W.
     pub measured_watts: f64,
+    /// The island's share of the measured power (of the busy CPU time).
+    pub share: f64,
+    /// Its priority tier.
+    pub priority: u8,
     /// The budget, W.
     pub budget_watts: f64,
 }
@@ -90,8 +104,11 @@ impl PowerMove {
             Knob::CpuCap(None) => "CPU cap lifted".to_string(),
         };
         format!(
-            "power cap: {:.1} W measured, budget {:.1} W: {what}",
-            self.measured_watts, self.budget_watts
+            "power cap: {:.1} W measured, budget {:.1} W; island draws {:.0} % (its share of the busy CPU time), priority {}: {what}",
+            self.measured_watts,
+            self.budget_watts,
+            self.share * 100.0,
+            self.priority
         )
     }
 }
@@ -130,22 +147,52 @@ impl PowerCap {
         if !over && !under {
             return Vec::new();
         }
-        let ratio = self.budget_watts / watts;
-        let mv = |island: &Name, knob| PowerMove {
-            island: island.clone(),
-            knob,
-            measured_watts: watts,
-            budget_watts: self.budget_watts,
-        };
+        // Each island's speed now, its floor and its ceiling (kHz or CPUs).
+        let speeds: Vec<(f64, f64, f64, bool)> = islands
+            .iter()
+            .map(|i| match i.freq_range_khz {
+                Some((lo, hi)) => (
+                    i.max_khz.unwrap_or(hi) as f64,
+                    lo as f64,
+                    hi as f64,
+                    i.max_khz.is_some(),
+                ),
+                None => (
+                    i.cap_cpus.unwrap_or(i.cpus),
+                    MIN_CAP_CPUS.min(i.cpus),
+                    i.cpus,
+                    i.cap_cpus.is_some(),
+                ),
+            })
+            .collect();
+        let draws: Vec<Option<f64>> = islands.iter().map(|i| i.busy_cpu_seconds).collect();
+        let cpus: Vec<f64> = islands.iter().map(|i| i.cpus).collect();
+        let shares = super::split::shares(&draws, &cpus);
+        let slots: Vec<super::split::Slot> = islands
+            .iter()
+            .zip(&speeds)
+            .zip(&shares)
+            .map(|((i, &(now, floor, ceiling, limited)), &share)| {
+                let rel = |v: f64| if now > 0.0 { v / now } else { 1.0 };
+                super::split::Slot {
+                    share,
+                    priority: i.priority,
+                    floor: rel(floor).min(1.0),
+                    ceiling: rel(ceiling).max(1.0),
+                    limited,
+                }
+            })
+            .collect();
+        let ratios = super::split::ratios(watts, self.budget_watts, &slots);
         let mut out = Vec::new();
-        for i in islands {
+        for (((i, &(now, ..)), ratio), share) in islands.iter().zip(&speeds).zip(ratios).zip(shares)
+        {
+            if (ratio - 1.0).abs() < 1e-9 {
+                continue;
+            }
             let knob = match i.freq_range_khz {
                 Some((lo, hi)) => {
-                    let now = i.max_khz.unwrap_or(hi);
-                    if under && i.max_khz.is_none() {
-                        continue;
-                    }
-                    let want = crate::num::saturating_u64(now as f64 * ratio).clamp(lo, hi);
+                    let want = crate::num::saturating_u64((now * ratio).round()).clamp(lo, hi);
                     let next = (want < hi).then_some(want);
                     if next == i.max_khz {
                         continue;
@@ -153,19 +200,23 @@ impl PowerCap {
                     Knob::MaxFrequency(next)
                 }
                 None => {
-                    let now = i.cap_cpus.unwrap_or(i.cpus);
-                    if under && i.cap_cpus.is_none() {
-                        continue;
-                    }
                     let want = (now * ratio).clamp(MIN_CAP_CPUS.min(i.cpus), i.cpus);
-                    let next = (want < i.cpus).then_some(want);
+                    // Within float noise of its CPUs: lifted.
+                    let next = (want < i.cpus * (1.0 - 1e-9)).then_some(want);
                     if next == i.cap_cpus {
                         continue;
                     }
                     Knob::CpuCap(next)
                 }
             };
-            out.push(mv(&i.name, knob));
+            out.push(PowerMove {
+                island: i.name.clone(),
+                knob,
+                measured_watts: watts,
+                share,
+                priority: i.priority,
+                budget_watts: self.budget_watts,
+            });
         }
         out
     }
@@ -187,6 +238,8 @@ mod tests {
                 freq_range_khz: Some((800_000, 3_600_000)),
                 max_khz: None,
                 cap_cpus: None,
+                busy_cpu_seconds: None,
+                priority: 0,
             },
             IslandKnobs {
                 name: n("vm"),
@@ -194,6 +247,8 @@ mod tests {
                 freq_range_khz: None,
                 max_khz: None,
                 cap_cpus: None,
+                busy_cpu_seconds: None,
+                priority: 0,
             },
         ]
     }
@@ -245,13 +300,46 @@ mod tests {
         let mut rounds = 0;
         while is[0].max_khz.is_some() || is[1].cap_cpus.is_some() {
             let moves = CAP.step(50.0, &is);
-            assert!(!moves.is_empty());
+            assert!(!moves.is_empty(), "{is:?}");
             apply(&mut is, &moves);
             rounds += 1;
             assert!(rounds < 10);
         }
         // Never limited and under budget: nothing to lift.
         assert!(CAP.step(50.0, &islands()).is_empty());
+    }
+
+    #[test]
+    fn the_cut_falls_on_the_low_priority_island_by_its_draw() {
+        let mut is = islands();
+        // fast (priority 0) ran 1 CPU-s, vm (priority 3) 3: fast draws
+        // 25 % of 125 W = 31.25 W and must shed the 25 W; at its floor
+        // (800 of 3600 MHz) it sheds 24.3 W and vm the rest.
+        is[0].busy_cpu_seconds = Some(1.0);
+        is[1].busy_cpu_seconds = Some(3.0);
+        is[1].priority = 3;
+        let moves = CAP.step(125.0, &is);
+        assert_eq!(moves[0].knob, Knob::MaxFrequency(Some(800_000)));
+        let Knob::CpuCap(Some(vm)) = moves[1].knob else {
+            panic!("{moves:?}");
+        };
+        let shed_fast = 31.25 * (1.0 - 800.0 / 3600.0);
+        let want = 4.0 * (1.0 - (25.0 - shed_fast) / 93.75);
+        assert!((vm - want).abs() < 1e-9, "{vm} {want}");
+        assert!(vm > 3.9, "{vm}");
+        assert!(
+            moves[0].reason().contains(
+                "island draws 25 % (its share of the busy CPU time), priority 0: max frequency 800000 kHz"
+            ),
+            "{}",
+            moves[0].reason()
+        );
+        // An island that ran nothing is not slowed.
+        is[0].busy_cpu_seconds = Some(0.0);
+        let moves = CAP.step(125.0, &is);
+        assert_eq!(moves.len(), 1);
+        assert_eq!(moves[0].island, n("vm"));
+        assert_eq!(moves[0].knob, Knob::CpuCap(Some(3.2)));
     }
 
     #[test]

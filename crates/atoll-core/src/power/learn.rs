@@ -147,6 +147,11 @@ impl WattsLearner {
     pub fn modes_learned(&self) -> usize {
         self.per_mode.len()
     }
+
+    /// Every learned figure: recipe, mode, W.
+    pub fn learned_modes(&self) -> impl Iterator<Item = (&str, u32, f64)> + '_ {
+        self.per_mode.iter().map(|((r, m), w)| (r.as_str(), *m, *w))
+    }
 }
 
 #[cfg(test)]

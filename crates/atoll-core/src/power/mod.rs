@@ -7,13 +7,15 @@
 //! ([`Meter`]), and a per-island frequency policy ([`FreqPolicy`]) checked
 //! against what a CPU offers ([`FreqOffer`]), and the platform power cap
 //! ([`PowerCap`]) that holds a budget through frequency limits and CPU
-//! caps, and the watts of each working mode learned from RAPL
+//! caps, sharing the cut by each island's draw and its overlays' priority
+//! ([`split`]), and the watts of each working mode learned from RAPL
 //! ([`learn::WattsLearner`]).
 
 pub mod cap;
 mod freq;
 pub mod learn;
 mod meter;
+pub mod split;
 
 pub use cap::{IslandKnobs, Knob, PowerCap, PowerCapError, PowerMove};
 pub use freq::{FreqError, FreqOffer, FreqOriginal, FreqPolicy};

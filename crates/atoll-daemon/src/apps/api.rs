@@ -255,6 +255,7 @@ impl Apps {
                 cycles_per_s: a.rate,
                 goal_gap: a.goal_gap,
                 reconfigurations: a.reconfigurations,
+                power: self.mode_power(a),
             })
             .collect()
     }

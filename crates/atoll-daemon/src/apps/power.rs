@@ -17,6 +17,8 @@ use atoll_core::awm::Recipe;
 use atoll_core::backend::{Monitor, StatSelect};
 use atoll_core::plan::GroupPath;
 use atoll_core::power::learn::{Interval, ModeShare};
+use atoll_proto::apps::AppPower;
+use atoll_proto::energy::{LearnedWatts, ModeWatts, WattsFrom};
 
 use super::Apps;
 
@@ -124,6 +126,63 @@ impl Apps {
 
     /// The learned figures, for planning: watts per busy CPU to the
     /// planner.
+    /// The watts the power term uses, for the status: each mode of the
+    /// registered applications' recipes with the recipe's `power_watts` or
+    /// a learned figure (and which), learned modes of recipes no longer
+    /// registered, and the watts per busy CPU. `None` while nothing is
+    /// learned.
+    pub(crate) fn watts_status(&self) -> Option<LearnedWatts> {
+        let per_cpu = self.watts.watts_per_cpu();
+        if per_cpu.is_none() && self.watts.modes_learned() == 0 {
+            return None;
+        }
+        let mut modes: BTreeMap<(String, u32), (f64, WattsFrom)> = self
+            .watts
+            .learned_modes()
+            .map(|(r, m, w)| ((r.to_string(), m), (w, WattsFrom::Learned)))
+            .collect();
+        for a in self.list.values() {
+            for m in &a.recipe.modes {
+                if let Some(w) = m.power_watts {
+                    let key = (a.recipe.name.to_string(), u32::from(m.id));
+                    modes.insert(key, (w, WattsFrom::Recipe));
+                }
+            }
+        }
+        Some(LearnedWatts {
+            watts_per_cpu: per_cpu,
+            modes: modes
+                .into_iter()
+                .map(|((recipe, mode), (watts, from))| ModeWatts {
+                    recipe,
+                    mode,
+                    watts,
+                    from,
+                })
+                .collect(),
+        })
+    }
+
+    /// The watts of the mode `a` runs in: its recipe's, or else the
+    /// learned figure; `None` when it waits or neither is known.
+    pub(crate) fn mode_power(&self, a: &super::App) -> Option<AppPower> {
+        let mode = a.grant.as_ref()?.mode;
+        let m = a.recipe.modes.iter().find(|m| m.id == mode)?;
+        if let Some(watts) = m.power_watts {
+            return Some(AppPower {
+                watts,
+                from: WattsFrom::Recipe,
+            });
+        }
+        let watts = self
+            .watts
+            .mode_watts(a.recipe.name.as_str(), u32::from(mode))?;
+        Some(AppPower {
+            watts,
+            from: WattsFrom::Learned,
+        })
+    }
+
     pub(crate) fn prepare_power(&mut self) {
         if let Some(w) = self.watts.watts_per_cpu() {
             self.planner.set_watts_per_cpu(w);

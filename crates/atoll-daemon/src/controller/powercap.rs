@@ -8,6 +8,7 @@ use atoll_core::decision::Reason;
 use atoll_core::plan::GroupPath;
 use atoll_core::power::Knob;
 use atoll_core::spec::PlatformSpec;
+use atoll_core::Name;
 
 use super::Controller;
 use crate::powercap::{configured, NoRapl};
@@ -17,7 +18,7 @@ impl Controller {
     /// the islands (frequency limits where cpufreq allows); without one
     /// (the simulated backend, or no RAPL) the status says it is not held.
     pub(super) fn start_power_cap(&mut self) {
-        let spec = self.reg.spec().clone();
+        let spec = self.reg.effective_spec();
         let Some((overlay, _)) = configured(&spec) else {
             self.powercap = Default::default();
             return;
@@ -58,6 +59,25 @@ impl Controller {
         if !self.powercap.is_held() {
             return;
         }
+        let select = atoll_core::backend::StatSelect {
+            cpu_usage: true,
+            cpu_throttling: false,
+            memory: false,
+            io: false,
+            pressure: false,
+        };
+        let usage: std::collections::BTreeMap<Name, u64> = self
+            .powercap
+            .islands()
+            .into_iter()
+            .filter_map(|i| {
+                let stats = super::monitor(&self.env)
+                    .stats_of(&GroupPath::island(&i), select)
+                    .ok()?;
+                Some((i, stats.cpu_usage_us?))
+            })
+            .collect();
+        self.powercap.sample_busy(&usage);
         let watts = self.power.as_ref().and_then(crate::power::Power::watts);
         let overlay = self
             .powercap
@@ -108,11 +128,22 @@ impl Controller {
         }
     }
 
-    /// After a reload: a power cap whose overlay or budget changed is
-    /// lifted (its limits given back) and the new one held from scratch.
-    pub(super) fn reload_power_cap(&mut self, old: &PlatformSpec) {
-        let new = configured(self.reg.spec());
-        if configured(old) == new {
+    /// The power cap of the effective configuration (the file's overlays
+    /// and those added over the API): its overlay and budget.
+    pub(super) fn power_cap_now(&self) -> Option<(Name, f64)> {
+        configured(&self.reg.effective_spec())
+    }
+
+    /// After a reload or an overlay added, changed or removed over the API
+    /// (`old`: [`Self::power_cap_now`] before it): a power cap whose overlay
+    /// or budget changed is lifted (its frequency limits given back, its
+    /// composer contribution gone) and the new one, if any, held from
+    /// scratch; an unchanged one takes the islands' new priority tiers.
+    pub(super) fn reload_power_cap(&mut self, old: Option<(Name, f64)>) {
+        if old == self.power_cap_now() {
+            // The same cap; the overlays' priorities may have moved.
+            let spec = self.reg.effective_spec();
+            self.powercap.set_priorities(&spec);
             return;
         }
         self.lift_power_cap();

@@ -92,6 +92,7 @@ impl Controller {
     pub fn reload(&mut self, new: PlatformSpec) -> Result<Vec<String>, ReloadError> {
         self.coord_staged = false;
         let old = self.reg.spec().clone();
+        let old_cap = self.power_cap_now();
         let changes = describe(&old, &new);
         if changes.is_empty() {
             return Ok(changes);
@@ -108,7 +109,7 @@ impl Controller {
             None => {
                 self.reload_frequencies();
                 self.reload_network();
-                self.reload_power_cap(&old);
+                self.reload_power_cap(old_cap);
                 Ok(changes)
             }
             Some(source) => {

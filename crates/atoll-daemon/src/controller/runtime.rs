@@ -158,6 +158,10 @@ pub enum RuntimeError {
         /// The refusal.
         why: String,
     },
+    /// A power cap on a machine whose power cannot be measured (the
+    /// config path's refusal, [`crate::powercap::NoRapl`]).
+    #[error(transparent)]
+    PowerCap(#[from] crate::powercap::NoRapl),
     /// The kernel refused the unit's group; the change was undone.
     #[error("the kernel refused: {0}; nothing was changed")]
     Refused(Box<ComposeError>),
@@ -180,6 +184,7 @@ impl RuntimeError {
             | Self::ConfiguredOverlay(_)
             | Self::RegisteredOverlay(_)
             | Self::BadOverlay { .. }
+            | Self::PowerCap(_)
             | Self::OverlayRefused { .. } => ErrorCode::BadRequest,
             Self::NoUnit(_) | Self::NoIsland(_) | Self::NoOverlay(_) => ErrorCode::NotFound,
             Self::NotOwner { .. }

@@ -30,6 +30,7 @@ fn overlay_config(
         ("latency_us", s.latency_us.is_some()),
         ("throughput_floor", s.throughput_floor.is_some()),
         ("cpu_cap", s.cpu_cap.is_some()),
+        ("power_cap_watts", s.power_cap_watts.is_some()),
     ];
     let given: Vec<&str> = keys.iter().filter(|(_, g)| *g).map(|(k, _)| *k).collect();
     if given.len() > 1 {
@@ -47,11 +48,13 @@ fn overlay_config(
         Property::ThroughputFloor { per_s }
     } else if let Some(cpus) = s.cpu_cap {
         Property::PlatformCpuCap { cpus }
+    } else if let Some(watts) = s.power_cap_watts {
+        Property::PlatformPowerCap { watts }
     } else {
         match (base.map(|b| b.property), s.percentile) {
             (None, _) => {
                 return Err(bad(
-                    "an overlay needs one property: latency_us, throughput_floor or cpu_cap".into(),
+                    "an overlay needs one property: latency_us, throughput_floor, cpu_cap or power_cap_watts".into(),
                 ))
             }
             (Some(Property::LatencyPercentile { bound_us, .. }), Some(percentile)) => {
@@ -212,6 +215,8 @@ impl Controller {
         }
         let config = overlay_config(&oname, None, settings)?;
         let spec = self.check_overlay(&config, None)?;
+        self.check_power_cap(&spec)?;
+        let old_cap = self.power_cap_now();
         let now = self.now();
         self.coord.sync_units(&self.reg);
         self.coord
@@ -223,6 +228,7 @@ impl Controller {
         let units: Vec<&str> = config.units.iter().map(Name::as_str).collect();
         let change = format!("added over units {}: {}", units.join(" "), config.property);
         self.reg.set_runtime_overlay(config);
+        self.reload_power_cap(old_cap);
         self.decide(
             Action::SetOverlay {
                 overlay: overlay.to_string(),
@@ -259,6 +265,8 @@ impl Controller {
         };
         let new = overlay_config(&oname, Some(&old), settings)?;
         let spec = self.check_overlay(&new, Some(&oname))?;
+        self.check_power_cap(&spec)?;
+        let old_cap = self.power_cap_now();
         let now = self.now();
         self.coord.sync_units(&self.reg);
         if let Err(why) = self
@@ -294,6 +302,7 @@ impl Controller {
             new.property
         );
         self.reg.set_runtime_overlay(new);
+        self.reload_power_cap(old_cap);
         self.decide(
             Action::SetOverlay {
                 overlay: overlay.to_string(),
@@ -335,6 +344,7 @@ impl Controller {
                 other => return Err(other),
             }
         }
+        let old_cap = self.power_cap_now();
         let now = self.now();
         self.coord
             .deregister_overlay(&oname, now, &mut self.compose)
@@ -343,6 +353,7 @@ impl Controller {
                 why,
             })?;
         self.reg.remove_runtime_overlay(overlay);
+        self.reload_power_cap(old_cap);
         self.decide(
             Action::SetOverlay {
                 overlay: overlay.to_string(),

@@ -120,6 +120,9 @@ impl Controller {
         if let Some(p) = self.powercap.status() {
             e.get_or_insert_with(Default::default).power_cap = Some(p);
         }
+        if let Some(l) = self.apps.watts_status() {
+            e.get_or_insert_with(Default::default).learned = Some(l);
+        }
         e
     }
 

@@ -53,7 +53,21 @@ pub(super) const CAP_ISLANDS: &[(&str, &str, &str, CapGet)] = &[
     ),
 ];
 
-/// Renders the zones' families, then the power cap's.
+/// The learned watts per busy CPU.
+pub(super) const PER_CPU: (&str, &str, &str) = (
+    "atoll_learned_watts_per_busy_cpu",
+    GAUGE,
+    "Watts per busy CPU learned from RAPL by CPU time.",
+);
+
+/// The watts of each working mode the power term uses.
+pub(super) const MODE_WATTS: (&str, &str, &str) = (
+    "atoll_mode_watts",
+    GAUGE,
+    "A working mode's power as the power term uses it (label from: recipe or learned).",
+);
+
+/// Renders the zones' families, the learned watts, then the power cap's.
 pub(super) fn render(out: &mut Out, e: &EnergyStatus) {
     for (name, kind, help, get) in ENERGY {
         let samples = e
@@ -62,6 +76,30 @@ pub(super) fn render(out: &mut Out, e: &EnergyStatus) {
             .filter_map(|z| Some((labels(&[("zone", &z.zone)]), get(z)?)))
             .collect();
         out.family(name, kind, help, samples);
+    }
+    if let Some(l) = &e.learned {
+        let (name, kind, help) = PER_CPU;
+        let per_cpu = l
+            .watts_per_cpu
+            .map(|w| (String::new(), format!("{w}")))
+            .into_iter()
+            .collect();
+        out.family(name, kind, help, per_cpu);
+        let (name, kind, help) = MODE_WATTS;
+        let modes = l
+            .modes
+            .iter()
+            .map(|m| {
+                let mode = m.mode.to_string();
+                let l = labels(&[
+                    ("recipe", &m.recipe),
+                    ("mode", &mode),
+                    ("from", m.from.as_str()),
+                ]);
+                (l, format!("{}", m.watts))
+            })
+            .collect();
+        out.family(name, kind, help, modes);
     }
     let Some(p) = e.power_cap.as_ref().filter(|p| p.unavailable.is_none()) else {
         return;

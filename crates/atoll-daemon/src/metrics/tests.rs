@@ -191,6 +191,23 @@ fn full_report() -> StatusReport {
             ],
             unavailable: None,
         }),
+        learned: Some(atoll_proto::energy::LearnedWatts {
+            watts_per_cpu: Some(20.0),
+            modes: vec![
+                atoll_proto::energy::ModeWatts {
+                    recipe: "bodytrack".into(),
+                    mode: 0,
+                    watts: 10.0,
+                    from: atoll_proto::energy::WattsFrom::Learned,
+                },
+                atoll_proto::energy::ModeWatts {
+                    recipe: "bodytrack".into(),
+                    mode: 1,
+                    watts: 7.5,
+                    from: atoll_proto::energy::WattsFrom::Recipe,
+                },
+            ],
+        }),
     });
     r.slo = vec![slo_status("shop", "probe")];
     r
@@ -330,6 +347,8 @@ fn unknown_values_are_omitted_not_zero() {
             || name.starts_with("atoll_net_class_")
             || name.starts_with("atoll_power_cap_")
             || name.starts_with("atoll_loop_")
+            || name == super::energy::PER_CPU.0
+            || name == super::energy::MODE_WATTS.0
             || super::slo::SLO.iter().any(|(n, ..)| *n == name);
         assert_eq!(
             text.contains(&format!("\n{name}")),
@@ -477,11 +496,26 @@ fn energy_families_per_zone_and_none_without_rapl() {
     assert!(text.contains("atoll_power_cap_max_khz{island=\"batch\"} 2000000\n"));
     assert!(!text.contains("atoll_power_cap_max_khz{island=\"vm\"}"));
     assert!(text.contains("atoll_power_cap_cpus{island=\"vm\"} 1.5\n"));
+    assert!(
+        text.contains("atoll_learned_watts_per_busy_cpu 20\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("atoll_mode_watts{recipe=\"bodytrack\",mode=\"0\",from=\"learned\"} 10\n")
+    );
+    assert!(
+        text.contains("atoll_mode_watts{recipe=\"bodytrack\",mode=\"1\",from=\"recipe\"} 7.5\n")
+    );
     let mut r = full_report();
     r.energy = Some(atoll_proto::energy::EnergyStatus::default());
     let text = render(&r, &Telemetry::default());
     assert!(!text.contains("atoll_power_watts"), "{text}");
     assert!(!text.contains("atoll_energy_joules_total"));
+    assert!(
+        !text.contains("atoll_learned_watts_per_busy_cpu"),
+        "nothing learned"
+    );
+    assert!(!text.contains("atoll_mode_watts"));
 }
 
 #[test]

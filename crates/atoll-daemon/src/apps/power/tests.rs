@@ -125,3 +125,79 @@ fn nothing_is_learned_or_changed_without_a_power_weight_or_rapl() {
         assert!(Arc::ptr_eq(&a.with_learned_power(r), r));
     }
 }
+
+#[test]
+fn the_status_shows_each_modes_watts_and_where_they_come_from() {
+    let (mut a, g) = apps(0.5);
+    // A second mode whose recipe gives its power.
+    let mut r = Recipe::clone(&a.list[&1].recipe);
+    let mut m1 = r.modes[0].clone();
+    m1.id = 1;
+    m1.power_watts = Some(7.5);
+    r.modes.push(m1);
+    a.list.get_mut(&1).unwrap().recipe = Arc::new(r);
+    assert_eq!(a.watts_status(), None, "nothing learned: nothing shown");
+    let mon = Cpu::default();
+    let s = Duration::from_secs;
+    mon.set(&GroupPath::root(), 0);
+    mon.set(&g, 0);
+    a.learn_power(s(10), Some(1000.0), &mon);
+    assert_eq!(a.watts_status(), None, "one sample: nothing learned yet");
+    mon.set(&GroupPath::root(), 4_000_000);
+    mon.set(&g, 1_000_000);
+    a.learn_power(s(12), Some(1080.0), &mon);
+    let l = a.watts_status().unwrap();
+    assert_eq!(l.watts_per_cpu, Some(20.0));
+    assert_eq!(
+        l.modes,
+        vec![
+            ModeWatts {
+                recipe: "r".into(),
+                mode: 0,
+                watts: 10.0,
+                from: WattsFrom::Learned,
+            },
+            ModeWatts {
+                recipe: "r".into(),
+                mode: 1,
+                watts: 7.5,
+                from: WattsFrom::Recipe,
+            },
+        ]
+    );
+    assert_eq!(l.per_cpu_text(), "20.0 W per busy CPU");
+    assert_eq!(
+        l.mode_lines(),
+        vec![
+            "recipe r mode 0: 10.0 W (learned)".to_string(),
+            "recipe r mode 1: 7.5 W (recipe)".to_string(),
+        ]
+    );
+    // `atoll apps`: the watts of the mode it runs in, and which.
+    let x = &a.list[&1];
+    assert_eq!(
+        a.mode_power(x),
+        Some(AppPower {
+            watts: 10.0,
+            from: WattsFrom::Learned,
+        })
+    );
+    let mut in_1 = x.clone();
+    if let Some(g) = in_1.grant.as_mut() {
+        g.mode = 1;
+    }
+    assert_eq!(
+        a.mode_power(&in_1),
+        Some(AppPower {
+            watts: 7.5,
+            from: WattsFrom::Recipe,
+        })
+    );
+    in_1.grant = None;
+    assert_eq!(a.mode_power(&in_1), None, "waiting: no mode");
+    // The application gone, its learned figure stays (planning keeps it).
+    a.list.clear();
+    let l = a.watts_status().unwrap();
+    assert_eq!(l.modes.len(), 1);
+    assert_eq!(l.modes[0].from, WattsFrom::Learned);
+}
