@@ -200,7 +200,10 @@ impl PowerCap {
                     Knob::MaxFrequency(next)
                 }
                 None => {
-                    let want = (now * ratio).clamp(MIN_CAP_CPUS.min(i.cpus), i.cpus);
+                    // To a thousandth of a CPU: the shares' float noise
+                    // (0.9999999999999998 for 1) is no new cap.
+                    let want = ((now * ratio * 1000.0).round() / 1000.0)
+                        .clamp(MIN_CAP_CPUS.min(i.cpus), i.cpus);
                     // Within float noise of its CPUs: lifted.
                     let next = (want < i.cpus * (1.0 - 1e-9)).then_some(want);
                     if next == i.cap_cpus {
@@ -325,7 +328,8 @@ mod tests {
         };
         let shed_fast = 31.25 * (1.0 - 800.0 / 3600.0);
         let want = 4.0 * (1.0 - (25.0 - shed_fast) / 93.75);
-        assert!((vm - want).abs() < 1e-9, "{vm} {want}");
+        // Caps are kept to a thousandth of a CPU.
+        assert!((vm - want).abs() <= 0.0005, "{vm} {want}");
         assert!(vm > 3.9, "{vm}");
         assert!(
             moves[0].reason().contains(
