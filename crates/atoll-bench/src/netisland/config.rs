@@ -156,7 +156,7 @@ mod tests {
 
         let both_text = cfg(Config::Both).unwrap();
         let both = parse(&both_text);
-        assert!(both_text.contains("socket_backlog_bytes = 16384"));
+        assert!(both_text.contains("socket_backlog_bytes = 65536"));
         assert_eq!(both.overlays.len(), 1);
         assert_eq!(both.network.len(), 1);
     }

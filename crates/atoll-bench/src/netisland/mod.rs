@@ -26,7 +26,8 @@
 //! Reported per configuration (mean over `--reps`): frames/s on time
 //! (mean, least second), frame loss (frames sent not delivered on time),
 //! bulk throughput at the sink, triggers sent (the daemon's decisions),
-//! each also as a ratio to `none`.
+//! the hog's throughput (seed 001's Table 3: what the trigger costs the
+//! other work on the CPU island), each also as a ratio to `none`.
 
 pub mod config;
 pub mod rig;
@@ -126,9 +127,9 @@ impl Settings {
             fps: 30,
             packets: 20,
             bytes: 1200,
-            work: 1,
+            work: 2,
             deadline_ms: 100,
-            backlog_bytes: 16_384,
+            backlog_bytes: 65_536,
             island_cpus: String::new(),
         }
     }
@@ -163,6 +164,9 @@ pub struct Sample {
     pub bulk_bytes: u64,
     /// Triggers the network island sent (decisions), `None` without one.
     pub triggers: Option<u64>,
+    /// The hog's work chunks per second (seed 001's other VM, Table 3).
+    #[serde(default)]
+    pub hog_chunks_per_s: f64,
 }
 
 /// The figures of one configuration, over its reps.
@@ -180,6 +184,12 @@ pub struct Row {
     pub bulk_mbit: f64,
     /// Triggers per rep (mean), `None` without a network island.
     pub triggers: Option<f64>,
+    /// The hog's chunks per second (mean over the reps).
+    #[serde(default)]
+    pub hog_chunks_per_s: f64,
+    /// The hog's throughput as a ratio to `none`'s.
+    #[serde(default)]
+    pub hog_ratio: Option<f64>,
     /// The ratios to `none` (`None` when it did not run or is 0).
     pub fps_ratio: Option<f64>,
     /// See `fps_ratio`.
@@ -253,6 +263,11 @@ pub fn row(config: Config, samples: Vec<Sample>, s: &Settings) -> Row {
         loss: round(loss, 4),
         bulk_mbit: round(bulk_mbit, 2),
         triggers,
+        hog_chunks_per_s: round(
+            samples.iter().map(|x| x.hog_chunks_per_s).sum::<f64>() / n,
+            1,
+        ),
+        hog_ratio: None,
         fps_ratio: None,
         loss_ratio: None,
         bulk_ratio: None,
@@ -274,6 +289,7 @@ pub fn with_ratios(rows: &mut [Row]) {
         row.fps_ratio = r(row.fps_mean, base.fps_mean);
         row.loss_ratio = r(row.loss, base.loss);
         row.bulk_ratio = r(row.bulk_mbit, base.bulk_mbit);
+        row.hog_ratio = r(row.hog_chunks_per_s, base.hog_chunks_per_s);
     }
 }
 
@@ -307,6 +323,7 @@ mod tests {
             late: 0,
             bulk_bytes: bulk,
             triggers: trig,
+            hog_chunks_per_s: 100.0,
         }
     }
 

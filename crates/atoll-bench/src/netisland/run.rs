@@ -277,7 +277,7 @@ impl Bench<'_> {
         blast.wait(wait)?.report("udp-blast")?;
         let recv = recv.wait(wait)?.report("frame-recv")?;
         let sink = sink.wait(wait)?.report("udp-sink")?;
-        hog.wait(wait)?.report("spin (hog)")?;
+        let hog = hog.wait(wait)?.report("spin (hog)")?;
         let secs = s.seconds.ceil() as u64;
         let (on_time_per_s, late) =
             parse_recv(&recv, secs).map_err(|reason| BenchError::Setup {
@@ -285,8 +285,8 @@ impl Bench<'_> {
                 reason,
             })?;
         let triggers = match daemon {
-            Some(d) if s.configs.iter().any(|c| c.network_island()) => Some(self.triggers(d)?),
-            _ => None,
+            Some(d) => Some(self.triggers(d)?),
+            None => None,
         };
         Ok(Sample {
             frames_sent: sent["frames"].as_u64().unwrap_or(0),
@@ -294,6 +294,7 @@ impl Bench<'_> {
             late,
             bulk_bytes: sink["bytes"].as_u64().unwrap_or(0),
             triggers,
+            hog_chunks_per_s: hog["chunks_per_s"].as_f64().unwrap_or(0.0),
         })
     }
 

@@ -56,9 +56,11 @@ pub fn render_table(r: &NetIslandReport) -> String {
                 format!("{:.1}%", row.loss * 100.0),
                 format!("{:.2}", row.bulk_mbit),
                 num(row.triggers, 1),
+                format!("{:.0}", row.hog_chunks_per_s),
                 num(row.fps_ratio, 3),
                 num(row.loss_ratio, 3),
                 num(row.bulk_ratio, 3),
+                num(row.hog_ratio, 3),
             ]
         })
         .collect();
@@ -84,6 +86,7 @@ mod tests {
             late: 0,
             bulk_bytes: 8_000_000,
             triggers: trig,
+            hog_chunks_per_s: 50.0,
         };
         let mut rows = vec![
             row(Config::None, vec![sample(20, None)], &s),

@@ -341,10 +341,34 @@ pub(super) fn frame_recv(a: &FrameRecvArgs) -> io::Result<serde_json::Value> {
     }))
 }
 
-/// `udp-blast`: datagrams as fast as the socket takes them.
+/// The bulk socket's send buffer: large enough that its datagrams fill
+/// the link's queue (a default buffer of ~200 KiB holds back the sender
+/// before a 1000-packet FIFO is full, and nothing is congested).
+const BLAST_SNDBUF: libc::c_int = 8 << 20;
+
+/// `udp-blast`: datagrams as fast as the socket takes them, from a socket
+/// with an 8 MiB send buffer (`SO_SNDBUFFORCE` as root, else as large as
+/// `SO_SNDBUF` allows).
 pub(super) fn udp_blast(a: &BulkArgs) -> io::Result<serde_json::Value> {
+    use std::os::fd::AsRawFd;
     let sock = unbound()?;
     sock.connect(&a.addr)?;
+    for opt in [libc::SO_SNDBUFFORCE, libc::SO_SNDBUF] {
+        let v = BLAST_SNDBUF;
+        // SAFETY: a valid socket and a pointer to an int of the given size.
+        let rc = unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                std::ptr::addr_of!(v).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            break;
+        }
+    }
     let buf = vec![0x5au8; a.bytes.max(1)];
     let end = Instant::now() + Duration::from_secs_f64(a.seconds);
     let (mut sent, mut errors) = (0u64, 0u64);
