@@ -278,6 +278,8 @@ impl Bench<'_> {
         let recv = recv.wait(wait)?.report("frame-recv")?;
         let sink = sink.wait(wait)?.report("udp-sink")?;
         let hog = hog.wait(wait)?.report("spin (hog)")?;
+        // A positive, parsed duration: small and not negative.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         let secs = s.seconds.ceil() as u64;
         let (on_time_per_s, late) =
             parse_recv(&recv, secs).map_err(|reason| BenchError::Setup {

@@ -262,6 +262,8 @@ pub(super) fn frame_send(a: &FrameSendArgs) -> io::Result<serde_json::Value> {
     let sock = unbound()?;
     sock.connect(&a.addr)?;
     let period = 1_000_000_000 / a.fps.max(1);
+    // A positive, parsed duration times a rate: small and not negative.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let frames = (a.seconds * a.fps as f64) as u64;
     let t0 = mono_ns();
     let mut buf = vec![0u8; a.bytes];
@@ -362,7 +364,7 @@ pub(super) fn udp_blast(a: &BulkArgs) -> io::Result<serde_json::Value> {
                 libc::SOL_SOCKET,
                 opt,
                 std::ptr::addr_of!(v).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                libc::socklen_t::try_from(std::mem::size_of::<libc::c_int>()).unwrap_or(4),
             )
         };
         if rc == 0 {
