@@ -41,9 +41,11 @@ pub fn render_table(r: &NetIslandReport) -> String {
         "loss",
         "bulk Mbit/s",
         "triggers",
+        "hog chunks/s",
         "fps/none",
         "loss/none",
         "bulk/none",
+        "hog/none",
     ];
     let rows: Vec<Vec<String>> = r
         .rows
@@ -103,6 +105,9 @@ mod tests {
         };
         let text = render_table(&r);
         let lines: Vec<&str> = text.lines().collect();
+        let cols = |l: &str| l.split_whitespace().count();
+        // "min fps", "bulk Mbit/s", "hog chunks/s" are two words each.
+        assert_eq!(cols(lines[2]) - 3, cols(lines[3]), "{text}");
         assert!(lines[2].starts_with("config"), "{text}");
         assert!(
             lines[3].starts_with("none") && lines[3].contains("1.000"),
