@@ -35,6 +35,9 @@
 //!   Linux, static weights, `isolate` and an SLO overlay with the hog as
 //!   best effort: p99 against alone, SLO violations and effective machine
 //!   utilization.
+//! - [`netisland`]: `atoll bench netisland`, seed 001's stream consumer
+//!   beside a bulk transfer on a shaped veth link of its own, with no
+//!   atoll, CPU islands, the network island, and both coordinated.
 //!
 //! Around them: [`stats`] (nearest-rank percentiles), [`progress`] (a
 //! hand-rolled progress bar), [`procs`] (child processes in their own
@@ -51,6 +54,7 @@ pub mod error;
 pub mod interrupt;
 pub mod isolation;
 pub mod machine;
+pub mod netisland;
 pub mod overhead;
 pub mod procs;
 pub mod progress;

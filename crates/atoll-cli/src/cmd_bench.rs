@@ -13,6 +13,7 @@ use atoll_bench::awm::{self, AwmOptions};
 use atoll_bench::comm::{self, CommOptions};
 use atoll_bench::coordination::{self, CoordinationOptions};
 use atoll_bench::isolation::{self, config::parse_mode, IsolationOptions};
+use atoll_bench::netisland::{self, NetIslandOptions};
 use atoll_bench::overhead::{self, OverheadOptions};
 use atoll_bench::progress::Progress;
 use atoll_bench::revocation::{self, Mechanism, RevocationOptions, Settings};
@@ -289,6 +290,40 @@ enum Which {
         #[arg(long, value_name = "FILE")]
         table: Option<std::path::PathBuf>,
     },
+    /// Seed 001's stream consumer beside a UDP bulk transfer on a shaped
+    /// veth link of the bench's own (a network namespace), with no atoll,
+    /// CPU islands, the network island, and both coordinated by the
+    /// socket-backlog trigger (root, `ip` and `tc`).
+    Netisland {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Short phases, one rep (a smoke test; the numbers are noisier).
+        #[arg(long)]
+        quick: bool,
+        /// Configurations, in order.
+        #[arg(long, value_delimiter = ',', default_value = "none,cpu,net,both", value_parser = parse_net_config)]
+        configs: Vec<netisland::Config>,
+        /// Measured seconds per configuration and rep (default 20, 4 with
+        /// --quick).
+        #[arg(long, value_parser = parse_seconds)]
+        secs: Option<f64>,
+        /// Repetitions (default 2, 1 with --quick).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100))]
+        reps: Option<u64>,
+        /// The link rate, Mbit/s.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+        rate_mbit: Option<u32>,
+        /// Units of CPU work (~10 ms each) per frame.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(0..=100))]
+        work: Option<u64>,
+        /// The `both` trigger's socket backlog, bytes.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        backlog_bytes: Option<u64>,
+        /// Run nothing: print the table of a report saved with --json.
+        #[arg(long, value_name = "FILE")]
+        table: Option<std::path::PathBuf>,
+    },
     /// How the simulator with the daemon's control loop scales: 64, 256
     /// and 1,024 CPUs, ~10 threads per CPU, 60 simulated s (no root).
     Sim {
@@ -321,6 +356,10 @@ fn parse_loads(s: &str) -> Result<Loads, String> {
 }
 
 fn parse_slo_config(s: &str) -> Result<slo::Config, String> {
+    s.parse()
+}
+
+fn parse_net_config(s: &str) -> Result<netisland::Config, String> {
     s.parse()
 }
 
@@ -680,6 +719,58 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
             let report = slo::run(&opts, &progress)?;
             drop(progress);
             print_report(json, &report, slo::render_table)?;
+        }
+        Which::Netisland {
+            json,
+            quick,
+            configs,
+            secs,
+            reps,
+            rate_mbit,
+            work,
+            backlog_bytes,
+            table,
+        } => {
+            if let Some(file) = table {
+                let text = std::fs::read_to_string(&file)
+                    .with_context(|| format!("read {}", file.display()))?;
+                let report: netisland::NetIslandReport =
+                    serde_json::from_str(&text).with_context(|| {
+                        format!(
+                            "{}: not a report of atoll bench netisland --json",
+                            file.display()
+                        )
+                    })?;
+                println!("{}", netisland::render_table(&report));
+                return Ok(ExitCode::SUCCESS);
+            }
+            let mut settings = netisland::Settings::new(quick);
+            settings.configs = configs;
+            if let Some(s) = secs {
+                settings.seconds = s;
+            }
+            if let Some(r) = reps {
+                settings.reps = usize::try_from(r).unwrap_or(1);
+            }
+            if let Some(r) = rate_mbit {
+                settings.rate_mbit = r;
+            }
+            if let Some(w) = work {
+                settings.work = w;
+            }
+            if let Some(b) = backlog_bytes {
+                settings.backlog_bytes = b;
+            }
+            let steps = settings.configs.len() * settings.reps + 2;
+            let opts = NetIslandOptions {
+                exe,
+                settings,
+                command: command_line(),
+            };
+            let progress = Progress::new(steps, true);
+            let report = netisland::run(&opts, &progress)?;
+            drop(progress);
+            print_report(json, &report, netisland::render_table)?;
         }
         Which::Sim { .. } => unreachable!("handled above"),
     }

@@ -21,6 +21,10 @@
 //! | `stream-client --addr H:P --clients N --bytes-per-s R --buffer-ms B --seconds S [--path P]` | plays N streams through B ms playback buffers | buffer under-runs per client |
 //! | `awm-parallel [--cycles N] [--work U] [--ws-kib K] (--threads T \| [--socket P] [--recipe F]) [--go FILE] [--poll-ms M] [--report-ms M]` | N cycles of U units split among T threads (managed: the working mode's) meeting at a barrier | completion time, cycles, its context switches and CPU migrations |
 //! | `awm-pipeline` (the same, and `[--items I] [--queue Q]`) | N batches of I items through load, extract (T threads), rank (T threads), out | the same, and items |
+//! | `frame-send --addr H:P --seconds S [--fps F] [--packets N] [--bytes B]` | seed 001's stream: F frames/s of N UDP datagrams ([`frames`]) | frames, packets sent, send errors |
+//! | `frame-recv --port P --seconds S [--fps F] [--work W] [--deadline-ms D]` | reassembles frames, W units of CPU work each, counts those done within D ms | packets, frames on time and late, per second |
+//! | `udp-blast --addr H:P --seconds S [--bytes B]` | UDP datagrams as fast as the socket takes them | bytes sent |
+//! | `udp-sink --port P --seconds S` | counts the bytes received | bytes |
 //! | `api-load --socket P --seconds S [--clients N] [--mix M \| --request LINE] [--depth D] ...` | clients of the daemon's API sending a mix of requests as fast as it answers ([`api_load`]) | per kind of request: sent, answered, errors by code, latency histogram; lost requests |
 
 mod api_load;
@@ -29,6 +33,7 @@ mod awm_parallel;
 mod awm_pipeline;
 mod cpu;
 mod disk;
+mod frames;
 mod http_load;
 mod kvfront;
 mod memory;
@@ -44,6 +49,7 @@ use std::time::Duration;
 pub use api_load::{api_load, ApiLoadArgs, Load};
 pub use awm::{monotonic_s, AwmArgs};
 pub use cpu::cpu_work;
+pub use frames::{BulkArgs, FrameRecvArgs, FrameSendArgs, FrameTally, Header as FrameHeader};
 pub use http_load::{get as http_get, read_response, HttpLoadArgs, Response};
 pub use kvfront::KvFrontArgs;
 pub use probe::ProbeArgs;
@@ -112,6 +118,14 @@ pub enum Worker {
     AwmPipeline(AwmArgs),
     /// Clients of the daemon's API.
     ApiLoad(ApiLoadArgs),
+    /// Seed 001's stream sender.
+    FrameSend(FrameSendArgs),
+    /// Seed 001's stream consumer.
+    FrameRecv(FrameRecvArgs),
+    /// A UDP bulk sender.
+    UdpBlast(BulkArgs),
+    /// A UDP sink counting bytes.
+    UdpSink(BulkArgs),
 }
 
 /// Why the worker arguments were refused.
@@ -162,7 +176,7 @@ pub enum ArgError {
 }
 
 /// The worker kinds.
-pub const KINDS: [&str; 14] = [
+pub const KINDS: [&str; 18] = [
     "spin",
     "cpujob",
     "echo-server",
@@ -177,6 +191,10 @@ pub const KINDS: [&str; 14] = [
     "awm-parallel",
     "awm-pipeline",
     "api-load",
+    "frame-send",
+    "frame-recv",
+    "udp-blast",
+    "udp-sink",
 ];
 
 /// Options with values, and flags, of one kind.
@@ -210,6 +228,10 @@ fn spec(kind: &str) -> Option<Spec> {
         "awm-parallel" => (awm::COMMON_OPTIONS, &[]),
         "awm-pipeline" => (awm::PIPELINE_OPTIONS, &[]),
         "api-load" => (api_load::OPTIONS, &[]),
+        "frame-send" => (frames::SEND_OPTIONS, &[]),
+        "frame-recv" => (frames::RECV_OPTIONS, &[]),
+        "udp-blast" => (frames::BLAST_OPTIONS, &[]),
+        "udp-sink" => (frames::SINK_OPTIONS, &[]),
         _ => return None,
     };
     Some(Spec { valued, flags })
@@ -346,6 +368,10 @@ impl Worker {
             "awm-parallel" => Self::AwmParallel(AwmArgs::from_opts(&o)?),
             "awm-pipeline" => Self::AwmPipeline(AwmArgs::from_opts(&o)?),
             "api-load" => Self::ApiLoad(ApiLoadArgs::from_opts(&o)?),
+            "frame-send" => Self::FrameSend(FrameSendArgs::from_opts(&o)?),
+            "frame-recv" => Self::FrameRecv(FrameRecvArgs::from_opts(&o)?),
+            "udp-blast" => Self::UdpBlast(BulkArgs::blast(&o)?),
+            "udp-sink" => Self::UdpSink(BulkArgs::sink(&o)?),
             _ => unreachable!("spec() knows only the kinds matched here"),
         })
     }
@@ -372,6 +398,10 @@ impl Worker {
             Self::AwmParallel(a) => awm_parallel::awm_parallel(a),
             Self::AwmPipeline(a) => awm_pipeline::awm_pipeline(a),
             Self::ApiLoad(a) => api_load::api_load(a),
+            Self::FrameSend(a) => frames::frame_send(a),
+            Self::FrameRecv(a) => frames::frame_recv(a),
+            Self::UdpBlast(a) => frames::udp_blast(a),
+            Self::UdpSink(a) => frames::udp_sink(a),
         }
     }
 }
