@@ -42,12 +42,14 @@ printf '\n[unit.netu]\nisland = "%s"\n\n[network.wire]\ninterface = "%s"\nrate_m
 out=$(timeout 120 systemctl reload atoll.service 2>&1) || fail "systemctl reload atoll: $out"
 wait_for 30 "atoll's HTB root on $host" sh -c "tc qdisc show dev $host | grep -q '^qdisc htb 1: root'"
 
-# send N: N datagrams from this shell's process (bash's /dev/udp).
+# send.sh: 20 datagrams from the running bash (its /dev/udp).
 cat >"$VMT_STATE/send.sh" <<'SEND'
 for i in $(seq 20); do echo "datagram $i" >/dev/udp/10.77.0.2/9; done
 SEND
+# class_packets CLASS: packets sent through CLASS on $host (0 if none).
 class_packets() {
-    tc -s -j class show dev "$host" | jq -r --arg c "$1" '[.[] | select(.handle == $c) | .stats.packets] | first // 0'
+    tc -s class show dev "$host" |
+        awk -v c="$1" '$1 == "class" { cur = ($3 == c) } cur && $1 == "Sent" { n = $4; exit } END { print n + 0 }'
 }
 in_10=$(class_packets 1:10)
 in_2=$(class_packets 1:2)
