@@ -58,6 +58,7 @@ pub mod revocation;
 pub mod slo;
 pub mod stats;
 mod table;
+pub mod tiers;
 pub mod worker;
 
 pub use error::BenchError;
