@@ -16,14 +16,16 @@
 //! | `diskwriter --dir D --mib M [--rounds R]` | writes M MiB, fsyncs, repeats | MB/s |
 //! | `probe --period-us P --samples N [--burst-us B] [--jitter-us J] [--start-delay-ms D] [--raw]` | sleeps P µs N times | wakeup lateness summary, µs |
 //! | `kvfront --backends A,B --rate R [--seconds S] [--conns C] [--work W] [--keys K] [--value-bytes V] [--percentile P] [--report-ms M] [--overlay O] [--socket PATH] [--timeout-ms T]` | front end of Redis back ends: R requests/s, open loop, each a GET (and an EVAL of a W-iteration Lua loop) on every back end; reports each window's percentile to overlay O | count, throughput, latency percentiles (µs), errors, the per-window values |
-//! | `http-load --addr H:P --rate R --seconds S [--path P] [--warmup W] [--connections C]` | GETs at a fixed rate (open loop) over keep-alive connections | response time summary (ms, with p95), throughput, errors |
+//! | `http-load --addr H:P --rate R --seconds S [--path P] [--warmup W] [--connections C] [--heavy H]` | GETs at a fixed rate (open loop) over keep-alive connections; with `--heavy` the auction's mix (`/browse`, a share H of `/putbid`) | response time summary (ms, with p95 and standard deviation), throughput, errors; with `--heavy` the heavy class's summary apart |
 //! | `stream-server --port P --bytes-per-s R [--interval-ms T]` | sends each client R bytes/s in batches every T ms (HTTP/1.0 on loopback) | connections, bytes, late sends |
 //! | `stream-client --addr H:P --clients N --bytes-per-s R --buffer-ms B --seconds S [--path P]` | plays N streams through B ms playback buffers | buffer under-runs per client |
 //! | `awm-parallel [--cycles N] [--work U] [--ws-kib K] (--threads T \| [--socket P] [--recipe F]) [--go FILE] [--poll-ms M] [--report-ms M]` | N cycles of U units split among T threads (managed: the working mode's) meeting at a barrier | completion time, cycles, its context switches and CPU migrations |
 //! | `awm-pipeline` (the same, and `[--items I] [--queue Q]`) | N batches of I items through load, extract (T threads), rank (T threads), out | the same, and items |
 //! | `api-load --socket P --seconds S [--clients N] [--mix M \| --request LINE] [--depth D] ...` | clients of the daemon's API sending a mix of requests as fast as it answers ([`api_load`]) | per kind of request: sent, answered, errors by code, latency histogram; lost requests |
+//! | `auction-app --port P --db-socket PATH [--threads N] [--work W] [--seconds S]` | the auction's application tier: an HTTP server routing `/browse` (two reads) and `/putbid` (a transaction and W rounds of CPU work) to MariaDB ([`auction_app`]) | requests served per kind, errors |
 
 mod api_load;
+mod auction_app;
 mod awm;
 mod awm_parallel;
 mod awm_pipeline;
@@ -42,6 +44,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 pub use api_load::{api_load, ApiLoadArgs, Load};
+pub use auction_app::AuctionAppArgs;
 pub use awm::{monotonic_s, AwmArgs};
 pub use cpu::cpu_work;
 pub use http_load::{get as http_get, read_response, HttpLoadArgs, Response};
@@ -112,6 +115,8 @@ pub enum Worker {
     AwmPipeline(AwmArgs),
     /// Clients of the daemon's API.
     ApiLoad(ApiLoadArgs),
+    /// The application tier of the three-tier auction scenario.
+    AuctionApp(AuctionAppArgs),
 }
 
 /// Why the worker arguments were refused.
@@ -162,7 +167,7 @@ pub enum ArgError {
 }
 
 /// The worker kinds.
-pub const KINDS: [&str; 14] = [
+pub const KINDS: [&str; 15] = [
     "spin",
     "cpujob",
     "echo-server",
@@ -177,6 +182,7 @@ pub const KINDS: [&str; 14] = [
     "awm-parallel",
     "awm-pipeline",
     "api-load",
+    "auction-app",
 ];
 
 /// Options with values, and flags, of one kind.
@@ -210,6 +216,7 @@ fn spec(kind: &str) -> Option<Spec> {
         "awm-parallel" => (awm::COMMON_OPTIONS, &[]),
         "awm-pipeline" => (awm::PIPELINE_OPTIONS, &[]),
         "api-load" => (api_load::OPTIONS, &[]),
+        "auction-app" => (auction_app::OPTIONS, &[]),
         _ => return None,
     };
     Some(Spec { valued, flags })
@@ -346,6 +353,7 @@ impl Worker {
             "awm-parallel" => Self::AwmParallel(AwmArgs::from_opts(&o)?),
             "awm-pipeline" => Self::AwmPipeline(AwmArgs::from_opts(&o)?),
             "api-load" => Self::ApiLoad(ApiLoadArgs::from_opts(&o)?),
+            "auction-app" => Self::AuctionApp(AuctionAppArgs::from_opts(&o)?),
             _ => unreachable!("spec() knows only the kinds matched here"),
         })
     }
@@ -372,6 +380,7 @@ impl Worker {
             Self::AwmParallel(a) => awm_parallel::awm_parallel(a),
             Self::AwmPipeline(a) => awm_pipeline::awm_pipeline(a),
             Self::ApiLoad(a) => api_load::api_load(a),
+            Self::AuctionApp(a) => auction_app::auction_app(a),
         }
     }
 }
