@@ -1,6 +1,6 @@
 //! The three-tier auction scenario of `atoll bench slo --scenario tiers`
 //! (issue 16's RUBiS-like evidence, after seeds 000 inTune and 001
-//! PutBid): its pure parts.
+//! PutBid).
 //!
 //! - [`mix`]: the request types (`browse` light, `putbid` heavy), the mix
 //!   offered, the generated schema and data and each request's SQL.
@@ -10,11 +10,15 @@
 //!   each configuration (the overlay reads nginx's access log).
 //! - [`stats`]: average, p99 and standard deviation per class, throughput,
 //!   ratios to `linux`.
-//!
-//! Not done yet: the application worker, the runner (nginx, `mariadbd`,
-//! http_load) and the command line; see docs/bench.md.
+//! - [`run`]: the run (MariaDB, the `auction-app` worker, nginx, the hogs
+//!   and `http-load --heavy`), [`table`]: its text.
 
 pub mod config;
 pub mod mix;
 pub mod mysql;
+pub mod run;
 pub mod stats;
+mod table;
+
+pub use run::{run, TiersReport, TiersSettings};
+pub use table::render_table;
