@@ -35,6 +35,10 @@
 //!   Linux, static weights, `isolate` and an SLO overlay with the hog as
 //!   best effort: p99 against alone, SLO violations and effective machine
 //!   utilization.
+//! - [`tiers`]: `atoll bench slo --scenario tiers`, a three-tier auction
+//!   (nginx, an application worker, MariaDB) beside CPU hogs under the
+//!   same configurations: response time average, p99 and deviation, and
+//!   the heavy `putbid` class's, against plain Linux.
 //!
 //! Around them: [`stats`] (nearest-rank percentiles), [`progress`] (a
 //! hand-rolled progress bar), [`procs`] (child processes in their own
