@@ -58,8 +58,6 @@ pub struct TiersSettings {
     pub load: f64,
     /// The share of `putbid` requests.
     pub heavy: f64,
-    /// The application tier's threads.
-    pub app_threads: usize,
     /// CPU work rounds per `putbid`.
     pub work: u64,
     /// http-load's connections.
@@ -84,7 +82,6 @@ impl TiersSettings {
             max_seconds: if quick { 3.0 } else { 10.0 },
             load: 0.5,
             heavy: 0.15,
-            app_threads: 4,
             work: 200_000,
             connections: 32,
             slo_us: None,
@@ -199,6 +196,7 @@ pub fn parse_load(config: Config, offered_per_s: f64, r: &serde_json::Value) -> 
         offered_per_s,
         throughput_per_s: r["throughput_rps"].as_f64().unwrap_or(0.0),
         errors: r["errors"].as_u64().unwrap_or(0),
+        last_error: r["last_error"].as_str().map(String::from),
         all: times(&r["rt_ms"]),
         heavy: times(&r["heavy_rt_ms"]),
         vs_linux: None,
@@ -435,8 +433,6 @@ impl Bench {
             port.to_string(),
             "--db-socket".into(),
             sock.display().to_string(),
-            "--threads".into(),
-            self.s.app_threads.to_string(),
             "--work".into(),
             self.s.work.to_string(),
         ];

@@ -53,6 +53,9 @@ pub struct TierRow {
     pub throughput_per_s: f64,
     /// Requests that failed (connection errors, non-2xx).
     pub errors: u64,
+    /// The last failure http-load saw, if any.
+    #[serde(default)]
+    pub last_error: Option<String>,
     /// Every request.
     pub all: Option<Times>,
     /// The heavy class (`putbid`).
@@ -120,6 +123,7 @@ mod tests {
             offered_per_s: 100.0,
             throughput_per_s: tput,
             errors: 0,
+            last_error: None,
             all: Times::of(all),
             heavy: Times::of(heavy),
             vs_linux: None,

@@ -19,9 +19,9 @@ pub fn render_table(rep: &TiersReport) -> String {
     let mut t = String::new();
     let _ = writeln!(
         t,
-        "atoll bench slo --scenario tiers: nginx -> auction-app ({} threads, putbid work {}) -> \
-         MariaDB, with spin hogs, island CPUs {}, load on {}; {} s measured after {} s warm-up",
-        s.app_threads, s.work, s.island_cpus, s.load_cpus, s.seconds, s.warmup_s
+        "atoll bench slo --scenario tiers: nginx -> auction-app (putbid work {}) -> MariaDB, \
+         with spin hogs, island CPUs {}, load on {}; {} s measured after {} s warm-up",
+        s.work, s.island_cpus, s.load_cpus, s.seconds, s.warmup_s
     );
     let _ = writeln!(
         t,
@@ -70,6 +70,11 @@ pub fn render_table(rep: &TiersReport) -> String {
             r(v.heavy_p99),
             r(v.throughput),
         );
+    }
+    for row in &rep.rows {
+        if let Some(e) = &row.last_error {
+            let _ = writeln!(t, "{}: last error: {e}", row.config.as_str());
+        }
     }
     for (c, why) in &rep.unavailable {
         let _ = writeln!(t, "{c}: unavailable: {why}");

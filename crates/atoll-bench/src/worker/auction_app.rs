@@ -1,7 +1,8 @@
 //! `auction-app`: the application tier of the three-tier auction scenario
 //! (`atoll bench slo --scenario tiers`). An HTTP/1.1 server on a loopback
-//! port with `--threads` threads, each accepting connections and serving
-//! them (keep-alive) one request at a time: `GET /browse?item=I` runs the
+//! port, a thread per connection (nginx keeps its upstream connections
+//! open: a fixed pool of threads each holding one would leave the others
+//! unanswered), serving its requests (keep-alive) one at a time: `GET /browse?item=I` runs the
 //! light reads, `GET /putbid?item=I&user=U&bid=B` the bid transaction plus
 //! `--work` rounds of CPU work ([`crate::tiers::mix`]), each thread with its
 //! own connection to MariaDB on `--db-socket` ([`crate::tiers::mysql`]).
@@ -23,7 +24,7 @@ use crate::tiers::mix::{self, Kind};
 use crate::tiers::mysql::{Answer, Conn, MysqlError};
 
 /// The options `auction-app` takes (all with a value).
-pub(super) const OPTIONS: &[&str] = &["--port", "--db-socket", "--threads", "--work", "--seconds"];
+pub(super) const OPTIONS: &[&str] = &["--port", "--db-socket", "--work", "--seconds"];
 
 /// The database user (any name: the server skips grant tables).
 const USER: &str = "atoll";
@@ -35,8 +36,6 @@ pub struct AuctionAppArgs {
     pub port: u16,
     /// MariaDB's unix socket.
     pub db_socket: PathBuf,
-    /// Serving threads (and database connections).
-    pub threads: usize,
     /// Rounds of CPU work per `putbid`.
     pub work: u64,
     /// How long to serve, s (until stopped when absent).
@@ -49,7 +48,6 @@ impl AuctionAppArgs {
         Ok(Self {
             port: o.required("--port", o.positive("--port")?)?,
             db_socket: o.path("--db-socket")?,
-            threads: o.positive("--threads")?.unwrap_or(4),
             work: o.num("--work")?.unwrap_or(200_000),
             seconds: o.positive("--seconds")?,
         })
@@ -67,17 +65,17 @@ struct Counts {
 pub fn auction_app(a: &AuctionAppArgs) -> io::Result<serde_json::Value> {
     let listener = TcpListener::bind(("127.0.0.1", a.port))?;
     let counts = Arc::new(Counts::default());
-    for _ in 0..a.threads {
-        let l = listener.try_clone()?;
-        let c = Arc::clone(&counts);
-        let (db, work) = (a.db_socket.clone(), a.work);
-        std::thread::spawn(move || {
-            let mut conn = None;
-            while let Ok((s, _)) = l.accept() {
+    let c = Arc::clone(&counts);
+    let (db, work) = (a.db_socket.clone(), a.work);
+    std::thread::spawn(move || {
+        while let Ok((s, _)) = listener.accept() {
+            let (c, db) = (Arc::clone(&c), db.clone());
+            std::thread::spawn(move || {
+                let mut conn = None;
                 let _ = serve(s, &db, &mut conn, work, &c);
-            }
-        });
-    }
+            });
+        }
+    });
     let t0 = Instant::now();
     while !stopping() && a.seconds.is_none_or(|s| t0.elapsed().as_secs_f64() < s) {
         std::thread::sleep(Duration::from_millis(50));

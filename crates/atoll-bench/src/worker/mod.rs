@@ -22,7 +22,7 @@
 //! | `awm-parallel [--cycles N] [--work U] [--ws-kib K] (--threads T \| [--socket P] [--recipe F]) [--go FILE] [--poll-ms M] [--report-ms M]` | N cycles of U units split among T threads (managed: the working mode's) meeting at a barrier | completion time, cycles, its context switches and CPU migrations |
 //! | `awm-pipeline` (the same, and `[--items I] [--queue Q]`) | N batches of I items through load, extract (T threads), rank (T threads), out | the same, and items |
 //! | `api-load --socket P --seconds S [--clients N] [--mix M \| --request LINE] [--depth D] ...` | clients of the daemon's API sending a mix of requests as fast as it answers ([`api_load`]) | per kind of request: sent, answered, errors by code, latency histogram; lost requests |
-//! | `auction-app --port P --db-socket PATH [--threads N] [--work W] [--seconds S]` | the auction's application tier: an HTTP server routing `/browse` (two reads) and `/putbid` (a transaction and W rounds of CPU work) to MariaDB ([`auction_app`]) | requests served per kind, errors |
+//! | `auction-app --port P --db-socket PATH [--work W] [--seconds S]` | the auction's application tier: an HTTP server (a thread per connection) routing `/browse` (two reads) and `/putbid` (a transaction and W rounds of CPU work) to MariaDB ([`auction_app`]) | requests served per kind, errors |
 
 mod api_load;
 mod auction_app;
