@@ -6,6 +6,10 @@
 #                 server
 #   redis-server  (`atoll bench slo`) the latency-critical service, started
 #                 by the benchmark on a free loopback port with `--save ''`
+#   mariadb-server (`atoll bench slo --scenario tiers`) the auction's
+#                 database: `mariadbd` started by the benchmark from its own
+#                 datadir (`mariadb-install-db`), on a unix socket in its temp
+#                 dir, `--skip-networking --skip-grant-tables`
 # The benchmark's own load generators are atoll workers (no package).
 # Installing a package does not configure or start anything for the
 # benchmarks: they run their servers from their own temp dirs (`nginx -p DIR
@@ -15,7 +19,7 @@
 set -euo pipefail
 
 # program -> package
-declare -A need=([nginx]=nginx [redis-server]=redis-server)
+declare -A need=([nginx]=nginx [redis-server]=redis-server [mariadbd]=mariadb-server)
 
 missing=()
 for prog in "${!need[@]}"; do

@@ -38,6 +38,10 @@
 //! - [`netisland`]: `atoll bench netisland`, seed 001's stream consumer
 //!   beside a bulk transfer on a shaped veth link of its own, with no
 //!   atoll, CPU islands, the network island, and both coordinated.
+//! - [`tiers`]: `atoll bench slo --scenario tiers`, a three-tier auction
+//!   (nginx, an application worker, MariaDB) beside CPU hogs under the
+//!   same configurations: response time average, p99 and deviation, and
+//!   the heavy `putbid` class's, against plain Linux.
 //!
 //! Around them: [`stats`] (nearest-rank percentiles), [`progress`] (a
 //! hand-rolled progress bar), [`procs`] (child processes in their own
@@ -62,6 +66,7 @@ pub mod revocation;
 pub mod slo;
 pub mod stats;
 mod table;
+pub mod tiers;
 pub mod worker;
 
 pub use error::BenchError;

@@ -18,6 +18,7 @@ use atoll_bench::overhead::{self, OverheadOptions};
 use atoll_bench::progress::Progress;
 use atoll_bench::revocation::{self, Mechanism, RevocationOptions, Settings};
 use atoll_bench::slo::{self, SloOptions};
+use atoll_bench::tiers;
 use clap::Subcommand;
 
 /// Flags of `atoll bench`.
@@ -260,6 +261,11 @@ enum Which {
     /// `isolate` and an SLO overlay with the hog as best effort (root;
     /// needs redis-server: scripts/bench-deps.sh).
     Slo {
+        /// `redis` (a latency-critical Redis beside a hog) or `tiers` (a
+        /// three-tier auction, nginx -> auction-app -> MariaDB, beside hogs;
+        /// needs nginx and mariadb-server).
+        #[arg(long, default_value = "redis", value_parser = ["redis", "tiers"])]
+        scenario: String,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -283,7 +289,8 @@ enum Which {
         /// the LC's worst p99 alone).
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         slo_us: Option<u64>,
-        /// Lua loop iterations per request: the LC's CPU cost per request.
+        /// Lua loop iterations per request: the LC's CPU cost per request
+        /// (with `--scenario tiers`: hash rounds per `putbid` in the app tier).
         #[arg(long, value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
         work: Option<u64>,
         /// Run nothing: print the table of a report saved with --json.
@@ -678,6 +685,7 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
             print_report(json, &report, api::render_table)?;
         }
         Which::Slo {
+            scenario,
             json,
             quick,
             loads,
@@ -688,6 +696,38 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
             work,
             table,
         } => {
+            if scenario == "tiers" {
+                if let Some(file) = table {
+                    let text = std::fs::read_to_string(&file)
+                        .with_context(|| format!("read {}", file.display()))?;
+                    let report: tiers::TiersReport =
+                        serde_json::from_str(&text).with_context(|| {
+                            format!(
+                                "{}: not a report of atoll bench slo --scenario tiers --json",
+                                file.display()
+                            )
+                        })?;
+                    println!("{}", tiers::render_table(&report));
+                    return Ok(ExitCode::SUCCESS);
+                }
+                let mut settings = tiers::TiersSettings::new(quick);
+                settings.configs = configs;
+                if let Some(s) = seconds {
+                    settings.seconds = s;
+                }
+                if let Some(w) = warmup {
+                    settings.warmup_s = w;
+                }
+                if let Some(w) = work {
+                    settings.work = w;
+                }
+                settings.slo_us = slo_us;
+                let progress = Progress::new(settings.configs.len() * 3 + 2, true);
+                let report = tiers::run(&exe, &settings, command_line(), &progress)?;
+                drop(progress);
+                print_report(json, &report, tiers::render_table)?;
+                return Ok(ExitCode::SUCCESS);
+            }
             if let Some(file) = table {
                 let text = std::fs::read_to_string(&file)
                     .with_context(|| format!("read {}", file.display()))?;

@@ -77,3 +77,43 @@ fn bench_slo_quick_runs_every_configuration() {
     }
     assert!(v["machine"].is_object() && v["settings"]["quick"] == true);
 }
+
+/// The three-tier auction scenario, shortened: needs root, cgroups, nginx
+/// and mariadb-server (`scripts/bench-deps.sh`), about two minutes. Run
+/// with `cargo test -p atoll-cli --test bench_slo -- --ignored`.
+#[test]
+#[ignore = "root, nginx, mariadb-server and ~2 minutes: `atoll bench slo --scenario tiers --quick`"]
+fn bench_slo_tiers_quick_runs_every_configuration() {
+    let out = Command::new(BIN)
+        .args(["bench", "slo", "--scenario", "tiers", "--quick", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["saturated_per_s"].as_f64().unwrap() > 0.0, "{v}");
+    let rows = v["rows"].as_array().unwrap();
+    let ran = rows.len() + v["unavailable"].as_object().unwrap().len();
+    assert_eq!(ran, 4, "linux, static, isolate, slo: {v}");
+    for r in rows {
+        assert!(r["throughput_per_s"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["all"]["count"].as_u64().unwrap() > 0, "{r}");
+        assert!(r["heavy"]["count"].as_u64().unwrap() > 0, "{r}");
+        if r["config"] != "linux" {
+            assert!(r["vs_linux"]["mean"].as_f64().is_some(), "{r}");
+        }
+    }
+}
+
+#[test]
+fn an_unknown_scenario_is_refused() {
+    let out = Command::new(BIN)
+        .args(["bench", "slo", "--scenario", "rubis"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--scenario"));
+}

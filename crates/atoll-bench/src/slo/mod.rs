@@ -25,7 +25,8 @@
 //! effective machine utilization ([`emu`]). [`Goals`] are checked per row.
 //!
 //! Not here (issue 16's other scenarios): the RUBiS-like three-tier
-//! application and seed 001's receive-buffer trigger.
+//! application is [`crate::tiers`] (`--scenario tiers`); seed 001's
+//! receive-buffer trigger is not done.
 
 pub mod config;
 mod run;

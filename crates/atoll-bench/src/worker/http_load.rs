@@ -25,6 +25,10 @@ use serde_json::json;
 
 use super::{stopping, tight_timer_slack, ArgError, Opts};
 use crate::stats::{percentile, round};
+use crate::tiers::mix::{kind_at, path_at, DataSize, Kind, Rng};
+
+/// The seed of the auction mix's items, bidders and bids.
+const MIX_SEED: u64 = 16;
 
 /// How long a connection waits for (each part of) a response.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
@@ -37,6 +41,7 @@ pub(super) const OPTIONS: &[&str] = &[
     "--seconds",
     "--warmup",
     "--connections",
+    "--heavy",
 ];
 
 /// Arguments of `http-load`.
@@ -54,6 +59,10 @@ pub struct HttpLoadArgs {
     pub warmup: f64,
     /// Connections (and threads) in the pool.
     pub connections: usize,
+    /// With a share (0..=1): the auction's request mix instead of `path`
+    /// (`/browse` and this share of `/putbid`, [`crate::tiers::mix`]), and
+    /// the heavy class's response times reported apart.
+    pub heavy: Option<f64>,
 }
 
 impl HttpLoadArgs {
@@ -79,6 +88,12 @@ impl HttpLoadArgs {
             seconds,
             warmup,
             connections: o.positive("--connections")?.unwrap_or(32),
+            heavy: match o.num::<f64>("--heavy")? {
+                Some(h) if !(0.0..=1.0).contains(&h) => {
+                    return Err(o.bad("--heavy", &h.to_string(), "must be in 0..=1"));
+                }
+                h => h,
+            },
         })
     }
 }
@@ -237,12 +252,15 @@ pub fn get(addr: &str, path: &str) -> io::Result<Response> {
 struct Job {
     released: Instant,
     record: bool,
+    req: Arc<Vec<u8>>,
+    heavy: bool,
 }
 
 /// What one connection thread saw.
 #[derive(Default)]
 struct Tally {
     ms: Vec<f64>,
+    heavy_ms: Vec<f64>,
     errors: u64,
     completed_all: u64,
     last_error: Option<String>,
@@ -256,7 +274,7 @@ pub(crate) fn http_load(a: &HttpLoadArgs) -> io::Result<serde_json::Value> {
     let req = Arc::new(request(&a.path));
     let threads: Vec<_> = (0..a.connections)
         .map(|_| {
-            let (rx, req, addr) = (rx.clone(), req.clone(), a.addr.clone());
+            let (rx, addr) = (rx.clone(), a.addr.clone());
             std::thread::spawn(move || {
                 let mut conn = None;
                 let mut t = Tally::default();
@@ -266,7 +284,7 @@ pub(crate) fn http_load(a: &HttpLoadArgs) -> io::Result<serde_json::Value> {
                         Err(_) => break,
                     };
                     let Ok(job) = job else { break };
-                    let r = exchange(&mut conn, &addr, &req);
+                    let r = exchange(&mut conn, &addr, &job.req);
                     let ms = job.released.elapsed().as_secs_f64() * 1000.0;
                     let ok = matches!(&r, Ok(resp) if resp.status == 200);
                     if ok {
@@ -277,6 +295,9 @@ pub(crate) fn http_load(a: &HttpLoadArgs) -> io::Result<serde_json::Value> {
                     }
                     if ok {
                         t.ms.push(ms);
+                        if job.heavy {
+                            t.heavy_ms.push(ms);
+                        }
                     } else {
                         t.errors += 1;
                         t.last_error = Some(match r {
@@ -293,6 +314,7 @@ pub(crate) fn http_load(a: &HttpLoadArgs) -> io::Result<serde_json::Value> {
     let interval = 1.0 / a.rate;
     let (mut sent, mut recorded) = (0u64, 0u64);
     let mut record_start = None;
+    let (size, mut rng) = (DataSize::default(), Rng::new(MIX_SEED));
     loop {
         let offset = sent as f64 * interval;
         if offset >= a.seconds || stopping() {
@@ -311,10 +333,19 @@ pub(crate) fn http_load(a: &HttpLoadArgs) -> io::Result<serde_json::Value> {
             recorded += 1;
             record_start.get_or_insert(release);
         }
+        let (req, heavy) = match a.heavy {
+            None => (req.clone(), false),
+            Some(h) => (
+                Arc::new(request(&path_at(sent, h, &size, &mut rng))),
+                kind_at(sent, h) == Kind::PutBid,
+            ),
+        };
         if tx
             .send(Job {
                 released: release,
                 record,
+                req,
+                heavy,
             })
             .is_err()
         {
@@ -328,6 +359,7 @@ pub(crate) fn http_load(a: &HttpLoadArgs) -> io::Result<serde_json::Value> {
     for h in threads {
         let t = h.join().unwrap_or_default();
         all.ms.extend(t.ms);
+        all.heavy_ms.extend(t.heavy_ms);
         all.errors += t.errors;
         all.completed_all += t.completed_all;
         if t.last_error.is_some() {
@@ -344,20 +376,8 @@ fn report(
     window_s: f64,
     t: Tally,
 ) -> serde_json::Value {
-    let mut ms = t.ms;
-    ms.sort_by(f64::total_cmp);
-    let n = ms.len();
-    let rt = (n > 0).then(|| {
-        let mean = ms.iter().sum::<f64>() / n as f64;
-        json!({
-            "count": n,
-            "mean": round(mean, 3),
-            "p50": percentile(&ms, 50.0).map(|v| round(v, 3)),
-            "p95": percentile(&ms, 95.0).map(|v| round(v, 3)),
-            "p99": percentile(&ms, 99.0).map(|v| round(v, 3)),
-            "max": round(ms[n - 1], 3),
-        })
-    });
+    let n = t.ms.len();
+    let rt = summary(t.ms);
     // Requests released and never answered (the run was stopped) count as
     // errors too.
     let unanswered = recorded.saturating_sub(n as u64 + t.errors);
@@ -374,6 +394,28 @@ fn report(
         "last_error": t.last_error,
         "throughput_rps": if window_s > 0.0 { round(n as f64 / window_s, 2) } else { 0.0 },
         "rt_ms": rt,
+        "heavy_share": a.heavy,
+        "heavy_rt_ms": a.heavy.and_then(|_| summary(t.heavy_ms)),
+    })
+}
+
+/// Count, mean, percentiles, max and (population) standard deviation of
+/// `ms`; `None` for no samples.
+fn summary(mut ms: Vec<f64>) -> Option<serde_json::Value> {
+    ms.sort_by(f64::total_cmp);
+    let n = ms.len();
+    (n > 0).then(|| {
+        let mean = ms.iter().sum::<f64>() / n as f64;
+        let var = ms.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n as f64;
+        json!({
+            "count": n,
+            "mean": round(mean, 3),
+            "stddev": round(var.sqrt(), 3),
+            "p50": percentile(&ms, 50.0).map(|v| round(v, 3)),
+            "p95": percentile(&ms, 95.0).map(|v| round(v, 3)),
+            "p99": percentile(&ms, 99.0).map(|v| round(v, 3)),
+            "max": round(ms[n - 1], 3),
+        })
     })
 }
 
@@ -468,6 +510,7 @@ mod tests {
             seconds: 0.075,
             warmup: 0.0,
             connections: 1,
+            heavy: None,
         };
         let r = http_load(&a).unwrap();
         assert_eq!(r["sent"], 8);
@@ -492,6 +535,7 @@ mod tests {
             seconds: 0.045,
             warmup: 0.025,
             connections: 2,
+            heavy: None,
         };
         let r = http_load(&a).unwrap();
         assert_eq!(r["sent"], 5);
@@ -515,6 +559,7 @@ mod tests {
                 seconds: 3.0,
                 warmup: 0.0,
                 connections: 32,
+                heavy: None,
             })
         );
         let w =
@@ -535,6 +580,34 @@ mod tests {
             })
         ));
         assert!(p("http-load --addr h:1 --rate 0 --seconds 1").is_err());
+        let w = p("http-load --addr h:1 --rate 1 --seconds 3 --heavy 0.15").unwrap();
+        let super::super::Worker::HttpLoad(a) = w else {
+            panic!("{w:?}")
+        };
+        assert_eq!(a.heavy, Some(0.15));
+        let e = p("http-load --addr h:1 --rate 1 --seconds 3 --heavy 1.5").unwrap_err();
+        assert!(e.to_string().contains("0..=1"), "{e}");
+    }
+
+    #[test]
+    fn the_auction_mix_reports_its_heavy_class_apart() {
+        // One connection keeps the order: requests 1, 3, 5, 7 are `putbid`
+        // (a share of 0.5), and the server fails the second request.
+        let (addr, h) = server(8);
+        let a = HttpLoadArgs {
+            addr,
+            path: "/unused".into(),
+            rate: 100.0,
+            seconds: 0.075,
+            warmup: 0.0,
+            connections: 1,
+            heavy: Some(0.5),
+        };
+        let r = http_load(&a).unwrap();
+        assert_eq!(r["completed"], 7);
+        assert_eq!(r["heavy_rt_ms"]["count"], 3);
+        assert!(r["rt_ms"]["stddev"].as_f64().unwrap() >= 0.0);
+        assert_eq!(h.join().unwrap(), 8);
     }
 
     #[test]

@@ -16,7 +16,7 @@
 //! | `diskwriter --dir D --mib M [--rounds R]` | writes M MiB, fsyncs, repeats | MB/s |
 //! | `probe --period-us P --samples N [--burst-us B] [--jitter-us J] [--start-delay-ms D] [--raw]` | sleeps P µs N times | wakeup lateness summary, µs |
 //! | `kvfront --backends A,B --rate R [--seconds S] [--conns C] [--work W] [--keys K] [--value-bytes V] [--percentile P] [--report-ms M] [--overlay O] [--socket PATH] [--timeout-ms T]` | front end of Redis back ends: R requests/s, open loop, each a GET (and an EVAL of a W-iteration Lua loop) on every back end; reports each window's percentile to overlay O | count, throughput, latency percentiles (µs), errors, the per-window values |
-//! | `http-load --addr H:P --rate R --seconds S [--path P] [--warmup W] [--connections C]` | GETs at a fixed rate (open loop) over keep-alive connections | response time summary (ms, with p95), throughput, errors |
+//! | `http-load --addr H:P --rate R --seconds S [--path P] [--warmup W] [--connections C] [--heavy H]` | GETs at a fixed rate (open loop) over keep-alive connections; with `--heavy` the auction's mix (`/browse`, a share H of `/putbid`) | response time summary (ms, with p95 and standard deviation), throughput, errors; with `--heavy` the heavy class's summary apart |
 //! | `stream-server --port P --bytes-per-s R [--interval-ms T]` | sends each client R bytes/s in batches every T ms (HTTP/1.0 on loopback) | connections, bytes, late sends |
 //! | `stream-client --addr H:P --clients N --bytes-per-s R --buffer-ms B --seconds S [--path P]` | plays N streams through B ms playback buffers | buffer under-runs per client |
 //! | `awm-parallel [--cycles N] [--work U] [--ws-kib K] (--threads T \| [--socket P] [--recipe F]) [--go FILE] [--poll-ms M] [--report-ms M]` | N cycles of U units split among T threads (managed: the working mode's) meeting at a barrier | completion time, cycles, its context switches and CPU migrations |
@@ -26,8 +26,10 @@
 //! | `udp-blast --addr H:P --seconds S [--bytes B]` | UDP datagrams as fast as the socket takes them | bytes sent |
 //! | `udp-sink --port P --seconds S` | counts the bytes received | bytes |
 //! | `api-load --socket P --seconds S [--clients N] [--mix M \| --request LINE] [--depth D] ...` | clients of the daemon's API sending a mix of requests as fast as it answers ([`api_load`]) | per kind of request: sent, answered, errors by code, latency histogram; lost requests |
+//! | `auction-app --port P --db-socket PATH [--work W] [--seconds S]` | the auction's application tier: an HTTP server (a thread per connection) routing `/browse` (two reads) and `/putbid` (a transaction and W rounds of CPU work) to MariaDB ([`auction_app`]) | requests served per kind, errors |
 
 mod api_load;
+mod auction_app;
 mod awm;
 mod awm_parallel;
 mod awm_pipeline;
@@ -47,6 +49,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 pub use api_load::{api_load, ApiLoadArgs, Load};
+pub use auction_app::AuctionAppArgs;
 pub use awm::{monotonic_s, AwmArgs};
 pub use cpu::cpu_work;
 pub use frames::{BulkArgs, FrameRecvArgs, FrameSendArgs, FrameTally, Header as FrameHeader};
@@ -126,6 +129,8 @@ pub enum Worker {
     UdpBlast(BulkArgs),
     /// A UDP sink counting bytes.
     UdpSink(BulkArgs),
+    /// The application tier of the three-tier auction scenario.
+    AuctionApp(AuctionAppArgs),
 }
 
 /// Why the worker arguments were refused.
@@ -176,7 +181,7 @@ pub enum ArgError {
 }
 
 /// The worker kinds.
-pub const KINDS: [&str; 18] = [
+pub const KINDS: [&str; 19] = [
     "spin",
     "cpujob",
     "echo-server",
@@ -195,6 +200,7 @@ pub const KINDS: [&str; 18] = [
     "frame-recv",
     "udp-blast",
     "udp-sink",
+    "auction-app",
 ];
 
 /// Options with values, and flags, of one kind.
@@ -232,6 +238,7 @@ fn spec(kind: &str) -> Option<Spec> {
         "frame-recv" => (frames::RECV_OPTIONS, &[]),
         "udp-blast" => (frames::BLAST_OPTIONS, &[]),
         "udp-sink" => (frames::SINK_OPTIONS, &[]),
+        "auction-app" => (auction_app::OPTIONS, &[]),
         _ => return None,
     };
     Some(Spec { valued, flags })
@@ -372,6 +379,7 @@ impl Worker {
             "frame-recv" => Self::FrameRecv(FrameRecvArgs::from_opts(&o)?),
             "udp-blast" => Self::UdpBlast(BulkArgs::blast(&o)?),
             "udp-sink" => Self::UdpSink(BulkArgs::sink(&o)?),
+            "auction-app" => Self::AuctionApp(AuctionAppArgs::from_opts(&o)?),
             _ => unreachable!("spec() knows only the kinds matched here"),
         })
     }
@@ -402,6 +410,7 @@ impl Worker {
             Self::FrameRecv(a) => frames::frame_recv(a),
             Self::UdpBlast(a) => frames::udp_blast(a),
             Self::UdpSink(a) => frames::udp_sink(a),
+            Self::AuctionApp(a) => auction_app::auction_app(a),
         }
     }
 }
