@@ -57,8 +57,17 @@ bash "$VMT_STATE/send.sh" || fail "bash /dev/udp outside the unit"
 assert_eq "$(($(class_packets 1:2) - in_2 >= 20))" 1 "datagrams from outside the unit in the default class 1:2"
 assert_eq "$(class_packets 1:10)" "$in_10" "datagrams from outside the unit in class 1:10"
 
-out=$(timeout 60 "$PKG_ATOLL" run --unit netu -- bash "$VMT_STATE/send.sh" 2>&1) ||
-    fail "atoll run --unit netu: $out"
+# With the systemd driver the unit's group (a scope) is made when `atoll
+# run` starts its first process, and its rule is written at the epoch
+# after: the process sends once the rule is in the ruleset.
+rm -f "$VMT_STATE/go"
+timeout 120 "$PKG_ATOLL" run --unit netu -- bash -c \
+    "while [ ! -e $VMT_STATE/go ]; do sleep 0.1; done; bash $VMT_STATE/send.sh" >"$VMT_STATE/netu.log" 2>&1 &
+runner=$!
+wait_for 60 "a socket cgroupv2 rule in the ruleset" sh -c "nft list ruleset | grep -q 'socket cgroupv2 level'"
+nft list ruleset | grep -m 1 'socket cgroupv2' | sed 's/^[[:space:]]*/  | nft: /'
+touch "$VMT_STATE/go"
+wait "$runner" || fail "atoll run --unit netu: $(cat "$VMT_STATE/netu.log")"
 sent=$(($(class_packets 1:10) - in_10))
 if [ "$sent" -lt 20 ]; then
     nft list ruleset | sed 's/^/  | nft: /'
@@ -67,8 +76,6 @@ if [ "$sent" -lt 20 ]; then
     fail "only $sent of 20 datagrams from unit netu in class 1:10"
 fi
 note "20 datagrams from unit netu in class 1:10 ($sent packets counted)"
-nft list ruleset | grep -q 'socket cgroupv2 level' || fail "no socket cgroupv2 rule in the ruleset"
-nft list ruleset | grep -m 1 'socket cgroupv2' | sed 's/^[[:space:]]*/  | nft: /'
 
 cp "$VMT_STATE/atoll.toml.netisland" "$conf"
 out=$(timeout 120 systemctl reload atoll.service 2>&1) || fail "systemctl reload atoll (shipped file): $out"
