@@ -20,6 +20,9 @@ use atoll_bench::revocation::{self, Mechanism, RevocationOptions, Settings};
 use atoll_bench::slo::{self, SloOptions};
 use atoll_bench::tiers;
 use clap::Subcommand;
+use parse::*;
+
+mod parse;
 
 /// Flags of `atoll bench`.
 #[derive(Debug, clap::Args)]
@@ -341,83 +344,6 @@ enum Which {
         #[arg(long)]
         quick: bool,
     },
-}
-
-fn parse_scenario(s: &str) -> Result<awm::Scenario, String> {
-    s.parse()
-}
-
-fn parse_weight(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v >= 0.0 && v.is_finite() => Ok(v),
-        _ => Err(format!("--balance-weight must be a number >= 0, not {s:?}")),
-    }
-}
-
-/// `--loads` as shares of the LC's maximum.
-#[derive(Clone, Debug)]
-struct Loads(Vec<f64>);
-
-fn parse_loads(s: &str) -> Result<Loads, String> {
-    slo::parse_loads(s).map(Loads)
-}
-
-fn parse_slo_config(s: &str) -> Result<slo::Config, String> {
-    s.parse()
-}
-
-fn parse_net_config(s: &str) -> Result<netisland::Config, String> {
-    s.parse()
-}
-
-fn parse_comm_mechanism(s: &str) -> Result<comm::Mechanism, String> {
-    s.parse()
-}
-
-fn parse_positive(s: &str, what: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
-        _ => Err(format!("{what} must be a positive number, not {s:?}")),
-    }
-}
-
-fn parse_seconds(s: &str) -> Result<f64, String> {
-    parse_positive(s, "--seconds")
-}
-
-fn parse_warmup(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v >= 0.0 && v.is_finite() => Ok(v),
-        _ => Err(format!("--warmup must be a number >= 0, not {s:?}")),
-    }
-}
-
-fn parse_idle_seconds(s: &str) -> Result<f64, String> {
-    parse_positive(s, "--idle-seconds")
-}
-
-fn parse_mix(s: &str) -> Result<api::Mix, String> {
-    s.parse()
-}
-
-fn parse_users(s: &str) -> Result<api::Users, String> {
-    s.parse()
-}
-
-fn parse_features(s: &str) -> Result<overhead::Features, String> {
-    s.parse()
-}
-
-fn parse_overhead_backend(s: &str) -> Result<overhead::Backend, String> {
-    s.parse()
-}
-
-fn parse_rate(s: &str) -> Result<f64, String> {
-    parse_positive(s, "--rate")
-}
-
-fn parse_mechanism(s: &str) -> Result<Mechanism, String> {
-    s.parse()
 }
 
 /// Prints `report` as JSON, or as the table `table` renders.
