@@ -360,6 +360,24 @@ fn print_report<T: serde::Serialize>(
     Ok(())
 }
 
+/// `--table FILE`: prints the table of a report `atoll bench WHAT --json`
+/// saved in `file`.
+fn print_saved<T: serde::de::DeserializeOwned>(
+    file: &std::path::Path,
+    what: &str,
+    table: impl FnOnce(&T) -> String,
+) -> anyhow::Result<ExitCode> {
+    let text = std::fs::read_to_string(file).with_context(|| format!("read {}", file.display()))?;
+    let report: T = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{}: not a report of atoll bench {what} --json",
+            file.display()
+        )
+    })?;
+    println!("{}", table(&report));
+    Ok(ExitCode::SUCCESS)
+}
+
 fn command_line() -> String {
     let mut args = std::env::args();
     let _ = args.next();
@@ -377,28 +395,13 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
         table: Some(file), ..
     } = &a.which
     {
-        let text =
-            std::fs::read_to_string(file).with_context(|| format!("read {}", file.display()))?;
-        let report: overhead::OverheadReport = serde_json::from_str(&text).with_context(|| {
-            format!(
-                "{}: not a report of atoll bench overhead --json",
-                file.display()
-            )
-        })?;
-        println!("{}", overhead::render_table(&report));
-        return Ok(ExitCode::SUCCESS);
+        return print_saved::<overhead::OverheadReport>(file, "overhead", overhead::render_table);
     }
     if let Which::Api {
         table: Some(file), ..
     } = &a.which
     {
-        let text =
-            std::fs::read_to_string(file).with_context(|| format!("read {}", file.display()))?;
-        let report: api::ApiReport = serde_json::from_str(&text).with_context(|| {
-            format!("{}: not a report of atoll bench api --json", file.display())
-        })?;
-        println!("{}", api::render_table(&report));
-        return Ok(ExitCode::SUCCESS);
+        return print_saved::<api::ApiReport>(file, "api", api::render_table);
     }
     atoll_bench::interrupt::install();
     let exe = std::env::current_exe().context("locating the atoll binary")?;
@@ -463,16 +466,7 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
             table,
         } => {
             if let Some(file) = table {
-                let text = std::fs::read_to_string(&file)
-                    .with_context(|| format!("read {}", file.display()))?;
-                let report: comm::CommReport = serde_json::from_str(&text).with_context(|| {
-                    format!(
-                        "{}: not a report of atoll bench comm --json",
-                        file.display()
-                    )
-                })?;
-                println!("{}", comm::render_table(&report));
-                return Ok(ExitCode::SUCCESS);
+                return print_saved::<comm::CommReport>(&file, "comm", comm::render_table);
             }
             let reps = reps.map(|r| usize::try_from(r).unwrap_or(usize::MAX));
             let mut settings = comm::Settings::new(quick, reps, seconds, rate);
@@ -624,17 +618,11 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
         } => {
             if scenario == "tiers" {
                 if let Some(file) = table {
-                    let text = std::fs::read_to_string(&file)
-                        .with_context(|| format!("read {}", file.display()))?;
-                    let report: tiers::TiersReport =
-                        serde_json::from_str(&text).with_context(|| {
-                            format!(
-                                "{}: not a report of atoll bench slo --scenario tiers --json",
-                                file.display()
-                            )
-                        })?;
-                    println!("{}", tiers::render_table(&report));
-                    return Ok(ExitCode::SUCCESS);
+                    return print_saved::<tiers::TiersReport>(
+                        &file,
+                        "slo --scenario tiers",
+                        tiers::render_table,
+                    );
                 }
                 let mut settings = tiers::TiersSettings::new(quick);
                 settings.configs = configs;
@@ -655,13 +643,7 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::SUCCESS);
             }
             if let Some(file) = table {
-                let text = std::fs::read_to_string(&file)
-                    .with_context(|| format!("read {}", file.display()))?;
-                let report: slo::SloReport = serde_json::from_str(&text).with_context(|| {
-                    format!("{}: not a report of atoll bench slo --json", file.display())
-                })?;
-                println!("{}", slo::render_table(&report));
-                return Ok(ExitCode::SUCCESS);
+                return print_saved::<slo::SloReport>(&file, "slo", slo::render_table);
             }
             let mut settings = slo::Settings::new(quick);
             settings.loads = loads.0;
@@ -698,17 +680,11 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
             table,
         } => {
             if let Some(file) = table {
-                let text = std::fs::read_to_string(&file)
-                    .with_context(|| format!("read {}", file.display()))?;
-                let report: netisland::NetIslandReport =
-                    serde_json::from_str(&text).with_context(|| {
-                        format!(
-                            "{}: not a report of atoll bench netisland --json",
-                            file.display()
-                        )
-                    })?;
-                println!("{}", netisland::render_table(&report));
-                return Ok(ExitCode::SUCCESS);
+                return print_saved::<netisland::NetIslandReport>(
+                    &file,
+                    "netisland",
+                    netisland::render_table,
+                );
             }
             let mut settings = netisland::Settings::new(quick);
             settings.configs = configs;
