@@ -204,6 +204,20 @@ pub fn worker_command(exe: &Path, kind: &str, args: &[String]) -> Command {
     cmd
 }
 
+/// nginx's arguments to run from `prefix` (its temp paths) with the config
+/// file `conf` and its error log at `error_log`, none of the machine's own
+/// (the benchmarks' nginx runs in the foreground with `daemon off`).
+pub fn nginx_args(prefix: &Path, conf: &Path, error_log: &Path) -> Vec<String> {
+    vec![
+        "-p".into(),
+        prefix.display().to_string(),
+        "-c".into(),
+        conf.display().to_string(),
+        "-e".into(),
+        error_log.display().to_string(),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

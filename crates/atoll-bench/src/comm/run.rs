@@ -464,17 +464,11 @@ impl Bench<'_> {
             path: path.clone(),
             source,
         })?;
-        let args: Vec<String> = vec![
-            "-p".into(),
-            self.dir.display().to_string(),
-            "-c".into(),
-            path.display().to_string(),
-            "-e".into(),
-            self.dir
-                .join(format!("{unit}-error.log"))
-                .display()
-                .to_string(),
-        ];
+        let args = crate::procs::nginx_args(
+            &self.dir,
+            &path,
+            &self.dir.join(format!("{unit}-error.log")),
+        );
         Proc::spawn(
             format!("nginx ({unit})"),
             self.in_unit(d, unit, &self.nginx, &args),

@@ -462,14 +462,7 @@ impl Bench {
                 source,
             }
         })?;
-        let args: Vec<String> = vec![
-            "-p".into(),
-            self.dir.display().to_string(),
-            "-c".into(),
-            conf.display().to_string(),
-            "-e".into(),
-            self.dir.join("front-error.log").display().to_string(),
-        ];
+        let args = crate::procs::nginx_args(&self.dir, &conf, &self.dir.join("front-error.log"));
         Proc::spawn("nginx (front)", self.command(d, FRONT, &self.nginx, &args))
     }
 
