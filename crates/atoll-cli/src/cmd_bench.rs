@@ -296,6 +296,14 @@ enum Which {
         /// (with `--scenario tiers`: hash rounds per `putbid` in the app tier).
         #[arg(long, value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
         work: Option<u64>,
+        /// The `slo` overlay's `be_grow_above`: slack above which the best
+        /// effort grows a step (default: the daemon's; `--scenario redis`).
+        #[arg(long, value_parser = parse_slack)]
+        be_grow_above: Option<f64>,
+        /// The `slo` overlay's `be_cut_below`: slack below which the best
+        /// effort is halved (default: the daemon's; `--scenario redis`).
+        #[arg(long, value_parser = parse_slack)]
+        be_cut_below: Option<f64>,
         /// Run nothing: print the table of a report saved with --json.
         #[arg(long, value_name = "FILE")]
         table: Option<std::path::PathBuf>,
@@ -614,9 +622,17 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
             warmup,
             slo_us,
             work,
+            be_grow_above,
+            be_cut_below,
             table,
         } => {
             if scenario == "tiers" {
+                if be_grow_above.is_some() || be_cut_below.is_some() {
+                    anyhow::bail!(
+                        "atoll bench slo: --be-grow-above and --be-cut-below are for \
+                         --scenario redis"
+                    );
+                }
                 if let Some(file) = table {
                     return print_saved::<tiers::TiersReport>(
                         &file,
@@ -658,6 +674,13 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
                 settings.work = w;
             }
             settings.slo_us = slo_us;
+            settings.be = slo::BeThresholds {
+                grow_above: be_grow_above,
+                cut_below: be_cut_below,
+            };
+            if let Some(why) = settings.be.problem() {
+                anyhow::bail!("atoll bench slo: the daemon would refuse {why}");
+            }
             let opts = SloOptions {
                 exe,
                 settings,

@@ -24,6 +24,8 @@ fn bench_slo_is_listed_with_its_options_and_refuses_bad_ones() {
         "--warmup",
         "--slo-us",
         "--work",
+        "--be-grow-above",
+        "--be-cut-below",
         "--table",
     ] {
         assert!(help.contains(opt), "{opt} missing: {help}");
@@ -34,6 +36,8 @@ fn bench_slo_is_listed_with_its_options_and_refuses_bad_ones() {
         &["--configs", "linux,heracles"],
         &["--seconds", "0"],
         &["--slo-us", "0"],
+        &["--be-grow-above", "1.5"],
+        &["--be-cut-below", "1"],
     ] {
         let out = Command::new(BIN)
             .args(["bench", "slo"])
@@ -105,6 +109,31 @@ fn bench_slo_tiers_quick_runs_every_configuration() {
         if r["config"] != "linux" {
             assert!(r["vs_linux"]["mean"].as_f64().is_some(), "{r}");
         }
+    }
+}
+
+#[test]
+fn thresholds_the_daemon_would_refuse_are_refused_before_running() {
+    for (args, says) in [
+        // Below the daemon's default cut (0.1): refused, nothing run.
+        (&["--be-grow-above", "0.05"][..], "be_grow_above: 0.05"),
+        (
+            &["--be-grow-above", "0.2", "--be-cut-below", "0.2"],
+            "be_grow_above: 0.2",
+        ),
+        (
+            &["--scenario", "tiers", "--be-cut-below", "0.05"],
+            "--scenario redis",
+        ),
+    ] {
+        let out = Command::new(BIN)
+            .args(["bench", "slo"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
     }
 }
 

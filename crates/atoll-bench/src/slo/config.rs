@@ -14,7 +14,9 @@
 
 use std::fmt::Write as _;
 
+use atoll_core::slo::BeConfig;
 use atoll_core::CpuSet;
+use serde::{Deserialize, Serialize};
 
 use super::Config;
 
@@ -71,8 +73,51 @@ pub fn entitlements(n: usize) -> (f64, f64) {
     }
 }
 
+/// The `slo` overlay's best-effort thresholds on the slack (the config's
+/// `be_grow_above` and `be_cut_below`); `None` leaves the daemon's default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BeThresholds {
+    /// Slack above which the best effort grows a step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grow_above: Option<f64>,
+    /// Slack below which the best effort is halved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut_below: Option<f64>,
+}
+
+impl BeThresholds {
+    /// Why the daemon would refuse them (with its defaults for the one not
+    /// given), as `key: problem`; `None` when it would take them.
+    pub fn problem(&self) -> Option<String> {
+        let mut c = BeConfig::default();
+        c.grow_above = self.grow_above.unwrap_or(c.grow_above);
+        c.cut_below = self.cut_below.unwrap_or(c.cut_below);
+        c.problems()
+            .into_iter()
+            .next()
+            .map(|(key, why)| format!("{key}: {why}"))
+    }
+
+    /// The config lines that set them (empty for the defaults).
+    fn config_lines(&self) -> String {
+        let mut t = String::new();
+        if let Some(g) = self.grow_above {
+            let _ = write!(t, "\nbe_grow_above = {g}");
+        }
+        if let Some(c) = self.cut_below {
+            let _ = write!(t, "\nbe_cut_below = {c}");
+        }
+        t
+    }
+}
+
 /// The daemon's config for `config` (`None` for `linux`: no daemon).
-pub fn daemon_config(config: Config, layout: &Layout, slo_us: u64) -> Option<String> {
+pub fn daemon_config(
+    config: Config,
+    layout: &Layout,
+    slo_us: u64,
+    thresholds: &BeThresholds,
+) -> Option<String> {
     let mode = match config {
         Config::Linux => return None,
         Config::Isolate => "isolate",
@@ -90,7 +135,8 @@ pub fn daemon_config(config: Config, layout: &Layout, slo_us: u64) -> Option<Str
         let _ = writeln!(
             t,
             "\n[overlay.{LC}]\nunits = [\"{LC}\"]\nlatency_us = {slo_us}\n\
-             best_effort = [\"{BE}\"]"
+             best_effort = [\"{BE}\"]{}",
+            thresholds.config_lines()
         );
     }
     Some(t)
@@ -127,8 +173,11 @@ mod tests {
     #[test]
     fn each_config_has_its_daemon_config() {
         let l = Layout::for_cpus(&set("0-7")).unwrap();
-        assert_eq!(daemon_config(Config::Linux, &l, 500), None);
-        let st = daemon_config(Config::Static, &l, 500).unwrap();
+        assert_eq!(
+            daemon_config(Config::Linux, &l, 500, &BeThresholds::default()),
+            None
+        );
+        let st = daemon_config(Config::Static, &l, 500, &BeThresholds::default()).unwrap();
         assert!(st.contains("mode = \"smp\""), "{st}");
         assert!(st.contains("[host]\ncpus = \"0\""), "{st}");
         assert!(st.contains("[island.bench]\ncpus = \"1-7\""), "{st}");
@@ -141,12 +190,12 @@ mod tests {
             "{st}"
         );
         assert!(!st.contains("overlay"), "{st}");
-        let iso = daemon_config(Config::Isolate, &l, 500).unwrap();
+        let iso = daemon_config(Config::Isolate, &l, 500, &BeThresholds::default()).unwrap();
         assert!(
             iso.contains("mode = \"isolate\"") && !iso.contains("overlay"),
             "{iso}"
         );
-        let slo = daemon_config(Config::Slo, &l, 1500).unwrap();
+        let slo = daemon_config(Config::Slo, &l, 1500, &BeThresholds::default()).unwrap();
         assert!(
             slo.contains(
                 "[overlay.lc]\nunits = [\"lc\"]\nlatency_us = 1500\nbest_effort = [\"be\"]"
@@ -154,6 +203,40 @@ mod tests {
             "{slo}"
         );
         assert!(slo.contains("mode = \"smp\""), "{slo}");
+        assert!(!slo.contains("be_grow_above"), "{slo}");
+        let be = BeThresholds {
+            grow_above: Some(0.1),
+            cut_below: Some(0.05),
+        };
+        let tuned = daemon_config(Config::Slo, &l, 1500, &be).unwrap();
+        assert!(
+            tuned.contains("best_effort = [\"be\"]\nbe_grow_above = 0.1\nbe_cut_below = 0.05"),
+            "{tuned}"
+        );
+        let st = daemon_config(Config::Static, &l, 1500, &be).unwrap();
+        assert!(!st.contains("be_grow_above"), "{st}");
+    }
+
+    #[test]
+    fn thresholds_the_daemon_would_refuse_are_named() {
+        assert_eq!(BeThresholds::default().problem(), None);
+        let ok = BeThresholds {
+            grow_above: Some(0.1),
+            cut_below: Some(0.05),
+        };
+        assert_eq!(ok.problem(), None);
+        // Below the default cut (0.1), so it is refused without a cut.
+        let low = BeThresholds {
+            grow_above: Some(0.05),
+            cut_below: None,
+        };
+        let why = low.problem().unwrap();
+        assert!(why.starts_with("be_grow_above: 0.05"), "{why}");
+        let cut = BeThresholds {
+            grow_above: None,
+            cut_below: Some(1.5),
+        };
+        assert!(cut.problem().unwrap().starts_with("be_cut_below"));
     }
 
     #[test]
@@ -167,8 +250,17 @@ mod tests {
             memory_per_node: 1 << 30,
         });
         let l = Layout::for_cpus(&set("0-1")).unwrap();
-        for c in [Config::Static, Config::Isolate, Config::Slo] {
-            let t = daemon_config(c, &l, 800).unwrap();
+        let tuned = BeThresholds {
+            grow_above: Some(0.1),
+            cut_below: Some(0.05),
+        };
+        for (c, be) in [
+            (Config::Static, BeThresholds::default()),
+            (Config::Isolate, BeThresholds::default()),
+            (Config::Slo, BeThresholds::default()),
+            (Config::Slo, tuned),
+        ] {
+            let t = daemon_config(c, &l, 800, &be).unwrap();
             let spec =
                 atoll_config::parse(&t, "slo.toml", &topo).unwrap_or_else(|e| panic!("{e}\n{t}"));
             assert_eq!(spec.units.len(), 2, "{c:?}");

@@ -36,6 +36,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::str::FromStr;
 
+pub use config::BeThresholds;
 pub use run::{run, DEPS_SCRIPT};
 use serde::{Deserialize, Serialize};
 pub use table::render_table;
@@ -123,6 +124,10 @@ pub struct Settings {
     /// The SLO (p99 of a window, µs); `None`: derived from the LC alone
     /// ([`derive_slo`]).
     pub slo_us: Option<u64>,
+    /// The `slo` overlay's best-effort thresholds (`None`: the daemon's
+    /// defaults).
+    #[serde(default)]
+    pub be: BeThresholds,
     /// The island's CPUs (filled in by the run).
     pub island_cpus: String,
     /// The host CPUs the load generator runs on (filled in by the run).
@@ -144,6 +149,7 @@ impl Settings {
             work: 2000,
             report_ms: 1000,
             slo_us: None,
+            be: BeThresholds::default(),
             island_cpus: String::new(),
             load_cpus: String::new(),
             quick,

@@ -109,7 +109,7 @@ pub fn run(opts: &SloOptions, progress: &Progress) -> Result<SloReport, BenchErr
     let mut rows = Vec::new();
     let mut unavailable = BTreeMap::new();
     for &config in &b.s.configs {
-        let daemon = match daemon_config(config, &b.layout, slo_us) {
+        let daemon = match daemon_config(config, &b.layout, slo_us, &b.s.be) {
             None => None,
             Some(text) => match Daemon::start(&b.exe, config.as_str(), &text, &b.dir) {
                 Ok(d) => Some(d),

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::{goal, load_pct, Goals, SloReport};
+use super::{goal, load_pct, BeThresholds, Goals, SloReport};
 use crate::table::{aligned, load3, num};
 
 /// The goals a row missed, by short name (`ok` when none).
@@ -68,6 +68,9 @@ pub fn render_table(r: &SloReport) -> String {
             ""
         }
     );
+    if let Some(line) = thresholds_line(&s.be) {
+        let _ = writeln!(t, "{line}");
+    }
     let _ = writeln!(t, "\nLC alone:");
     let rows: Vec<Vec<String>> = r
         .alone
@@ -140,9 +143,35 @@ pub fn render_table(r: &SloReport) -> String {
     t
 }
 
+/// The `slo` overlay's best-effort thresholds, when the run set any.
+fn thresholds_line(be: &BeThresholds) -> Option<String> {
+    if *be == BeThresholds::default() {
+        return None;
+    }
+    let given = |v: Option<f64>| v.map_or("the default".to_string(), |v| v.to_string());
+    Some(format!(
+        "slo overlay's best effort: grows above a slack of {}, is cut below {}",
+        given(be.grow_above),
+        given(be.cut_below)
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn set_thresholds_are_printed() {
+        assert_eq!(thresholds_line(&BeThresholds::default()), None);
+        let be = BeThresholds {
+            grow_above: Some(0.1),
+            cut_below: None,
+        };
+        assert_eq!(
+            thresholds_line(&be).unwrap(),
+            "slo overlay's best effort: grows above a slack of 0.1, is cut below the default"
+        );
+    }
 
     #[test]
     fn missed_goals_are_named() {

@@ -58,6 +58,14 @@ pub(super) fn parse_warmup(s: &str) -> Result<f64, String> {
     }
 }
 
+/// `--be-grow-above` and `--be-cut-below`: a slack in [0, 1).
+pub(super) fn parse_slack(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..1.0).contains(&v) => Ok(v),
+        _ => Err(format!("a slack must be a number in [0, 1), not {s:?}")),
+    }
+}
+
 pub(super) fn parse_idle_seconds(s: &str) -> Result<f64, String> {
     parse_positive(s, "--idle-seconds")
 }
