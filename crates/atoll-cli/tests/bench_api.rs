@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use atoll_bench::api::epochs::{window, EpochWindow, Sampler};
 use atoll_bench::isolation::daemon::Daemon;
-use common::{is_root, BIN};
+use common::{assert_refused, is_root, BIN};
 
 /// The tests that load the machine run one at a time, so that one does
 /// not skew the other's ratio.
@@ -44,20 +44,20 @@ fn heavy() -> std::sync::MutexGuard<'static, ()> {
 
 #[test]
 fn bad_arguments_are_refused() {
-    for args in [
-        &["bench", "api", "--clients", "0"][..],
-        &["bench", "api", "--clients", "49"],
-        &["bench", "api", "--mixes", "reads"],
-        &["bench", "api", "--users", "maybe"],
-        &["bench", "api", "--depth", "0"],
-        &["bench", "api", "--seconds", "0"],
-        &["bench", "api", "--idle-seconds", "-1"],
-        &["bench", "api", "--units", "1"],
-        &["bench", "api", "--epoch-ms", "0"],
-    ] {
-        let out = Command::new(BIN).args(args).output().unwrap();
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
-    }
+    assert_refused(
+        "api",
+        &[
+            &["--clients", "0"][..],
+            &["--clients", "49"],
+            &["--mixes", "reads"],
+            &["--users", "maybe"],
+            &["--depth", "0"],
+            &["--seconds", "0"],
+            &["--idle-seconds=-1"],
+            &["--units", "1"],
+            &["--epoch-ms", "0"],
+        ],
+    );
 }
 
 #[test]

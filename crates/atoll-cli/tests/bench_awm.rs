@@ -7,21 +7,20 @@ mod common;
 
 use std::process::{Command, Stdio};
 
-use common::{is_root, worker, BIN};
+use common::{assert_refused, is_root, worker, BIN};
 
 #[test]
 fn bad_scenarios_and_reps_are_refused() {
-    for args in [
-        &["bench", "awm", "--scenarios", "burst-0"][..],
-        &["bench", "awm", "--scenarios", "mix-2"],
-        &["bench", "awm", "--reps", "0"],
-        &["bench", "awm", "--balance-weight", "-1"],
-        &["bench", "awm", "--ws-kib", "0"],
-    ] {
-        let out = Command::new(BIN).args(args).output().unwrap();
-        assert!(!out.status.success(), "{args:?}");
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
-    }
+    assert_refused(
+        "awm",
+        &[
+            &["--scenarios", "burst-0"][..],
+            &["--scenarios", "mix-2"],
+            &["--reps", "0"],
+            &["--balance-weight=-1"],
+            &["--ws-kib", "0"],
+        ],
+    );
 }
 
 #[test]

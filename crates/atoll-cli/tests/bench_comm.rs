@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
 
-use common::{stop_server, worker, BIN};
+use common::{assert_help_lists, assert_refused, stop_server, worker, BIN};
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -105,38 +105,28 @@ fn the_stream_pair_plays_and_counts_underruns() {
 
 #[test]
 fn bench_comm_is_listed_with_its_options_and_refuses_bad_ones() {
-    let out = Command::new(BIN)
-        .args(["bench", "comm", "--help"])
-        .output()
-        .unwrap();
-    let help = String::from_utf8_lossy(&out.stdout);
-    for opt in [
-        "--json",
-        "--quick",
-        "--reps",
-        "--seconds",
-        "--rate",
-        "--skip-stream",
-        "--mechanisms",
-        "--buffer-ms",
-    ] {
-        assert!(help.contains(opt), "{opt} missing: {help}");
-    }
-    for bad in [
-        &["--mechanisms", "slice,fast"][..],
-        &["--seconds", "0"],
-        &["--rate", "nan"],
-        &["--reps", "0"],
-    ] {
-        let out = Command::new(BIN)
-            .args(["bench", "comm"])
-            .args(bad)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(2), "{bad:?}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(bad[0]), "{bad:?}: {err}");
-    }
+    assert_help_lists(
+        "comm",
+        &[
+            "--json",
+            "--quick",
+            "--reps",
+            "--seconds",
+            "--rate",
+            "--skip-stream",
+            "--mechanisms",
+            "--buffer-ms",
+        ],
+    );
+    assert_refused(
+        "comm",
+        &[
+            &["--mechanisms", "slice,fast"][..],
+            &["--seconds", "0"],
+            &["--rate", "nan"],
+            &["--reps", "0"],
+        ],
+    );
 }
 
 /// The whole benchmark, shortened: needs root, cgroups and nginx

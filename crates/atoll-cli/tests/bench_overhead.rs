@@ -9,23 +9,23 @@ mod common;
 
 use std::process::{Command, Stdio};
 
-use common::{is_root, BIN};
+use common::{assert_refused, is_root, BIN};
 
 #[test]
 fn bad_arguments_are_refused() {
-    for args in [
-        &["bench", "overhead", "--units", "0"][..],
-        &["bench", "overhead", "--units", "10000"],
-        &["bench", "overhead", "--features", "maybe"],
-        &["bench", "overhead", "--backend", "cgroup3"],
-        &["bench", "overhead", "--reps", "0"],
-        &["bench", "overhead", "--seconds", "0"],
-        &["bench", "overhead", "--warmup", "-1"],
-        &["bench", "overhead", "--epoch-ms", "0"],
-    ] {
-        let out = Command::new(BIN).args(args).output().unwrap();
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
-    }
+    assert_refused(
+        "overhead",
+        &[
+            &["--units", "0"][..],
+            &["--units", "10000"],
+            &["--features", "maybe"],
+            &["--backend", "cgroup3"],
+            &["--reps", "0"],
+            &["--seconds", "0"],
+            &["--warmup=-1"],
+            &["--epoch-ms", "0"],
+        ],
+    );
 }
 
 #[test]

@@ -6,48 +6,38 @@ mod common;
 
 use std::process::Command;
 
-use common::BIN;
+use common::{assert_help_lists, assert_refused, BIN};
 
 #[test]
 fn bench_slo_is_listed_with_its_options_and_refuses_bad_ones() {
-    let out = Command::new(BIN)
-        .args(["bench", "slo", "--help"])
-        .output()
-        .unwrap();
-    let help = String::from_utf8_lossy(&out.stdout);
-    for opt in [
-        "--json",
-        "--quick",
-        "--loads",
-        "--configs",
-        "--seconds",
-        "--warmup",
-        "--slo-us",
-        "--work",
-        "--be-grow-above",
-        "--be-cut-below",
-        "--table",
-    ] {
-        assert!(help.contains(opt), "{opt} missing: {help}");
-    }
-    for bad in [
-        &["--loads", "10,150"][..],
-        &["--loads", "half"],
-        &["--configs", "linux,heracles"],
-        &["--seconds", "0"],
-        &["--slo-us", "0"],
-        &["--be-grow-above", "1.5"],
-        &["--be-cut-below", "1"],
-    ] {
-        let out = Command::new(BIN)
-            .args(["bench", "slo"])
-            .args(bad)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(2), "{bad:?}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(bad[0]), "{bad:?}: {err}");
-    }
+    assert_help_lists(
+        "slo",
+        &[
+            "--json",
+            "--quick",
+            "--loads",
+            "--configs",
+            "--seconds",
+            "--warmup",
+            "--slo-us",
+            "--work",
+            "--be-grow-above",
+            "--be-cut-below",
+            "--table",
+        ],
+    );
+    assert_refused(
+        "slo",
+        &[
+            &["--loads", "10,150"][..],
+            &["--loads", "half"],
+            &["--configs", "linux,heracles"],
+            &["--seconds", "0"],
+            &["--slo-us", "0"],
+            &["--be-grow-above", "1.5"],
+            &["--be-cut-below", "1"],
+        ],
+    );
 }
 
 /// The whole benchmark, shortened: needs root, cgroups and redis-server
