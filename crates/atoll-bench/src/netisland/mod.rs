@@ -28,6 +28,10 @@
 //! bulk throughput at the sink, triggers sent (the daemon's decisions),
 //! the hog's throughput (seed 001's Table 3: what the trigger costs the
 //! other work on the CPU island), each also as a ratio to `none`.
+//!
+//! `--scenario web` ([`Scenario::Web`], [`web`]) is seed 001's second
+//! experiment on the same rig: a front end tuning its back end's bandwidth
+//! and CPU over the API when the heavy request class needs it.
 
 pub mod config;
 pub mod rig;
