@@ -311,11 +311,31 @@ enum Which {
     /// Seed 001's stream consumer beside a UDP bulk transfer on a shaped
     /// veth link of the bench's own (a network namespace), with no atoll,
     /// CPU islands, the network island, and both coordinated by the
-    /// socket-backlog trigger (root, `ip` and `tc`).
+    /// socket-backlog trigger (root, `ip` and `tc`). `--scenario web`:
+    /// seed 001's web tier instead, a front end sending light and heavy
+    /// requests to a back end across the link, tuning the back end's
+    /// bandwidth and CPU in `both`.
     Netisland {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Which experiment: `stream` (the stream consumer) or `web` (the
+        /// web tier).
+        #[arg(long, default_value = "stream", value_parser = parse_net_scenario)]
+        scenario: netisland::Scenario,
+        /// Web: requests per second (both classes).
+        #[arg(long, value_parser = parse_req_rate)]
+        req_rate: Option<f64>,
+        /// Web: the bound on the heavy class's p90 over which `both` tunes
+        /// the back end up, ms.
+        #[arg(long, value_parser = parse_bound_ms)]
+        bound_ms: Option<f64>,
+        /// Web: reply bytes of a heavy request.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=16_777_216))]
+        heavy_bytes: Option<u32>,
+        /// Web: CPU work of a heavy request, chunks of ~0.2 ms.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(0..=100_000))]
+        heavy_work: Option<u32>,
         /// Short phases, one rep (a smoke test; the numbers are noisier).
         #[arg(long)]
         quick: bool,
@@ -693,6 +713,11 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
         }
         Which::Netisland {
             json,
+            scenario,
+            req_rate,
+            bound_ms,
+            heavy_bytes,
+            heavy_work,
             quick,
             configs,
             secs,
@@ -711,6 +736,19 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
             }
             let mut settings = netisland::Settings::new(quick);
             settings.configs = configs;
+            settings.scenario = scenario;
+            if let Some(r) = req_rate {
+                settings.web.rate = r;
+            }
+            if let Some(b) = bound_ms {
+                settings.web.bound_ms = b;
+            }
+            if let Some(b) = heavy_bytes {
+                settings.web.heavy_bytes = b;
+            }
+            if let Some(w) = heavy_work {
+                settings.web.heavy_work = w;
+            }
             if let Some(s) = secs {
                 settings.seconds = s;
             }

@@ -28,11 +28,16 @@
 //! bulk throughput at the sink, triggers sent (the daemon's decisions),
 //! the hog's throughput (seed 001's Table 3: what the trigger costs the
 //! other work on the CPU island), each also as a ratio to `none`.
+//!
+//! `--scenario web` ([`Scenario::Web`], [`web`]) is seed 001's second
+//! experiment on the same rig: a front end tuning its back end's bandwidth
+//! and CPU over the API when the heavy request class needs it.
 
 pub mod config;
 pub mod rig;
 mod run;
 mod table;
+pub mod web;
 
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -40,6 +45,7 @@ use std::str::FromStr;
 pub use run::run;
 use serde::{Deserialize, Serialize};
 pub use table::render_table;
+pub use web::WebSettings;
 
 use crate::machine::Machine;
 use crate::stats::{ratio, round};
@@ -88,6 +94,38 @@ impl FromStr for Config {
     }
 }
 
+/// Which of seed 001's experiments a run builds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scenario {
+    /// The stream consumer beside a bulk transfer (the first).
+    #[default]
+    Stream,
+    /// The web tier whose front end tunes its back end (the second,
+    /// [`web`]).
+    Web,
+}
+
+impl Scenario {
+    /// The name on the command line and in the report.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Stream => "stream",
+            Self::Web => "web",
+        }
+    }
+}
+
+impl FromStr for Scenario {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        [Self::Stream, Self::Web]
+            .into_iter()
+            .find(|c| c.as_str() == s.trim())
+            .ok_or_else(|| format!("unknown scenario {s:?} (one of stream, web)"))
+    }
+}
+
 /// How a run is set up.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Settings {
@@ -113,6 +151,12 @@ pub struct Settings {
     pub backlog_bytes: u64,
     /// The island's CPUs (filled in by the run).
     pub island_cpus: String,
+    /// Which experiment (reports saved before it existed are `stream`).
+    #[serde(default)]
+    pub scenario: Scenario,
+    /// The web scenario's settings.
+    #[serde(default)]
+    pub web: WebSettings,
 }
 
 impl Settings {
@@ -131,6 +175,8 @@ impl Settings {
             deadline_ms: 100,
             backlog_bytes: 65_536,
             island_cpus: String::new(),
+            scenario: Scenario::Stream,
+            web: WebSettings::default(),
         }
     }
 
@@ -203,8 +249,11 @@ pub struct Row {
 /// The report of a run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct NetIslandReport {
-    /// One row per configuration.
+    /// One row per configuration (the stream scenario).
     pub rows: Vec<Row>,
+    /// One row per configuration (the web scenario).
+    #[serde(default)]
+    pub web_rows: Vec<web::WebRow>,
     /// Configurations that could not run, with why.
     pub unavailable: Vec<(String, String)>,
     /// The settings.

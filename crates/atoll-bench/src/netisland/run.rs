@@ -14,7 +14,10 @@ use atoll_core::CpuSet;
 
 use super::config::{daemon_config, layout, BULK, CONSUMER, HOG, LINK, STREAM};
 use super::rig::{skip_reason, Rig};
-use super::{parse_recv, row, with_ratios, Config, NetIslandOptions, NetIslandReport, Sample};
+use super::web::{web_ratios, web_row, WebSample};
+use super::{
+    parse_recv, row, with_ratios, Config, NetIslandOptions, NetIslandReport, Sample, Scenario,
+};
 use crate::comm::pin;
 use crate::error::BenchError;
 use crate::interrupt;
@@ -43,14 +46,20 @@ pub fn run(opts: &NetIslandOptions, progress: &Progress) -> Result<NetIslandRepo
         layout(&online).ok_or_else(|| BenchError::Unusable("no online CPU".into()))?;
     let mut s = opts.settings.clone();
     s.island_cpus = island.to_string();
+    if s.scenario == Scenario::Web {
+        s.web
+            .check(s.rate_mbit)
+            .map_err(|why| BenchError::Unusable(format!("--scenario web: {why}")))?;
+    }
     let dir = crate::temp_dir("netisland")?;
     progress.phase("", "making the namespace and the veth pair");
     let mut rig = Rig::new()?;
     let b = Bench { opts, host, island };
     let mut samples: Vec<(Config, Vec<Sample>)> = s.configs.iter().map(|c| (*c, vec![])).collect();
+    let mut web: Vec<Vec<WebSample>> = s.configs.iter().map(|_| vec![]).collect();
     let mut unavailable = Vec::new();
     for rep in 0..s.reps {
-        for (config, got) in &mut samples {
+        for ((config, got), web_got) in samples.iter_mut().zip(&mut web) {
             let config = *config;
             interrupt::check()?;
             progress.phase(config.as_str(), &format!("rep {}", rep + 1));
@@ -60,7 +69,13 @@ pub fn run(opts: &NetIslandOptions, progress: &Progress) -> Result<NetIslandRepo
                 rig.shape(s.rate_mbit)?;
             }
             let mode = format!("{}-{rep}", config.as_str());
-            let daemon = match daemon_config(config, &b.host, &b.island, &rig.names.host, &s) {
+            let text = match s.scenario {
+                Scenario::Stream => daemon_config(config, &b.host, &b.island, &rig.names.host, &s),
+                Scenario::Web => {
+                    super::web::daemon_config(config, &b.host, &b.island, &rig.names.host, &s)
+                }
+            };
+            let daemon = match text {
                 None => None,
                 Some(text) => match Daemon::start(&opts.exe, &mode, &text, dir.path()) {
                     Ok(d) => Some(d),
@@ -74,15 +89,24 @@ pub fn run(opts: &NetIslandOptions, progress: &Progress) -> Result<NetIslandRepo
                     Err(e) => return Err(e),
                 },
             };
-            let sample = b.once(&rig, daemon.as_ref(), &s)?;
+            match s.scenario {
+                Scenario::Stream => got.push(b.once(&rig, daemon.as_ref(), &s)?),
+                Scenario::Web => web_got.push(b.once_web(&rig, daemon.as_ref(), config, &s)?),
+            }
             if let Some(d) = daemon {
                 d.stop()?;
             }
-            got.push(sample);
         }
     }
     rig.unshape()?;
     drop(rig);
+    let mut web_rows: Vec<_> = samples
+        .iter()
+        .zip(web)
+        .filter(|(_, v)| !v.is_empty())
+        .map(|((c, _), v)| web_row(*c, v, s.seconds))
+        .collect();
+    web_ratios(&mut web_rows);
     let mut rows: Vec<_> = samples
         .into_iter()
         .filter(|(_, v)| !v.is_empty())
@@ -91,6 +115,7 @@ pub fn run(opts: &NetIslandOptions, progress: &Progress) -> Result<NetIslandRepo
     with_ratios(&mut rows);
     Ok(NetIslandReport {
         rows,
+        web_rows,
         unavailable,
         settings: s,
         machine,
@@ -101,6 +126,9 @@ pub fn run(opts: &NetIslandOptions, progress: &Progress) -> Result<NetIslandRepo
             .to_string(),
     })
 }
+
+#[path = "run_web.rs"]
+mod web_run;
 
 struct Bench<'a> {
     opts: &'a NetIslandOptions,

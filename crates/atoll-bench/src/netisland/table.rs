@@ -7,6 +7,9 @@ use crate::table::{aligned, load3, num};
 
 /// The report as text.
 pub fn render_table(r: &NetIslandReport) -> String {
+    if r.settings.scenario == super::Scenario::Web {
+        return super::web::render_web(r);
+    }
     let s = &r.settings;
     let mut t = String::new();
     let _ = writeln!(
@@ -97,6 +100,7 @@ mod tests {
         with_ratios(&mut rows);
         let r = NetIslandReport {
             rows,
+            web_rows: vec![],
             unavailable: vec![("cpu".into(), "refused".into())],
             settings: s,
             machine: crate::machine::Machine::default(),

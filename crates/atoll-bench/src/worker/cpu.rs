@@ -42,6 +42,15 @@ pub fn cpu_work(units: u64) -> u64 {
     s
 }
 
+/// `n` chunks of CPU work from `seed` (~0.2 ms each); the new state.
+pub(crate) fn cpu_chunks(n: u64, seed: u64) -> u64 {
+    let mut s = seed;
+    for _ in 0..n {
+        s = cpu_chunk(s);
+    }
+    s
+}
+
 /// Spins on `threads` threads until stopped (or for `limit`); reports chunks
 /// done and chunks per second.
 pub(crate) fn spin(threads: usize, limit: Option<Duration>) -> serde_json::Value {

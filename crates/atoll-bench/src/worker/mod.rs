@@ -26,6 +26,8 @@
 //! | `udp-blast --addr H:P --seconds S [--bytes B]` | UDP datagrams as fast as the socket takes them | bytes sent |
 //! | `udp-sink --port P --seconds S` | counts the bytes received | bytes |
 //! | `api-load --socket P --seconds S [--clients N] [--mix M \| --request LINE] [--depth D] ...` | clients of the daemon's API sending a mix of requests as fast as it answers ([`api_load`]) | per kind of request: sent, answered, errors by code, latency histogram; lost requests |
+//! | `web-back --port P --seconds S` | seed 001's web back end over TCP ([`web`]): per request its CPU work, then its reply bytes | requests served per class, bytes |
+//! | `web-front --addr H:P --seconds S --rate R [--heavy-share F] [--light-bytes B] [--heavy-bytes B] [--light-work C] [--heavy-work C] [--conns N] [--window-ms W] [--percentile P] [--bound-ms B] [--overlay O --socket PATH --unit U] [--timeout-ms T]` | two classes of request at R/s, open loop ([`webfront`]); with `--overlay`, `tune(bandwidth)` and `tune(cpu_time)` of unit U when the heavy class's percentile is over the bound | per class: count, mean, sd, p99 (ms); throughput; tunes sent and acked |
 //! | `auction-app --port P --db-socket PATH [--work W] [--seconds S]` | the auction's application tier: an HTTP server (a thread per connection) routing `/browse` (two reads) and `/putbid` (a transaction and W rounds of CPU work) to MariaDB ([`auction_app`]) | requests served per kind, errors |
 
 mod api_load;
@@ -42,6 +44,8 @@ mod memory;
 mod net;
 mod probe;
 mod stream;
+mod web;
+mod webfront;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -57,6 +61,8 @@ pub use http_load::{get as http_get, read_response, HttpLoadArgs, Response};
 pub use kvfront::KvFrontArgs;
 pub use probe::ProbeArgs;
 pub use stream::{Playback, StreamClientArgs, StreamServerArgs};
+pub use web::{Class as WebClass, Request as WebRequest, WebBackArgs};
+pub use webfront::{Tuner, WebFrontArgs};
 
 /// One worker and its arguments.
 #[derive(Clone, Debug, PartialEq)]
@@ -131,6 +137,10 @@ pub enum Worker {
     UdpSink(BulkArgs),
     /// The application tier of the three-tier auction scenario.
     AuctionApp(AuctionAppArgs),
+    /// `web-back`.
+    WebBack(WebBackArgs),
+    /// `web-front`.
+    WebFront(WebFrontArgs),
 }
 
 /// Why the worker arguments were refused.
@@ -181,7 +191,7 @@ pub enum ArgError {
 }
 
 /// The worker kinds.
-pub const KINDS: [&str; 19] = [
+pub const KINDS: [&str; 21] = [
     "spin",
     "cpujob",
     "echo-server",
@@ -201,6 +211,8 @@ pub const KINDS: [&str; 19] = [
     "udp-blast",
     "udp-sink",
     "auction-app",
+    "web-back",
+    "web-front",
 ];
 
 /// Options with values, and flags, of one kind.
@@ -239,6 +251,8 @@ fn spec(kind: &str) -> Option<Spec> {
         "udp-blast" => (frames::BLAST_OPTIONS, &[]),
         "udp-sink" => (frames::SINK_OPTIONS, &[]),
         "auction-app" => (auction_app::OPTIONS, &[]),
+        "web-back" => (web::BACK_OPTIONS, &[]),
+        "web-front" => (webfront::OPTIONS, &[]),
         _ => return None,
     };
     Some(Spec { valued, flags })
@@ -380,6 +394,8 @@ impl Worker {
             "udp-blast" => Self::UdpBlast(BulkArgs::blast(&o)?),
             "udp-sink" => Self::UdpSink(BulkArgs::sink(&o)?),
             "auction-app" => Self::AuctionApp(AuctionAppArgs::from_opts(&o)?),
+            "web-back" => Self::WebBack(WebBackArgs::from_opts(&o)?),
+            "web-front" => Self::WebFront(WebFrontArgs::from_opts(&o)?),
             _ => unreachable!("spec() knows only the kinds matched here"),
         })
     }
@@ -411,6 +427,8 @@ impl Worker {
             Self::UdpBlast(a) => frames::udp_blast(a),
             Self::UdpSink(a) => frames::udp_sink(a),
             Self::AuctionApp(a) => auction_app::auction_app(a),
+            Self::WebBack(a) => web::web_back(a),
+            Self::WebFront(a) => webfront::web_front(a),
         }
     }
 }

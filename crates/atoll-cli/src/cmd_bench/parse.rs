@@ -36,6 +36,18 @@ pub(super) fn parse_net_config(s: &str) -> Result<netisland::Config, String> {
     s.parse()
 }
 
+pub(super) fn parse_net_scenario(s: &str) -> Result<netisland::Scenario, String> {
+    s.parse()
+}
+
+pub(super) fn parse_req_rate(s: &str) -> Result<f64, String> {
+    parse_positive(s, "--req-rate")
+}
+
+pub(super) fn parse_bound_ms(s: &str) -> Result<f64, String> {
+    parse_positive(s, "--bound-ms")
+}
+
 pub(super) fn parse_comm_mechanism(s: &str) -> Result<comm::Mechanism, String> {
     s.parse()
 }
