@@ -7,51 +7,41 @@ mod common;
 
 use std::process::Command;
 
-use common::BIN;
+use common::{assert_help_lists, assert_refused, BIN};
 
 #[test]
 fn bench_netisland_is_listed_with_its_options_and_refuses_bad_ones() {
-    let out = Command::new(BIN)
-        .args(["bench", "netisland", "--help"])
-        .output()
-        .unwrap();
-    let help = String::from_utf8_lossy(&out.stdout);
-    for opt in [
-        "--json",
-        "--quick",
-        "--configs",
-        "--secs",
-        "--reps",
-        "--rate-mbit",
-        "--work",
-        "--backlog-bytes",
-        "--scenario",
-        "--req-rate",
-        "--bound-ms",
-        "--heavy-bytes",
-        "--heavy-work",
-        "--table",
-    ] {
-        assert!(help.contains(opt), "{opt} missing: {help}");
-    }
-    for bad in [
-        &["--configs", "none,heracles"][..],
-        &["--secs", "0"],
-        &["--reps", "0"],
-        &["--rate-mbit", "0"],
-        &["--scenario", "rubis"],
-        &["--req-rate", "0"],
-        &["--bound-ms", "0"],
-    ] {
-        let out = Command::new(BIN)
-            .args(["bench", "netisland"])
-            .args(bad)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(2), "{bad:?}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(bad[0]), "{bad:?}: {err}");
-    }
+    assert_help_lists(
+        "netisland",
+        &[
+            "--json",
+            "--quick",
+            "--configs",
+            "--secs",
+            "--reps",
+            "--rate-mbit",
+            "--work",
+            "--backlog-bytes",
+            "--scenario",
+            "--req-rate",
+            "--bound-ms",
+            "--heavy-bytes",
+            "--heavy-work",
+            "--table",
+        ],
+    );
+    assert_refused(
+        "netisland",
+        &[
+            &["--configs", "none,heracles"][..],
+            &["--secs", "0"],
+            &["--reps", "0"],
+            &["--rate-mbit", "0"],
+            &["--scenario", "rubis"],
+            &["--req-rate", "0"],
+            &["--bound-ms", "0"],
+        ],
+    );
 }
 
 fn skip_reason() -> Option<&'static str> {
