@@ -616,6 +616,13 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
             work,
             table,
         } => {
+            let picked = slo::Picked {
+                configs,
+                seconds,
+                warmup_s: warmup,
+                work,
+                slo_us,
+            };
             if scenario == "tiers" {
                 if let Some(file) = table {
                     return print_saved::<tiers::TiersReport>(
@@ -625,18 +632,8 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
                     );
                 }
                 let mut settings = tiers::TiersSettings::new(quick);
-                settings.configs = configs;
-                if let Some(s) = seconds {
-                    settings.seconds = s;
-                }
-                if let Some(w) = warmup {
-                    settings.warmup_s = w;
-                }
-                if let Some(w) = work {
-                    settings.work = w;
-                }
-                settings.slo_us = slo_us;
-                let progress = Progress::new(settings.configs.len() * 3 + 2, true);
+                settings.common.pick(picked);
+                let progress = Progress::new(settings.common.configs.len() * 3 + 2, true);
                 let report = tiers::run(&exe, &settings, command_line(), &progress)?;
                 drop(progress);
                 print_report(json, &report, tiers::render_table)?;
@@ -647,17 +644,7 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
             }
             let mut settings = slo::Settings::new(quick);
             settings.loads = loads.0;
-            settings.configs = configs;
-            if let Some(s) = seconds {
-                settings.seconds = s;
-            }
-            if let Some(w) = warmup {
-                settings.warmup_s = w;
-            }
-            if let Some(w) = work {
-                settings.work = w;
-            }
-            settings.slo_us = slo_us;
+            settings.common.pick(picked);
             let opts = SloOptions {
                 exe,
                 settings,
