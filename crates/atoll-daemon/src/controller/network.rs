@@ -28,10 +28,14 @@ impl Controller {
         let Some(net) = &mut self.net else {
             return;
         };
-        // Classes of run-time units removed since go first.
+        // Classes of run-time units removed since go first (a unit of
+        // that name the file declares now is not the one that had it).
         let reg = &self.reg;
-        let (dropped, warnings) =
-            net.drop_gone_classes(|u| reg.unit(u.as_str()).is_some(), now, &mut self.log);
+        let runtime = |u: &Name| {
+            reg.unit(u.as_str())
+                .is_some_and(|(_, o)| o == atoll_proto::UnitOrigin::Runtime)
+        };
+        let (dropped, warnings) = net.drop_gone_classes(runtime, now, &mut self.log);
         self.warnings.extend(warnings);
         if dropped {
             self.save_network();
