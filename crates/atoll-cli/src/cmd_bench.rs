@@ -646,6 +646,13 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
             be_cut_below,
             table,
         } => {
+            let picked = slo::Picked {
+                configs,
+                seconds,
+                warmup_s: warmup,
+                work,
+                slo_us,
+            };
             if scenario == "tiers" {
                 if be_grow_above.is_some() || be_cut_below.is_some() {
                     anyhow::bail!(
@@ -661,18 +668,8 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
                     );
                 }
                 let mut settings = tiers::TiersSettings::new(quick);
-                settings.configs = configs;
-                if let Some(s) = seconds {
-                    settings.seconds = s;
-                }
-                if let Some(w) = warmup {
-                    settings.warmup_s = w;
-                }
-                if let Some(w) = work {
-                    settings.work = w;
-                }
-                settings.slo_us = slo_us;
-                let progress = Progress::new(settings.configs.len() * 3 + 2, true);
+                settings.common.pick(picked);
+                let progress = Progress::new(settings.common.configs.len() * 3 + 2, true);
                 let report = tiers::run(&exe, &settings, command_line(), &progress)?;
                 drop(progress);
                 print_report(json, &report, tiers::render_table)?;
@@ -683,17 +680,7 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
             }
             let mut settings = slo::Settings::new(quick);
             settings.loads = loads.0;
-            settings.configs = configs;
-            if let Some(s) = seconds {
-                settings.seconds = s;
-            }
-            if let Some(w) = warmup {
-                settings.warmup_s = w;
-            }
-            if let Some(w) = work {
-                settings.work = w;
-            }
-            settings.slo_us = slo_us;
+            settings.common.pick(picked);
             settings.be = slo::BeThresholds {
                 grow_above: be_grow_above,
                 cut_below: be_cut_below,

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use atoll_client::Client;
-use atoll_proto::runtime::{OverlaySettings, SloSettings, UnitSettings};
+use atoll_proto::runtime::{NetClassSettings, OverlaySettings, SloSettings, UnitSettings};
 use atoll_proto::{Reply, Request};
 use clap::{Args, Subcommand};
 
@@ -46,6 +46,20 @@ pub struct UnitFlags {
     /// `io.weight`, 1..=10000.
     #[arg(long)]
     pub io_weight: Option<u32>,
+    /// A class on network island NAME, as a `[network.NAME.units.UNIT]`
+    /// table gives one (root only; `unit set` replaces the class). Without
+    /// it the unit's traffic is in the island's default class.
+    #[arg(long, value_name = "NAME")]
+    pub net_island: Option<String>,
+    /// The class's share, 1..=10000 (default 100).
+    #[arg(long, requires = "net_island")]
+    pub net_share: Option<u32>,
+    /// The most the class may use, Mbit/s (default: the link rate).
+    #[arg(long, requires = "net_island")]
+    pub net_ceil_mbit: Option<u64>,
+    /// The class's priority for spare bandwidth, 0 (first) to 7 (default 3).
+    #[arg(long, requires = "net_island")]
+    pub net_prio: Option<u8>,
 }
 
 impl UnitFlags {
@@ -60,6 +74,12 @@ impl UnitFlags {
             memory_high: self.memory_high,
             memory_max: self.memory_max,
             io_weight: self.io_weight,
+            network: self.net_island.as_ref().map(|island| NetClassSettings {
+                island: island.clone(),
+                share: self.net_share,
+                ceil_mbit: self.net_ceil_mbit,
+                prio: self.net_prio,
+            }),
         }
     }
 }

@@ -32,11 +32,9 @@ use serde::Deserialize;
 /// Bits per second in a megabit.
 pub(crate) const MBIT: u64 = 1_000_000;
 
-/// The default share of the default class and of a unit.
-pub(crate) const DEFAULT_SHARE: u32 = 100;
-
-/// The default priority of a unit's class.
-pub(crate) const DEFAULT_PRIO: u8 = 3;
+/// The default share of the default class and of a unit, and the default
+/// priority of a unit's class (the same as a unit added at run time gets).
+pub(crate) use atoll_core::netisland::{DEFAULT_PRIO, DEFAULT_SHARE};
 
 /// `[network.NAME]` as written.
 #[derive(Debug, Deserialize)]

@@ -27,11 +27,13 @@ mod classify;
 mod coord;
 mod lifecycle;
 mod nft;
+mod runtime;
 mod saved;
 mod status;
 
 pub use coord::IslandTrigger;
 pub use nft::{BoxedRunner, GroupDir};
+pub use runtime::{RuntimeClass, RuntimeClassError};
 pub use saved::{SavedFile, SavedInterface, SavedNetwork};
 
 /// The network islands and their interfaces.
@@ -61,6 +63,8 @@ pub struct NetIslands {
     /// What a previous run found on its interfaces (from the state file),
     /// for adopting them after a crash.
     saved: BTreeMap<String, atoll_net::Snapshot>,
+    /// The classes of units made at run time (`runtime`).
+    runtime: Vec<RuntimeClass>,
 }
 
 /// Where a unit's group is: in a cgroup v1 `net_prio` hierarchy or a
@@ -101,6 +105,7 @@ impl NetIslands {
             net_prio: None,
             nft: nft::NftRoute::Off,
             saved: BTreeMap::new(),
+            runtime: Vec::new(),
         })
     }
 

@@ -252,6 +252,15 @@ fn the_network_part_roundtrips_and_is_left_out_when_there_is_none() {
                 text: "00000000".into(),
             }],
         }],
+        classes: vec![crate::netisland::RuntimeClass {
+            island: Name::new("wire").unwrap(),
+            class: atoll_core::netisland::NetUnitSetup {
+                name: Name::new("job").unwrap(),
+                share: 300,
+                ceil_bps: Some(50_000_000),
+                prio: 1,
+            },
+        }],
     });
     save(dir.path(), &s).unwrap();
     assert_eq!(load(dir.path()).unwrap(), Some(s));

@@ -190,3 +190,71 @@ fn without_nft_the_status_says_why_nothing_classifies() {
         "{text}"
     );
 }
+
+/// A class given to a run-time unit gets its rule in atoll's table like a
+/// configured unit's (class 1:11, api having 1:10), and the rule goes with
+/// the class.
+#[test]
+fn a_run_time_units_class_gets_a_rule_and_loses_it_with_the_class() {
+    use atoll_core::netisland::NetUnitSetup;
+    use atoll_daemon::netisland::RuntimeClass;
+
+    let spec = atoll_config::parse(CONFIG, "test.toml", &topo8()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mount = dir.path().join("v2");
+    let (api, job) = (
+        mount.join("atoll-t/work/api"),
+        mount.join("atoll-t/work/job"),
+    );
+    std::fs::create_dir_all(&api).unwrap();
+    std::fs::create_dir_all(&job).unwrap();
+    let mut net = islands(&spec, dir.path());
+    let runner = Shared::default();
+    net.set_nft(NftClassifier::new("atoll-t", Box::new(runner.clone())));
+    let mut log = DecisionLog::default();
+    let t = Duration::from_secs(1);
+    assert!(net.start(t, &mut log).is_empty());
+    let dirs = |unit: &Name| {
+        let dir = match unit.as_str() {
+            "api" => api.clone(),
+            "job" => job.clone(),
+            _ => return None,
+        };
+        Some(GroupDir::Cgroup2 {
+            mount: mount.clone(),
+            dir,
+        })
+    };
+    assert!(net.classify(t, &dirs, &Reason::Config, &mut log).is_empty());
+    let api_rule = NftRule::for_group(&mount, &api, 0x0001_0010).unwrap();
+    let job_rule = NftRule::for_group(&mount, &job, 0x0001_0011).unwrap();
+    let class = RuntimeClass {
+        island: Name::new("wire").unwrap(),
+        class: NetUnitSetup {
+            name: Name::new("job").unwrap(),
+            share: 200,
+            ceil_bps: None,
+            prio: 3,
+        },
+    };
+    let job_name = Name::new("job").unwrap();
+    let w = net
+        .set_runtime_class(&job_name, Some(class), t, &Reason::Config, &mut log)
+        .unwrap();
+    assert!(w.is_empty(), "{w:?}");
+    assert!(net.classify(t, &dirs, &Reason::Config, &mut log).is_empty());
+    assert_eq!(
+        runner.scripts.lock().unwrap().last().unwrap(),
+        &script("atoll_atoll_t", &[api_rule.clone(), job_rule])
+    );
+    // The unit is gone: its class and then its rule.
+    let (dropped, w) = net.drop_gone_classes(|u| u.as_str() != "job", t, &mut log);
+    assert!(dropped && w.is_empty(), "{w:?}");
+    assert!(net.classify(t, &dirs, &Reason::Config, &mut log).is_empty());
+    assert_eq!(
+        runner.scripts.lock().unwrap().last().unwrap(),
+        &script("atoll_atoll_t", &[api_rule])
+    );
+    assert!(net.runtime_classes().next().is_none());
+    assert!(net.teardown(t, &mut log).is_empty());
+}

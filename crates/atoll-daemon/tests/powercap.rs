@@ -19,7 +19,9 @@ use atoll_power::cpufreq;
 use atoll_power::testutils::{FakeCpuFreq, FakePower};
 use atoll_proto::{Reply, Request};
 use atoll_sim::SimPlatform;
-use common::sim::{ask, controller, epochs, n, reply, topo8, web_and_batch, ROOT};
+use common::sim::{
+    ask, controller, controller_saving, epochs, n, reply, topo8, web_and_batch, ROOT,
+};
 
 const RANGE: u64 = 262_143_328_850;
 
@@ -473,5 +475,98 @@ fn an_overlay_added_over_the_api_changes_the_islands_tiers() {
     assert_eq!(web.cpu_max, None, "web is in tier 5 now");
     let f = cpufreq::read_all(root.path()).unwrap();
     assert!(f.iter().all(|f| f.scaling_max_khz == 2_640_000), "{f:?}");
+    c.teardown().unwrap();
+}
+
+/// A cap set over the API and saved in the state file, at a restart on a
+/// machine without RAPL: the daemon starts, the overlay is kept but not
+/// enforced (status, warning and a decision say so and why), other
+/// overlays can still be added, the cap cannot be changed (the API's
+/// refusal), and `overlay rm` removes it.
+#[test]
+fn a_saved_api_power_cap_without_rapl_at_restart_is_kept_but_not_enforced() {
+    let rapl = FakePower::new()
+        .rapl(0, "package-0", 1_000_000, RANGE)
+        .write_temp()
+        .unwrap();
+    let vm = FakePower::new()
+        .cpu_without_cpufreq(0)
+        .write_temp()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sim = SimPlatform::new(topo8(), "atoll-pcap-restart", ManualClock::new());
+    let s = web_and_batch(&[("api", "web")], Vec::new());
+    let mut c = controller_saving(&sim, s.clone(), topo8(), Some(dir.path().to_path_buf()));
+    c.set_power(Power::probe(rapl.path()));
+    c.start().unwrap();
+    reply(ask(&mut c, ROOT, cap_add("budget", 100.0)));
+    assert_eq!(
+        c.status().energy.unwrap().power_cap.unwrap().unavailable,
+        None
+    );
+    // The crash (no teardown); the next run finds no RAPL.
+    drop(c);
+
+    let mut c = controller_saving(&sim, s, topo8(), Some(dir.path().to_path_buf()));
+    c.set_power(Power::probe(vm.path()));
+    c.start()
+        .expect("a saved run-time cap does not refuse the start");
+    let cap = c
+        .status()
+        .energy
+        .unwrap()
+        .power_cap
+        .expect("the cap is shown");
+    assert_eq!((cap.overlay.as_str(), cap.budget_watts), ("budget", 100.0));
+    let why_not = cap.unavailable.expect("not enforced");
+    assert!(
+        why_not.starts_with("no RAPL zone on this machine, so its power cannot be measured"),
+        "{why_not}"
+    );
+    assert!(
+        c.status()
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("overlay budget: power cap 100.0 W not enforced")),
+        "{:?}",
+        c.status().warnings
+    );
+    let decisions = why(&mut c, "budget");
+    assert!(
+        decisions
+            .iter()
+            .any(|d| d.contains("power cap 100.0 W not enforced")
+                && d.contains("restored from the state file")),
+        "{decisions:#?}"
+    );
+    // Other overlays are not blocked by the unenforced cap.
+    let shop = Request::OverlayAdd {
+        overlay: "shop".into(),
+        settings: atoll_proto::runtime::OverlaySettings {
+            units: Some(vec!["api".into()]),
+            priority: Some(5),
+            throughput_floor: Some(10.0),
+            ..Default::default()
+        },
+    };
+    reply(ask(&mut c, ROOT, shop));
+    // A new budget still needs RAPL.
+    let set = Request::OverlaySet {
+        overlay: "budget".into(),
+        settings: atoll_proto::runtime::OverlaySettings {
+            power_cap_watts: Some(50.0),
+            ..Default::default()
+        },
+    };
+    let (_, msg) = refused(ask(&mut c, ROOT, set));
+    assert!(msg.contains("no RAPL zone under"), "{msg}");
+    reply(ask(
+        &mut c,
+        ROOT,
+        Request::OverlayRm {
+            overlay: "budget".into(),
+        },
+    ));
+    assert!(c.status().energy.unwrap().power_cap.is_none());
     c.teardown().unwrap();
 }

@@ -3,8 +3,9 @@
 //! - classification by cgroup: a network island writes its unit's group's
 //!   `net_prio.ifpriomap`, so that frames a process of the unit sends, with
 //!   no `SO_PRIORITY` of its own, are counted in the unit's HTB class; the
-//!   same frames from a process outside the unit are not; teardown gives
-//!   the interface back;
+//!   same frames from a process outside the unit are not; a unit added at
+//!   run time with `settings.network` gets the next class (1:11) the same
+//!   way, and `unit rm` takes it away; teardown gives the interface back;
 //! - crash safety: a daemon dropped without teardown leaves its tree and
 //!   XPS mask; the next one, on the same state directory, adopts the
 //!   interface, and its teardown leaves the qdiscs and the mask exactly as
@@ -210,6 +211,17 @@ impl Drop for Sender {
 }
 
 fn adopt(c: &mut Controller, unit: &str, pid: u32) {
+    root_asks(
+        c,
+        Request::Adopt {
+            unit: unit.into(),
+            pid,
+            island: None,
+        },
+    );
+}
+
+fn root_asks(c: &mut Controller, request: Request) {
     let (tx, rx) = std::sync::mpsc::channel();
     c.handle(DaemonCommand::Api {
         caller: Caller {
@@ -218,11 +230,7 @@ fn adopt(c: &mut Controller, unit: &str, pid: u32) {
             pid: 1,
         },
         id: 1,
-        request: Request::Adopt {
-            unit: unit.into(),
-            pid,
-            island: None,
-        },
+        request,
         reply: tx,
     });
     rx.recv_timeout(Duration::from_secs(5))
@@ -349,6 +357,42 @@ fn a_units_frames_reach_its_class_through_its_groups_net_prio() {
     sender.send();
     assert_eq!(packets(&veth.host, 0x10), SENT);
 
+    // A unit made at run time with a class: its group gets class 1:11,
+    // its process's frames reach it; `unit rm` takes the class away.
+    root_asks(
+        &mut c,
+        Request::UnitAdd {
+            unit: "job".into(),
+            island: Some("main".into()),
+            settings: atoll_proto::runtime::UnitSettings {
+                network: Some(atoll_proto::runtime::NetClassSettings {
+                    island: "wire".into(),
+                    share: Some(200),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        },
+    );
+    let job: PathBuf = np.join(&real.root).join("main/job");
+    let map = std::fs::read_to_string(job.join("net_prio.ifpriomap")).unwrap();
+    assert!(
+        map.lines()
+            .any(|l| l == format!("{} {}", veth.host, 0x0001_0011)),
+        "{map}"
+    );
+    let sender = Sender::start(&veth.host);
+    adopt(&mut c, "job", sender.pid());
+    sender.send();
+    assert_eq!(packets(&veth.host, 0x11), SENT);
+    root_asks(&mut c, Request::UnitRm { unit: "job".into() });
+    assert!(!job.exists());
+    assert!(TcBackend::new()
+        .leaf_stats(&veth.host)
+        .unwrap()
+        .iter()
+        .all(|s| s.minor != 0x11));
+
     c.teardown().unwrap();
     let log: Vec<String> = c
         .decisions()
@@ -359,6 +403,16 @@ fn a_units_frames_reach_its_class_through_its_groups_net_prio() {
     assert!(
         log.iter()
             .any(|d| d.contains("unit api: the sockets of its group get class 1:10")),
+        "{log:?}"
+    );
+    assert!(
+        log.iter()
+            .any(|d| d.contains("unit job: the sockets of its group get class 1:11")),
+        "{log:?}"
+    );
+    assert!(
+        log.iter()
+            .any(|d| d.contains("unit job: its group's priority on")),
         "{log:?}"
     );
     let root = TcBackend::new().root_qdisc(&veth.host).unwrap();

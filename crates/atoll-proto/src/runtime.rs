@@ -46,6 +46,47 @@ pub struct UnitSettings {
     /// `io.weight`, 1..=10000.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub io_weight: Option<u32>,
+    /// Its class on a network island, as the config's
+    /// `[network.NAME.units.UNIT]` gives it (unset: the island's default
+    /// class).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetClassSettings>,
+}
+
+impl NetClassSettings {
+    /// `wire share 300 ceil_mbit 50 prio 1`: the keys given.
+    pub fn describe(&self) -> String {
+        let mut t = self.island.clone();
+        for (k, v) in [
+            ("share", self.share.map(u64::from)),
+            ("ceil_mbit", self.ceil_mbit),
+            ("prio", self.prio.map(u64::from)),
+        ] {
+            if let Some(v) = v {
+                t.push_str(&format!(" {k} {v}"));
+            }
+        }
+        t
+    }
+}
+
+/// A unit's class on a network island: the keys of the config's
+/// `[network.ISLAND.units.UNIT]` table, with the island named.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetClassSettings {
+    /// The network island (`[network.NAME]`).
+    pub island: String,
+    /// Its share, 1..=10000 (unset: the config's default, 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share: Option<u32>,
+    /// The most it may use, Mbit/s (unset: the link rate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ceil_mbit: Option<u64>,
+    /// Its priority for spare bandwidth, 0 (first) to 7 (unset: 3, as in
+    /// the config).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prio: Option<u8>,
 }
 
 impl UnitSettings {
@@ -65,6 +106,10 @@ impl UnitSettings {
         put("memory_high", self.memory_high.map(|v| v.to_string()));
         put("memory_max", self.memory_max.map(|v| v.to_string()));
         put("io_weight", self.io_weight.map(|v| v.to_string()));
+        put(
+            "network",
+            self.network.as_ref().map(NetClassSettings::describe),
+        );
         parts.join(", ")
     }
 }

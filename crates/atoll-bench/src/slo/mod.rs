@@ -102,28 +102,78 @@ pub fn parse_loads(s: &str) -> Result<Vec<f64>, String> {
     Ok(out)
 }
 
+/// The part of a run's settings both SLO scenarios (`slo` and `slo
+/// --scenario tiers`) share and `atoll bench slo` sets from the same flags
+/// (`--configs`, `--seconds`, `--warmup`, `--work`, `--slo-us`); flattened
+/// into each scenario's settings, so a report's JSON is as before.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Common {
+    /// The configurations run beside the baselines.
+    pub configs: Vec<Config>,
+    /// Measured seconds per load (per configuration in `tiers`).
+    pub seconds: f64,
+    /// Warm-up seconds (not recorded).
+    pub warmup_s: f64,
+    /// CPU work per request (Lua loop iterations in `slo`, hash rounds per
+    /// `putbid` in `tiers`).
+    pub work: u64,
+    /// The SLO (p99 of a window, µs); `None`: derived by the scenario.
+    pub slo_us: Option<u64>,
+}
+
+/// What the user picked for [`Common`]: each `Some` (and non-empty
+/// `configs`) replaces the scenario's default.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Picked {
+    /// `--configs` (empty: the default).
+    pub configs: Vec<Config>,
+    /// `--seconds`.
+    pub seconds: Option<f64>,
+    /// `--warmup`.
+    pub warmup_s: Option<f64>,
+    /// `--work`.
+    pub work: Option<u64>,
+    /// `--slo-us`.
+    pub slo_us: Option<u64>,
+}
+
+impl Common {
+    /// Replaces the defaults with what the user picked.
+    pub fn pick(&mut self, picked: Picked) {
+        if !picked.configs.is_empty() {
+            self.configs = picked.configs;
+        }
+        if let Some(s) = picked.seconds {
+            self.seconds = s;
+        }
+        if let Some(w) = picked.warmup_s {
+            self.warmup_s = w;
+        }
+        if let Some(w) = picked.work {
+            self.work = w;
+        }
+        if picked.slo_us.is_some() {
+            self.slo_us = picked.slo_us;
+        }
+    }
+}
+
 /// How a run is set up.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Settings {
     /// Offered loads, shares of the LC's solo maximum.
     pub loads: Vec<f64>,
-    /// The configurations run beside the baselines.
-    pub configs: Vec<Config>,
-    /// Measured seconds per load.
-    pub seconds: f64,
-    /// Warm-up seconds per load (not recorded).
-    pub warmup_s: f64,
+    /// What `slo` shares with `tiers`: configurations, seconds, warm-up,
+    /// Lua loop iterations per request (the LC's CPU cost per request) and
+    /// the SLO (`None`: derived from the LC alone, [`derive_slo`]).
+    #[serde(flatten)]
+    pub common: Common,
     /// Seconds of the solo-maximum measurement.
     pub max_seconds: f64,
     /// kvfront's concurrent requests.
     pub conns: usize,
-    /// Lua loop iterations per request (the LC's CPU cost per request).
-    pub work: u64,
     /// kvfront's window, ms (one p99 per window).
     pub report_ms: u64,
-    /// The SLO (p99 of a window, µs); `None`: derived from the LC alone
-    /// ([`derive_slo`]).
-    pub slo_us: Option<u64>,
     /// The `slo` overlay's best-effort thresholds (`None`: the daemon's
     /// defaults).
     #[serde(default)]
@@ -141,14 +191,16 @@ impl Settings {
     pub fn new(quick: bool) -> Self {
         Self {
             loads: vec![0.1, 0.3, 0.5, 0.7, 0.9],
-            configs: Config::ALL.to_vec(),
-            seconds: if quick { 3.0 } else { 20.0 },
-            warmup_s: if quick { 2.0 } else { 10.0 },
+            common: Common {
+                configs: Config::ALL.to_vec(),
+                seconds: if quick { 3.0 } else { 20.0 },
+                warmup_s: if quick { 2.0 } else { 10.0 },
+                work: 2000,
+                slo_us: None,
+            },
             max_seconds: if quick { 2.0 } else { 5.0 },
             conns: 4,
-            work: 2000,
             report_ms: 1000,
-            slo_us: None,
             be: BeThresholds::default(),
             island_cpus: String::new(),
             load_cpus: String::new(),
@@ -173,7 +225,7 @@ impl SloOptions {
     /// load, every configuration at every load, the BE alone again.
     pub fn steps(&self) -> usize {
         let s = &self.settings;
-        3 + s.loads.len() * (1 + s.configs.len())
+        3 + s.loads.len() * (1 + s.common.configs.len())
     }
 }
 
@@ -572,12 +624,55 @@ mod tests {
         assert_eq!(load_pct(0.9), 90);
         let mut s = Settings::new(true);
         s.loads = vec![0.1, 0.5];
-        s.configs = vec![Config::Linux, Config::Slo];
+        s.common.configs = vec![Config::Linux, Config::Slo];
         let o = SloOptions {
             exe: PathBuf::from("atoll"),
             settings: s,
             command: String::new(),
         };
         assert_eq!(o.steps(), 3 + 2 * 3);
+    }
+
+    #[test]
+    fn picked_flags_replace_the_defaults_of_both_scenarios() {
+        let picked = Picked {
+            configs: vec![Config::Linux, Config::Isolate],
+            seconds: Some(7.5),
+            warmup_s: None,
+            work: Some(42),
+            slo_us: Some(900),
+        };
+        let mut slo = Settings::new(false);
+        let mut tiers = crate::tiers::TiersSettings::new(false);
+        let (slo_warmup, tiers_warmup) = (slo.common.warmup_s, tiers.common.warmup_s);
+        slo.common.pick(picked.clone());
+        tiers.common.pick(picked);
+        for (c, warmup) in [(&slo.common, slo_warmup), (&tiers.common, tiers_warmup)] {
+            assert_eq!(c.configs, vec![Config::Linux, Config::Isolate]);
+            assert_eq!((c.seconds, c.warmup_s), (7.5, warmup));
+            assert_eq!((c.work, c.slo_us), (42, Some(900)));
+        }
+        // Nothing picked: the defaults stay.
+        let mut d = Settings::new(true);
+        d.common.pick(Picked::default());
+        assert_eq!(d, Settings::new(true));
+    }
+
+    #[test]
+    fn the_shared_part_is_flat_in_a_report() {
+        let s = Settings::new(true);
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["seconds"], json!(s.common.seconds));
+        assert_eq!(v["work"], json!(2000));
+        assert!(v.get("common").is_none());
+        let back: Settings = serde_json::from_value(v).unwrap();
+        assert_eq!(back, s);
+        let t = crate::tiers::TiersSettings::new(true);
+        let v = serde_json::to_value(&t).unwrap();
+        assert_eq!(v["work"], json!(200_000));
+        assert_eq!(
+            serde_json::from_value::<crate::tiers::TiersSettings>(v).unwrap(),
+            t
+        );
     }
 }

@@ -94,7 +94,7 @@ pub fn run(opts: &SloOptions, progress: &Progress) -> Result<SloReport, BenchErr
         }
     }
     let alone_p99: Vec<&LcSample> = alone.values().collect();
-    let (slo_us, slo_derived) = match b.s.slo_us {
+    let (slo_us, slo_derived) = match b.s.common.slo_us {
         Some(s) => (s, false),
         None => (
             derive_slo(&alone_p99).ok_or_else(|| BenchError::Setup {
@@ -108,7 +108,7 @@ pub fn run(opts: &SloOptions, progress: &Progress) -> Result<SloReport, BenchErr
     // Every configuration at every load, the BE beside the LC.
     let mut rows = Vec::new();
     let mut unavailable = BTreeMap::new();
-    for &config in &b.s.configs {
+    for &config in &b.s.common.configs {
         let daemon = match daemon_config(config, &b.layout, slo_us, &b.s.be) {
             None => None,
             Some(text) => match Daemon::start(&b.exe, config.as_str(), &text, &b.dir) {
@@ -312,10 +312,10 @@ impl Bench {
 
     /// The BE alone on the island for `--seconds`, chunks/s.
     fn be_alone(&self) -> Result<f64, BenchError> {
-        let spin = self.spin(None, self.s.seconds)?;
+        let spin = self.spin(None, self.s.common.seconds)?;
         parse_spin(
             &spin
-                .wait(GRACE + secs(self.s.seconds))?
+                .wait(GRACE + secs(self.s.common.seconds))?
                 .report("spin (BE alone)")?,
         )
         .map_err(worker_error("spin"))
@@ -340,7 +340,7 @@ impl Bench {
             "--conns",
             &self.s.conns.to_string(),
             "--work",
-            &self.s.work.to_string(),
+            &self.s.common.work.to_string(),
             "--report-ms",
             &self.s.report_ms.to_string(),
         ]
@@ -391,7 +391,10 @@ impl Bench {
         report: bool,
     ) -> Result<(LcSample, Option<f64>), BenchError> {
         let socket = daemon.filter(|_| report).map(|d| d.socket().to_path_buf());
-        for (seconds, keep) in [(self.s.warmup_s, false), (self.s.seconds, true)] {
+        for (seconds, keep) in [
+            (self.s.common.warmup_s, false),
+            (self.s.common.seconds, true),
+        ] {
             if seconds <= 0.0 {
                 continue;
             }

@@ -38,7 +38,7 @@ pub fn render_table(r: &SloReport) -> String {
         t,
         "atoll bench slo: Redis (LC, --work {}, {} conns) beside spin (BE) on island CPUs {}, \
          load generator on {}; {} s measured after {} s warm-up per load",
-        s.work, s.conns, s.island_cpus, s.load_cpus, s.seconds, s.warmup_s
+        s.common.work, s.conns, s.island_cpus, s.load_cpus, s.common.seconds, s.common.warmup_s
     );
     let _ = writeln!(
         t,

@@ -31,7 +31,7 @@ use crate::machine::{self, Machine};
 use crate::procs::{worker_command, Proc};
 use crate::progress::Progress;
 use crate::slo::config::Layout;
-use crate::slo::Config;
+use crate::slo::{Common, Config};
 
 /// The rate offered to find the saturation: more than the tiers serve
 /// (the requests queued meanwhile are served after the last is released;
@@ -45,12 +45,12 @@ const GRACE: Duration = Duration::from_secs(60);
 /// How a run is set up.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TiersSettings {
-    /// The configurations, `linux` first (the saturation and ratios).
-    pub configs: Vec<Config>,
-    /// Measured seconds per configuration.
-    pub seconds: f64,
-    /// Warm-up seconds (not recorded).
-    pub warmup_s: f64,
+    /// What `tiers` shares with `slo`: the configurations (`linux` first:
+    /// the saturation and ratios), measured seconds per configuration,
+    /// warm-up, CPU work rounds per `putbid` and the SLO (µs; `None`: half
+    /// of `linux`'s p99).
+    #[serde(flatten)]
+    pub common: Common,
     /// Seconds of the saturation measurement.
     pub max_seconds: f64,
     /// The offered rate as a share of the saturation (measured without the
@@ -58,12 +58,8 @@ pub struct TiersSettings {
     pub load: f64,
     /// The share of `putbid` requests.
     pub heavy: f64,
-    /// CPU work rounds per `putbid`.
-    pub work: u64,
     /// http-load's connections.
     pub connections: usize,
-    /// The SLO (µs); `None`: half of `linux`'s p99.
-    pub slo_us: Option<u64>,
     /// The generated data.
     pub size: DataSize,
     /// Island CPUs (filled in by the run).
@@ -76,15 +72,17 @@ impl TiersSettings {
     /// The defaults, shorter with `quick`.
     pub fn new(quick: bool) -> Self {
         Self {
-            configs: Config::ALL.to_vec(),
-            seconds: if quick { 4.0 } else { 20.0 },
-            warmup_s: if quick { 2.0 } else { 5.0 },
+            common: Common {
+                configs: Config::ALL.to_vec(),
+                seconds: if quick { 4.0 } else { 20.0 },
+                warmup_s: if quick { 2.0 } else { 5.0 },
+                work: 200_000,
+                slo_us: None,
+            },
             max_seconds: if quick { 3.0 } else { 10.0 },
             load: 0.5,
             heavy: 0.15,
-            work: 200_000,
             connections: 32,
-            slo_us: None,
             size: DataSize::default(),
             island_cpus: String::new(),
             load_cpus: String::new(),
@@ -238,8 +236,8 @@ pub fn run(
     let mut saturated = None;
     let mut rows = Vec::new();
     let mut unavailable = BTreeMap::new();
-    let mut slo_us = b.s.slo_us;
-    for &config in &b.s.configs {
+    let mut slo_us = b.s.common.slo_us;
+    for &config in &b.s.common.configs {
         let name = config.as_str();
         let log = b.dir.join(format!("access-{name}.log"));
         std::fs::write(&log, "").map_err(io("write", &log))?;
@@ -287,9 +285,9 @@ pub fn run(
         };
         let rate = offered(sat, b.s.load);
         progress.phase(name, &format!("{rate:.0} req/s + hogs"));
-        let total = b.s.warmup_s + b.s.seconds;
+        let total = b.s.common.warmup_s + b.s.common.seconds;
         let hogs = b.start_hogs(d, total)?;
-        let r = b.load(&addr, rate, total, b.s.warmup_s)?;
+        let r = b.load(&addr, rate, total, b.s.common.warmup_s)?;
         let _ = hogs.wait(GRACE + Duration::from_secs_f64(total));
         let row = parse_load(config, rate, &r);
         if slo_us.is_none() && config == Config::Linux {
@@ -434,7 +432,7 @@ impl Bench {
             "--db-socket".into(),
             sock.display().to_string(),
             "--work".into(),
-            self.s.work.to_string(),
+            self.s.common.work.to_string(),
         ];
         let cmd = match d {
             Some(d) => d.run_worker(APP, "auction-app", &args),

@@ -21,7 +21,7 @@ pub fn render_table(rep: &TiersReport) -> String {
         t,
         "atoll bench slo --scenario tiers: nginx -> auction-app (putbid work {}) -> MariaDB, \
          with spin hogs, island CPUs {}, load on {}; {} s measured after {} s warm-up",
-        s.work, s.island_cpus, s.load_cpus, s.seconds, s.warmup_s
+        s.common.work, s.island_cpus, s.load_cpus, s.common.seconds, s.common.warmup_s
     );
     let _ = writeln!(
         t,

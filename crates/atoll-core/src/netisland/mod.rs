@@ -60,6 +60,13 @@ pub struct NetUnitSetup {
     pub prio: u8,
 }
 
+/// The share of a unit's class (and of the default class) when none is
+/// given.
+pub const DEFAULT_SHARE: u32 = 100;
+
+/// A unit's class priority for spare bandwidth when none is given.
+pub const DEFAULT_PRIO: u8 = 3;
+
 /// When units' backlogs trigger their CPU island.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TriggerConfig {

@@ -7,11 +7,16 @@ use std::time::Duration;
 
 use atoll_core::coord::{Message, OverlaySpec};
 use atoll_core::decision::Reason;
+use atoll_core::netisland::{NetUnitSetup, DEFAULT_PRIO, DEFAULT_SHARE};
 use atoll_core::plan::GroupPath;
 use atoll_core::Name;
+use atoll_proto::runtime::NetClassSettings;
 
 use super::{monitor, Controller};
-use crate::netisland::GroupDir;
+use crate::netisland::{GroupDir, RuntimeClass, RuntimeClassError};
+
+/// Bits per second in a megabit (the config's `ceil_mbit`).
+const MBIT: u64 = 1_000_000;
 
 impl Controller {
     /// Gives each unit group its class id as socket priority where the
@@ -20,6 +25,21 @@ impl Controller {
     /// [`crate::netisland::NetIslands::classify`]); failures become status
     /// warnings.
     pub(super) fn classify_units(&mut self, now: Duration, why: &Reason) {
+        let Some(net) = &mut self.net else {
+            return;
+        };
+        // Classes of run-time units removed since go first (a unit of
+        // that name the file declares now is not the one that had it).
+        let reg = &self.reg;
+        let runtime = |u: &Name| {
+            reg.unit(u.as_str())
+                .is_some_and(|(_, o)| o == atoll_proto::UnitOrigin::Runtime)
+        };
+        let (dropped, warnings) = net.drop_gone_classes(runtime, now, &mut self.log);
+        self.warnings.extend(warnings);
+        if dropped {
+            self.save_network();
+        }
         let Some(net) = &mut self.net else {
             return;
         };
@@ -34,6 +54,63 @@ impl Controller {
         };
         let warnings = net.classify(now, &dirs, why, &mut self.log);
         self.warnings.extend(warnings);
+    }
+
+    /// The class `asked` (a request's `settings.network`) gives run-time
+    /// unit `unit`, checked against its network island (`None`: none
+    /// asked). Its defaults are the config's (`share` 100, `prio` 3, the
+    /// link rate as ceiling).
+    pub(super) fn runtime_class(
+        &self,
+        unit: &Name,
+        asked: Option<&NetClassSettings>,
+    ) -> Result<Option<RuntimeClass>, RuntimeClassError> {
+        let Some(asked) = asked else {
+            return Ok(None);
+        };
+        let no_island = || RuntimeClassError::NoIsland {
+            island: asked.island.clone(),
+        };
+        let net = self.net.as_ref().ok_or_else(no_island)?;
+        let class = NetUnitSetup {
+            name: unit.clone(),
+            share: asked.share.unwrap_or(DEFAULT_SHARE),
+            ceil_bps: asked.ceil_mbit.map(|m| m.saturating_mul(MBIT)),
+            prio: asked.prio.unwrap_or(DEFAULT_PRIO),
+        };
+        net.check_runtime_class(&asked.island, &class)?;
+        let island = Name::new(&asked.island).map_err(|_| no_island())?;
+        Ok(Some(RuntimeClass { island, class }))
+    }
+
+    /// Whether run-time unit `unit` has a network class.
+    pub(super) fn has_runtime_class(&self, unit: &Name) -> bool {
+        self.net
+            .as_ref()
+            .is_some_and(|n| n.runtime_classes().any(|c| &c.class.name == unit))
+    }
+
+    /// Gives run-time unit `unit` the class `class` (checked by
+    /// [`Self::runtime_class`]) or none, then classifies its group (or
+    /// writes its priority back) and saves the classes in the state file.
+    pub(super) fn give_runtime_class(
+        &mut self,
+        unit: &Name,
+        class: Option<RuntimeClass>,
+        why: &Reason,
+    ) {
+        let Some(net) = &mut self.net else {
+            return;
+        };
+        let now = self.env.clock.now();
+        match net.set_runtime_class(unit, class, now, why, &mut self.log) {
+            Ok(w) => self.warnings.extend(w),
+            Err(e) => self
+                .warnings
+                .push(format!("unit {unit}: network class not given: {e}")),
+        }
+        self.classify_units(now, why);
+        self.save_network();
     }
 
     /// Saves what the network islands found on their interfaces in the

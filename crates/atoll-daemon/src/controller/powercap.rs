@@ -32,6 +32,19 @@ impl Controller {
                     .unwrap_or_default();
                 self.powercap.start(&spec, &ranges);
             }
+            Some(_)
+                if self
+                    .reg
+                    .runtime_overlays()
+                    .iter()
+                    .any(|o| o.name == overlay) =>
+            {
+                // Only a cap set over the API gets here on a real daemon
+                // (the file's is refused at start and reload, the API's
+                // when asked): one the state file brought back to a
+                // machine without RAPL. It is kept, not enforced.
+                self.power_cap_not_enforced(&spec, &overlay);
+            }
             Some(_) => {
                 self.powercap
                     .set_unavailable(&spec, "no RAPL on this machine".into());
@@ -49,6 +62,32 @@ impl Controller {
                 ));
             }
         }
+    }
+
+    /// A power cap set over the API and restored from the state file on a
+    /// machine without RAPL: the daemon starts (refusing a start for a
+    /// saved run-time setting would keep every unit unmanaged), the
+    /// overlay stays as saved, and the status, a warning and a decision
+    /// say that it is not enforced and why.
+    fn power_cap_not_enforced(&mut self, spec: &PlatformSpec, overlay: &Name) {
+        let watts = configured(spec).map_or(0.0, |(_, w)| w);
+        let why = format!(
+            "no RAPL zone on this machine, so its power cannot be measured (the cap was set over the API and restored from the state file; `atoll overlay rm {overlay}` removes it)"
+        );
+        self.powercap.set_unavailable(spec, why.clone());
+        self.warnings.push(format!(
+            "overlay {overlay}: power cap {watts:.1} W not enforced: {why}"
+        ));
+        self.log.record(atoll_core::decision::Decision {
+            at: self.env.clock.now(),
+            action: atoll_core::decision::Action::SetOverlay {
+                overlay: overlay.to_string(),
+                change: format!("power cap {watts:.1} W not enforced: {why}"),
+            },
+            why: Reason::Recover {
+                detail: "a run-time overlay restored from the state file".into(),
+            },
+        });
     }
 
     /// One step of the power cap on the last RAPL reading: each move is
@@ -117,9 +156,20 @@ impl Controller {
     }
 
     /// Refuses a power cap the machine cannot measure (a real daemon on a
-    /// machine without RAPL).
+    /// machine without RAPL) when `new` adds or changes it: a cap the state
+    /// file brought back unenforced does not block other changes.
     pub(super) fn check_power_cap(&self, new: &PlatformSpec) -> Result<(), NoRapl> {
-        match (&self.power, configured(new)) {
+        let cap = configured(new);
+        if cap.is_some()
+            && cap == self.power_cap_now()
+            && self
+                .powercap
+                .status()
+                .is_some_and(|s| s.unavailable.is_some())
+        {
+            return Ok(());
+        }
+        match (&self.power, cap) {
             (Some(p), Some((overlay, _))) if !p.has_rapl() => Err(NoRapl {
                 overlay,
                 powercap: "the machine's powercap class".into(),

@@ -162,6 +162,9 @@ pub enum RuntimeError {
     /// config path's refusal, [`crate::powercap::NoRapl`]).
     #[error(transparent)]
     PowerCap(#[from] crate::powercap::NoRapl),
+    /// The network class asked for (`settings.network`) cannot be given.
+    #[error("settings.network: {0}")]
+    NetClass(#[from] crate::netisland::RuntimeClassError),
     /// The kernel refused the unit's group; the change was undone.
     #[error("the kernel refused: {0}; nothing was changed")]
     Refused(Box<ComposeError>),
@@ -185,6 +188,7 @@ impl RuntimeError {
             | Self::RegisteredOverlay(_)
             | Self::BadOverlay { .. }
             | Self::PowerCap(_)
+            | Self::NetClass(_)
             | Self::OverlayRefused { .. } => ErrorCode::BadRequest,
             Self::NoUnit(_) | Self::NoIsland(_) | Self::NoOverlay(_) => ErrorCode::NotFound,
             Self::NotOwner { .. }
@@ -238,6 +242,12 @@ fn check_user_settings(uid: u32, s: &UnitSettings) -> Result<(), RuntimeError> {
     }
     if let Some(m) = s.memory_low {
         return deny(format!("memory_low {m}"), protection);
+    }
+    if let Some(n) = &s.network {
+        return deny(
+            format!("network {}", n.describe()),
+            "a class on a network island (its share would come out of the configured units')",
+        );
     }
     let most = atoll_core::weight::DEFAULT_WEIGHT;
     for (k, w) in [("weight", s.weight), ("io_weight", s.io_weight)] {
@@ -381,6 +391,7 @@ impl Controller {
             .spec()
             .validate_runtime_unit(self.reg.runtime_units(), &spec, &self.opts.topology)
             .map_err(RuntimeError::Invalid)?;
+        let class = self.runtime_class(&unit_name, settings.network.as_ref())?;
         let why = Self::api_reason(caller, summary);
         self.reg.set_runtime_unit(spec.clone());
         self.reg.keep(unit);
@@ -401,6 +412,9 @@ impl Controller {
             self.undo_unit(unit, &group, &why);
             self.coord.sync_units(&self.reg);
             return Err(RuntimeError::Refused(Box::new(source)));
+        }
+        if class.is_some() {
+            self.give_runtime_class(&unit_name, class, &why);
         }
         Ok(Reply::Unit {
             unit: unit.to_string(),
@@ -427,6 +441,7 @@ impl Controller {
             .spec()
             .validate_runtime_unit(self.reg.runtime_units(), &new, &self.opts.topology)
             .map_err(RuntimeError::Invalid)?;
+        let class = self.runtime_class(&old.name, settings.network.as_ref())?;
         let why = Self::api_reason(caller, summary);
         let group = GroupPath::unit(&new.island, &new.name);
         let change = entitlement_change(&old.entitlement, &new.entitlement);
@@ -459,6 +474,10 @@ impl Controller {
                 tracing::warn!("putting unit {unit} back: {e}");
             }
             return Err(RuntimeError::Refused(Box::new(source)));
+        }
+        if class.is_some() {
+            // The class asked for replaces the one it had.
+            self.give_runtime_class(&new.name, class, &why);
         }
         Ok(Reply::Unit {
             unit: unit.to_string(),
@@ -494,6 +513,10 @@ impl Controller {
             });
         }
         let why = Self::api_reason(caller, summary);
+        // Its class goes first, while its group is there to write back.
+        if self.has_runtime_class(&spec.name) {
+            self.give_runtime_class(&spec.name, None, &why);
+        }
         let group = GroupPath::unit(&spec.island, &spec.name);
         let now = self.now();
         let returned = self.env.backend.processes(&group).unwrap_or_default();

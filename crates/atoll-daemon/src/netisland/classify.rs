@@ -160,7 +160,11 @@ impl NetIslands {
         self.classified = kept;
         let mut warnings = Vec::new();
         for c in gone {
+            let group_gone = c.saved.path.parent().is_some_and(|d| !d.exists());
             let change = match netprio::restore(&c.saved) {
+                Err(_) if group_gone => {
+                    format!("unit {}: its group is gone (nothing to put back)", c.unit)
+                }
                 Ok(()) => format!(
                     "unit {}: its group's priority on {} back to {}",
                     c.unit, c.interface, c.saved.prio

@@ -54,13 +54,15 @@ impl NetIslands {
             if at.is_some_and(|i| self.islands[i].0 == *new) {
                 continue;
             }
-            let coord = match NetCoordinator::new(new.clone(), self.step) {
+            let mut coord = match NetCoordinator::new(new.clone(), self.step) {
                 Ok(c) => c,
                 Err(e) => {
                     warnings.push(format!("network island {}: {e}", new.name));
                     continue;
                 }
             };
+            // Run-time units keep their classes on a rebuilt island.
+            self.with_runtime_classes(&new.name, &mut coord, &mut warnings);
             self.refused.retain(|(isl, _)| isl != &new.name);
             match at {
                 Some(i) => {

@@ -17,6 +17,10 @@ use super::NetIslands;
 pub struct SavedNetwork {
     /// One per interface taken over.
     pub interfaces: Vec<SavedInterface>,
+    /// The classes of units made at run time (absent in state files
+    /// written before they existed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<super::RuntimeClass>,
 }
 
 /// One interface as it was found.
@@ -82,23 +86,29 @@ impl NetIslands {
     /// What a previous run found on its interfaces (its state file): an
     /// interface of one of these islands that still has that run's tree is
     /// adopted at [`start`](Self::start) instead of refused.
+    /// The run-time units' classes it saved are given again.
     pub fn set_saved(&mut self, saved: Option<SavedNetwork>) {
+        let saved = saved.unwrap_or_default();
+        self.restore_runtime_classes(saved.classes);
         self.saved = saved
-            .map(|s| s.interfaces)
-            .unwrap_or_default()
+            .interfaces
             .into_iter()
             .map(|i| (i.interface.clone(), i.snapshot()))
             .collect::<BTreeMap<_, _>>();
     }
 
     /// The interfaces held now, each as it was found, for the state file
-    /// (`None` when none is held).
+    /// with the run-time units' classes (`None` when there is neither).
     pub fn saved_state(&self) -> Option<SavedNetwork> {
         let interfaces: Vec<SavedInterface> = self
             .ifs
             .managed()
             .filter_map(|i| self.ifs.snapshot(i).map(|s| SavedInterface::new(i, s)))
             .collect();
-        (!interfaces.is_empty()).then_some(SavedNetwork { interfaces })
+        let classes = self.runtime.clone();
+        (!interfaces.is_empty() || !classes.is_empty()).then_some(SavedNetwork {
+            interfaces,
+            classes,
+        })
     }
 }

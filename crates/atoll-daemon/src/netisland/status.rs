@@ -41,7 +41,12 @@ impl NetIslands {
                     interface: setup.interface.clone(),
                     managed: self.ifs.snapshot(&setup.interface).is_some(),
                     rate_bps: coord.rate_bps(),
-                    classification: self.classification(&setup.name),
+                    classification: format!(
+                        "{}; a unit without a class here (a run-time unit made without `--net-island {}` among them) sends in the default class 1:{:x}",
+                        self.classification(&setup.name),
+                        setup.name,
+                        atoll_core::netisland::DEFAULT_MINOR
+                    ),
                     classes,
                 }
             })

@@ -1,0 +1,215 @@
+//! Units made at run time get a class on a network island (issue 17):
+//! `unit add --net-island wire --net-share ...` (the request's
+//! `settings.network`, the keys of `[network.NAME.units.UNIT]`) adds an HTB
+//! class through the same path as a configured unit (the island's tree
+//! written again, a decision naming the class); bad classes are refused
+//! before anything changes; the class survives a reload that rebuilds the
+//! island and a crash (the state file); `unit rm` takes it away. On the
+//! simulator and a fake interface (`FakeNet`).
+
+mod common;
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use atoll_core::clock::ManualClock;
+use atoll_core::spec::PlatformSpec;
+use atoll_daemon::controller::Controller;
+use atoll_daemon::netisland::NetIslands;
+use atoll_net::{FakeNet, NetBackend, Steering};
+use atoll_proto::runtime::{NetClassSettings, UnitSettings};
+use atoll_proto::{ErrorCode, Request};
+use atoll_sim::SimPlatform;
+
+use crate::common::sim::{ask, controller_saving, reply, topo8, user, ROOT};
+
+const CONFIG: &str = r#"
+[host]
+cpus = "0"
+
+[island.work]
+cpus = "1-7"
+user_units = true
+
+[unit.api]
+island = "work"
+
+[network.wire]
+interface = "v0"
+rate_mbit = 10
+
+[network.wire.units.api]
+share = 300
+"#;
+
+fn spec(config: &str) -> PlatformSpec {
+    atoll_config::parse(config, "test.toml", &topo8()).unwrap()
+}
+
+fn daemon(
+    sim: &SimPlatform,
+    config: &str,
+    fake: &Arc<Mutex<FakeNet>>,
+    sys: &Path,
+    state: &Path,
+) -> Controller {
+    let spec = spec(config);
+    let net = NetIslands::new(
+        Box::new(Arc::clone(fake)),
+        Steering::new(sys, sys),
+        &spec,
+        1.25,
+    )
+    .unwrap();
+    let mut c = controller_saving(sim, spec, topo8(), Some(state.to_path_buf()));
+    c.set_network(net);
+    c.start().unwrap();
+    c
+}
+
+fn add(unit: &str, class: Option<NetClassSettings>) -> Request {
+    Request::UnitAdd {
+        unit: unit.into(),
+        island: Some("work".into()),
+        settings: UnitSettings {
+            network: class,
+            ..Default::default()
+        },
+    }
+}
+
+fn class(island: &str, share: Option<u32>) -> NetClassSettings {
+    NetClassSettings {
+        island: island.into(),
+        share,
+        ceil_mbit: Some(5),
+        prio: Some(1),
+    }
+}
+
+/// (class, unit, share, ceil) of island wire, from the status.
+fn classes(c: &mut Controller) -> Vec<(String, Option<String>, u32, u64)> {
+    c.status().network[0]
+        .classes
+        .iter()
+        .map(|k| (k.class.clone(), k.unit.clone(), k.share, k.ceil_bps))
+        .collect()
+}
+
+/// The class minors of the tree on the fake `v0`.
+fn tree(fake: &Arc<Mutex<FakeNet>>) -> Vec<(u16, u64)> {
+    let f = fake.lock().unwrap();
+    let plan = f.plan("v0").expect("a tree on v0");
+    plan.classes.iter().map(|c| (c.minor, c.ceil_bps)).collect()
+}
+
+fn why(c: &Controller, key: &str) -> Vec<String> {
+    c.decisions()
+        .query(Some(key), 200)
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+fn refused(r: atoll_proto::ResponseEnvelope) -> (ErrorCode, String) {
+    let e = r.err.expect("a refusal");
+    (e.code, e.message)
+}
+
+#[test]
+fn a_run_time_unit_gets_its_class_keeps_it_across_reload_and_crash_and_loses_it_with_the_unit() {
+    let (sys, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    std::fs::create_dir_all(sys.path().join("class/net/v0/queues")).unwrap();
+    let mut fake = FakeNet::new();
+    fake.add_iface("v0", "noqueue");
+    let fake = Arc::new(Mutex::new(fake));
+    let sim = SimPlatform::new(topo8(), "atoll-netrt", ManualClock::new());
+    let mut c = daemon(&sim, CONFIG, &fake, sys.path(), state.path());
+    assert_eq!(tree(&fake).len(), 2, "default and api");
+
+    // Refused before anything changes: no such island, a bad share, a
+    // user, a class on a unit the config names.
+    let (code, msg) = refused(ask(&mut c, ROOT, add("job", Some(class("air", None)))));
+    assert_eq!(code, ErrorCode::BadRequest);
+    assert!(
+        msg.contains("network island \"air\" is not configured"),
+        "{msg}"
+    );
+    let (_, msg) = refused(ask(&mut c, ROOT, add("job", Some(class("wire", Some(0))))));
+    assert!(msg.contains("share 0"), "{msg}");
+    let (code, _) = refused(ask(
+        &mut c,
+        user(1000),
+        add("job", Some(class("wire", None))),
+    ));
+    assert_eq!(code, ErrorCode::PermissionDenied);
+    assert!(c.registry().unit("job").is_none());
+    assert_eq!(tree(&fake).len(), 2);
+
+    // Without a class: the default class, as the status says.
+    reply(ask(&mut c, ROOT, add("plain", None)));
+    assert_eq!(classes(&mut c).len(), 2);
+    let text = c.status().network[0].classification.clone();
+    assert!(
+        text.contains("--net-island wire") && text.contains("default class 1:2"),
+        "{text}"
+    );
+
+    // With one: a class 1:11 (api has 1:10) in the tree, a decision.
+    reply(ask(
+        &mut c,
+        ROOT,
+        add("job", Some(class("wire", Some(200)))),
+    ));
+    assert_eq!(
+        classes(&mut c)[2],
+        ("1:11".into(), Some("job".into()), 200, 5_000_000)
+    );
+    assert_eq!(tree(&fake)[2], (0x11, 5_000_000));
+    let log = why(&c, "wire");
+    assert!(
+        log.iter().any(|d| d.contains(
+            "run-time unit job: class 1:11 added (share 200, ceil 5000000 bit/s, prio 1)"
+        ) && d.contains("add unit job")),
+        "{log:#?}"
+    );
+
+    // A reload that rebuilds the island keeps it.
+    let changed = CONFIG.replace("share = 300", "share = 400");
+    c.reload(spec(&changed)).unwrap();
+    let now = classes(&mut c);
+    assert_eq!(now[1].2, 400);
+    assert_eq!(now[2].1.as_deref(), Some("job"));
+    assert_eq!(tree(&fake).len(), 3);
+
+    // A crash: the next run has it back from the state file.
+    drop(c);
+    let mut c = daemon(&sim, &changed, &fake, sys.path(), state.path());
+    assert!(c.registry().unit("job").is_some());
+    assert_eq!(
+        classes(&mut c)[2],
+        ("1:11".into(), Some("job".into()), 200, 5_000_000)
+    );
+    assert_eq!(tree(&fake).len(), 3);
+
+    // `unit rm`: the class goes, the tree is written without it.
+    reply(ask(&mut c, ROOT, Request::UnitRm { unit: "job".into() }));
+    assert_eq!(classes(&mut c).len(), 2);
+    assert_eq!(tree(&fake).len(), 2);
+    let log = why(&c, "wire");
+    assert!(
+        log.iter()
+            .any(|d| d.contains("run-time unit job: class 1:11 removed")),
+        "{log:#?}"
+    );
+    // Gone from the state file too: a crash now brings no class back.
+    drop(c);
+    let mut c = daemon(&sim, &changed, &fake, sys.path(), state.path());
+    assert_eq!(classes(&mut c).len(), 2);
+    c.teardown().unwrap();
+    let root = fake.lock().unwrap().root_qdisc("v0").unwrap();
+    assert_eq!(
+        (root.kind.as_str(), root.handle.as_str()),
+        ("noqueue", "0:")
+    );
+}
