@@ -16,7 +16,7 @@ export PATH="$share/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:
 export VMT_DIR=$share/tests
 export VMT_STATE=/run/vmtest
 # The order "all" runs in.
-export VMT_ORDER="boot cgroup nginx postgres units atoll driver deb service reload netisland svckill svcstop bound"
+export VMT_ORDER="boot cgroup nginx postgres units atoll driver deb service reload netisland netv2 svckill svcstop bound"
 mkdir -p "$share/out" "$VMT_STATE"
 
 spec=$(sed -n 's/.*atoll\.test=\([^ ]*\).*/\1/p' /proc/cmdline)

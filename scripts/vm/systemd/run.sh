@@ -23,7 +23,8 @@
 # --shell boots the same machine without the tests, with a root login on
 # the serial console (empty password) and no time limit: Ctrl-a x quits.
 # Without --atoll: $CARGO_TARGET_DIR/release/atoll or target/release/atoll.
-# VM_APPEND adds kernel arguments.
+# VM_APPEND adds kernel arguments. VM_SD_RUN_DIR=DIR puts the share,
+# overlay and console log in DIR instead (a benchmark beside a test run).
 # One { } block, read whole before it runs: editing this file while a
 # guest runs does not derail the run.
 {
@@ -51,7 +52,7 @@ while [ $# -gt 0 ]; do
         --mem) mem="$2"; shift 2 ;;
         --timeout) timeout_s="$2"; shift 2 ;;
         --shell) shell=1; shift ;;
-        -h | --help) sed -n '2,26p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,28p' "$0"; exit 0 ;;
         *) printf 'vm: error: unknown argument %s\n' "$1" >&2; exit 1 ;;
     esac
 done
@@ -81,7 +82,7 @@ image="$(bash "${here}/build-image.sh")"
 touch "${image}/last-used"
 
 # --- the share ------------------------------------------------------------------
-run="${VM_BUILD}/systemd-${VM_KERNEL}"
+run="${VM_SD_RUN_DIR:-${VM_BUILD}/systemd-${VM_KERNEL}}"
 share="${run}/share"
 rm -rf --one-file-system "${share}"
 mkdir -p "${share}"/{bin,tests,etc,debs,out}

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# One of atoll's own benchmarks, `atoll bench NAME`, in the systemd guest
+# (Debian 12, cgroup v2, 8 vCPUs, 2 NUMA nodes): boots the guest with
+# `--test atollbench` (tests/vm-systemd/bench_atollbench.sh), which runs
+# the bench with the plain cgroup2 backend (on netisland: classification by
+# nftables), and brings its JSON back.
+#
+#   bench-systemd.sh --bench NAME [--kernel backports|stable] [--smp N]
+#                    [--nodes N] [--vcpu-quota PCT | --no-throttle]
+#                    [--timeout S] [-- BENCH OPTIONS...]
+#
+# NAME: netisland, slo, ... (what the guest image has the programs for:
+# slo needs redis-server, scripts/vm/systemd/packages.txt). BENCH OPTIONS
+# go to `atoll bench NAME` as they are, one word each (no spaces in a
+# word). --vcpu-quota, --no-throttle and --timeout are the VM benchmarks'
+# (scripts/vm/bench-lib.sh; default 20 % of a host CPU per qemu thread,
+# 1200 s in the guest).
+#
+# Root is required. ATOLL_BIN=PATH skips the cargo build (release).
+# Output in vm/build/bench-NAME/: NAME-<kernel>.json (the bench's report),
+# table-<kernel>.txt (the table with the command, date, commit, kernel,
+# throttle and the host's load), console-<kernel>.log, vm/ (the run's
+# share and console); the table is printed on stdout. Exits with run.sh's
+# status.
+set -euo pipefail
+# shellcheck source=scripts/vm/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+# shellcheck source=scripts/vm/bench-lib.sh
+. "${VM_REPO_ROOT}/scripts/vm/bench-lib.sh"
+
+name=""
+smp=8
+nodes=2
+bench_args=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --bench) name="$2"; shift 2 ;;
+        --kernel) VM_KERNEL="$2"; shift 2 ;;
+        --smp) smp="$2"; shift 2 ;;
+        --nodes) nodes="$2"; shift 2 ;;
+        --) shift; bench_args=("$@"); break ;;
+        -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
+        --no-throttle) BENCH_QUOTA_PCT=0; shift ;;
+        --vcpu-quota) BENCH_QUOTA_PCT="$2"; shift 2 ;;
+        --timeout) BENCH_TIMEOUT="$2"; shift 2 ;;
+        *) vm_die "unknown argument $1 (the bench's options go after --)" ;;
+    esac
+done
+case "${VM_KERNEL}" in
+    stable | backports) export VM_KERNEL ;;
+    *) vm_die "--kernel ${VM_KERNEL}: expected stable or backports" ;;
+esac
+[[ "${name}" =~ ^[a-z0-9]+$ ]] || vm_die "--bench NAME is required (netisland, slo, ...)"
+bench_check_options "${smp}" "${nodes}"
+for a in "${bench_args[@]+"${bench_args[@]}"}"; do
+    [[ "${a}" =~ ^[A-Za-z0-9.,_-]+$ ]] || vm_die "bench option '${a}': letters, digits, . , _ - only"
+    case "${a}" in --json | --table) vm_die "bench option ${a}: the guest script sets it" ;; esac
+done
+[ "$(id -u)" = 0 ] || vm_die "bench-systemd.sh needs root (qemu, the image)"
+
+BENCH_DIR="${VM_BUILD}/bench-${name}"
+mkdir -p "${BENCH_DIR}"
+BENCH_CONSOLE="${BENCH_DIR}/console-${VM_KERNEL}.log"
+if [ -z "${ATOLL_BIN:-}" ]; then
+    vm_log "cargo build --release -p atoll-cli"
+    (cd "${VM_REPO_ROOT}" && cargo build --release -p atoll-cli)
+    ATOLL_BIN="${CARGO_TARGET_DIR:-${VM_REPO_ROOT}/target}/release/atoll"
+fi
+words="${bench_args[*]+"${bench_args[*]}"}"
+
+# The run: systemd/run.sh in the background (its share and console in
+# BENCH_DIR), the vCPU throttle and the host's load while it runs
+# (bench-lib.sh's, with systemd/run.sh in place of run.sh).
+trap bench_cleanup EXIT
+trap 'exit 130' INT TERM
+bench_throttle_setup
+load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
+start=$(date +%s)
+: >"${BENCH_CONSOLE}"
+VM_SD_RUN_DIR="${BENCH_DIR}/vm" \
+    VM_APPEND="${VM_APPEND:-} vmtest.timeout=${BENCH_TIMEOUT} atollbench.name=${name} atollbench.args=${words// /,}" \
+    bash "${VM_REPO_ROOT}/scripts/vm/systemd/run.sh" --test atollbench --atoll "${ATOLL_BIN}" \
+    --smp "${smp}" --nodes "${nodes}" --timeout $((BENCH_TIMEOUT + 300)) \
+    >"${BENCH_CONSOLE}" 2>"${BENCH_DIR}/run.stderr" &
+BENCH_RUN_PID=$!
+tail -n +1 -f "${BENCH_CONSOLE}" 2>/dev/null | sed -u "s/\r//g" |
+    grep --line-buffered -E '^(VMTEST|  \| |vm-init:)' >&2 &
+BENCH_TAIL_PID=$!
+loads=()
+last_load=${start}
+qemu=""
+while kill -0 "${BENCH_RUN_PID}" 2>/dev/null; do
+    if [ "${BENCH_QUOTA_PCT}" -gt 0 ]; then
+        [ -n "${qemu}" ] && [ -d "/proc/${qemu}" ] || qemu="$(bench_find_qemu || true)"
+        [ -z "${qemu}" ] || bench_throttle_threads "${qemu}"
+    fi
+    if [ $(($(date +%s) - last_load)) -ge 60 ]; then
+        last_load=$(date +%s)
+        loads+=("$(cut -d' ' -f1 /proc/loadavg)")
+    fi
+    sleep 2
+done
+set +e
+wait "${BENCH_RUN_PID}"
+BENCH_RC=$?
+set -e
+BENCH_RUN_PID=""
+if [ -n "${BENCH_CG_BASE}" ]; then
+    BENCH_THROTTLE_NOTE="${BENCH_THROTTLE_NOTE}; $(cat "${BENCH_CG_BASE}"/t*/cpu.stat 2>/dev/null |
+        awk '$1 == "nr_periods" { n++; p += $2 } $1 == "nr_throttled" { t += $2; if ($2 > 0) b++ }
+             END { printf "%d threads, %d of them throttled, in %d of %d periods", n, b, t, p }')"
+fi
+sleep 1
+kill "${BENCH_TAIL_PID}" 2>/dev/null || true
+BENCH_TAIL_PID=""
+BENCH_HOST_NOTE="$(nproc) CPUs, load average ${load_before} before, $(cut -d' ' -f1-3 /proc/loadavg) after (1-min load each minute: ${loads[*]:-none}); $(($(date +%s) - start))s"
+BENCH_CLEAN="$(tr -d '\r' <"${BENCH_CONSOLE}")"
+
+json="${BENCH_DIR}/${name}-${VM_KERNEL}.json"
+if [ -s "${BENCH_DIR}/vm/share/out/${name}.json" ]; then
+    cp "${BENCH_DIR}/vm/share/out/${name}.json" "${json}"
+else
+    vm_log "the guest left no ${name}.json"
+    rm -f "${json}"
+fi
+table="${BENCH_DIR}/table-${VM_KERNEL}.txt"
+{
+    echo "# scripts/vm/bench-systemd.sh --bench ${name} --smp ${smp} --nodes ${nodes}$([ "${BENCH_QUOTA_PCT}" -gt 0 ] && echo " --vcpu-quota ${BENCH_QUOTA_PCT}" || echo ' --no-throttle')${words:+ -- ${words}}"
+    echo "# $(grep -m 1 -o 'vm-init: systemd [0-9]*.*kernel [^,]*' <<<"${BENCH_CLEAN}" | sed 's/ (.*)//'), VM_KERNEL=${VM_KERNEL}; throttle: ${BENCH_THROTTLE_NOTE}"
+    echo "# host: ${BENCH_HOST_NOTE}"
+    echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "${VM_REPO_ROOT}" rev-parse --short HEAD)"
+    grep -E '^  \| ' <<<"${BENCH_CLEAN}" || true
+    sed -n 's/^ATOLLBENCH //p' <<<"${BENCH_CLEAN}"
+    grep -E '^VMTEST (PASS|FAIL)' <<<"${BENCH_CLEAN}" || true
+    [ ! -s "${json}" ] || echo "# JSON: ${json}"
+} >"${table}"
+bench_finish "${table}"
