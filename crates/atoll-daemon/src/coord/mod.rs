@@ -408,7 +408,7 @@ impl Coordination {
             s.cpu_weight = Some(w);
         }
         if let Some(cap) = c.cap {
-            s.cpu_max = cap.map(cpu_max);
+            s.cpu_max = cap.map(CpuMax::for_cpus);
         }
         if let (Some(r), SchedPolicy::Realtime(rt)) = (c.rt_runtime_us, &island.policy) {
             s.rt_budget = Some(RtBudget {
