@@ -97,16 +97,38 @@ islands_of() {
     esac
 }
 
+# mono_ns: CLOCK_MONOTONIC in ns into $_ns, from /proc/timer_list's "now
+# at N nsecs" (builtins only); /proc/uptime (10 ms steps) without it.
+mono_ns() {
+    _ns=""
+    { while read -r _a _b _c _; do
+        if [ "$_a $_b" = "now at" ]; then
+            _ns=$_c
+            break
+        fi
+    done <"/proc/timer_list"; } 2>/dev/null
+    if [ -z "$_ns" ]; then
+        read -r _ns _ </proc/uptime
+        _c=${_ns#*.}
+        _ns=$((${_ns%.*} * 1000000000 + ${_c#0} * 10000000))
+    fi
+}
+
 # sampler DIR GROUPS...: once a second until DIR/stop exists, one line
-# "UPTIME PHASE name=USAGE_USEC/NR_THROTTLED/QUOTA/PERIOD ..." for each
-# group (NAME=PATH); QUOTA is "max" when uncapped. Builtins only.
+# "SECONDS PHASE w=SPAN name=USAGE_USEC/NR_THROTTLED/QUOTA/PERIOD ..." for
+# each group (NAME=PATH); QUOTA is "max" when uncapped. Builtins only. The
+# clock is read just before and just after the groups' files (SPAN ns
+# apart), and the sample's time is the middle: it is within SPAN/2 of
+# every read. DIR/spread holds the widest span so far, ns.
 sampler() {
     _sd=$1
     shift
+    _spread=0
     while [ ! -e "$_sd/stop" ]; do
-        now_s
         read -r _ph <"$_sd/phase"
-        _line="$_t $_ph"
+        mono_ns
+        _t0=$_ns
+        _line=""
         for _g in "$@"; do
             _u="?"
             _n="?"
@@ -121,7 +143,17 @@ sampler() {
             { read -r _q _p <"${_g#*=}/cpu.max"; } 2>/dev/null
             _line="$_line ${_g%%=*}=$_u/$_n/$_q/$_p"
         done
-        echo "$_line" >>"$_sd/samples"
+        mono_ns
+        _w=$((_ns - _t0))
+        _m=$((_t0 + _w / 2))
+        _frac=$((_m % 1000000000))
+        _frac=000000000$_frac
+        _frac=${_frac#"${_frac%?????????}"}
+        echo "$((_m / 1000000000)).$_frac $_ph w=$_w$_line" >>"$_sd/samples"
+        if [ "$_w" -gt "$_spread" ]; then
+            _spread=$_w
+            echo "$_spread" >"$_sd/spread"
+        fi
         sleep 1
     done
 }
@@ -226,14 +258,18 @@ run_config() {
 
     # Per interval between two samples: the islands' CPUs used (sum and
     # each), each side's cap in force (the lower of its island's and its
-    # unit's cpu.max), throttling. "CONF REP REL_T PHASE SUM a-or-all b ...".
+    # unit's cpu.max), throttling, and the sum's measurement error (each
+    # end's time is within half its span of the reads, so the interval is
+    # known to (w0 + w1) / 2). "CONF REP REL_T PHASE SUM a-or-all b ... ERR".
     awk -v conf="$1" -v rep="$2" -v t0="$_run0" -v isl="$(islands_of "$1")" '
         function cap(q, p) { return (q == "max" || q == "?" || p + 0 == 0) ? -1 : q / p }
         function lower(x, y) { if (x < 0) return y; if (y < 0) return x; return (x < y) ? x : y }
         {
-            t = $1; ph = $2; delete u; delete q; delete n
+            t = $1; ph = $2; delete u; delete q; delete n; w = 0
             for (i = 3; i <= NF; i++) {
-                split($i, kv, "="); split(kv[2], f, "/")
+                split($i, kv, "=")
+                if (kv[1] == "w") { w = kv[2] / 1e9; continue }
+                split(kv[2], f, "/")
                 u[kv[1]] = f[1]; n[kv[1]] = f[2]; q[kv[1]] = cap(f[3], f[4])
             }
             if (NR > 1 && t > pt) {
@@ -244,9 +280,10 @@ run_config() {
                 if (ni == 1) { ca = lower(q["all"], q["ua"]); cb = lower(q["all"], q["ub"]); ct = q["all"] }
                 else { ca = lower(q["a"], q["ua"]); cb = lower(q["b"], q["ub"]); ct = (ca < 0 || cb < 0) ? -1 : ca + cb }
                 th = 0; for (k in n) if (n[k] != "?" && pn[k] != "?" && n[k] > pn[k]) th = 1
-                printf "%s %s %.2f %s %.3f %.3f %.3f %.2f %.2f %.2f %d\n", conf, rep, pt - t0, ph, s, ua, ub, ca, cb, ct, th
+                err = s * (pw + w) / 2 / dt
+                printf "%s %s %.2f %s %.3f %.3f %.3f %.2f %.2f %.2f %d %.4f\n", conf, rep, pt - t0, ph, s, ua, ub, ca, cb, ct, th, err
             }
-            pt = t; for (k in u) pu[k] = u[k]; for (k in n) pn[k] = n[k]
+            pt = t; pw = w; for (k in u) pu[k] = u[k]; for (k in n) pn[k] = n[k]
         }' "$_d/samples" >"$_d/usage"
     cat "$_d/usage" >>"$CC_DIR/usage"
     # The caps as they changed (relative time: side A / side B caps in CPUs).
@@ -294,11 +331,13 @@ FILENAME ~ /confinfo$/ { cw[$1] += $3; dt[$1] += $5; cwp[$1, 1] += $6; cwp[$1, 2
 # (SIDE_A_DONE SIDE_B_DONE: when the last job of each side ended, s after the phase started)
 FILENAME ~ /phases$/ { el[$1, $3, $2] = $4; es[$1, $3] += $4; en[$1, $3]++; if ($3 > 0) { jr[$1, $3] += $5; rf[$1] += $6 }
     if ($3 == 2) { da[$1] += $7; db[$1] += $8 }; next }
-# usage: CONF REP T PHASE SUM UA UB CAPA CAPB CAPT THROTTLED
+# usage: CONF REP T PHASE SUM UA UB CAPA CAPB CAPT THROTTLED ERR
 FILENAME ~ /usage$/ {
     if ($4 < 1 || $4 > 3) { run = ""; next }
     c = $1; s = $5
     n[c]++; sum[c] += s; if (s > mx[c]) mx[c] = s; if (s > cap + tol) over[c]++
+    # Above the cap by more than its own measurement error.
+    if (s - $12 > cap) overe[c]++; if ($12 > mxe[c]) mxe[c] = $12; if (s - $12 > mxl[c]) mxl[c] = s - $12
     # The mean of the last 5 samples of the same run (jobs running).
     if ($1 SUBSEP $2 != run) { run = $1 SUBSEP $2; w = 0 }
     win[w % 5] = s; w++
@@ -322,12 +361,13 @@ END {
     for (i = 1; i <= nc; i++) { c = cl[i]; printf " %s A %.2f B %.2f%s", c, mean(da[c], en[c, 2]), mean(db[c], en[c, 2]), (i < nc) ? ";" : "" }
     printf "\n"
     printf "COORDCAP platform CPU use vs the cap of %s CPUs (1 s samples while jobs ran; max5: highest mean of 5 samples in a row;\n", cap
-    printf "COORDCAP  over: samples above %s + %s; cap-sum: the most the caps in force added up to)\n", cap, tol
-    printf "COORDCAP %-7s %6s %6s %6s %9s %9s %9s %8s %9s\n", "config", "max", "max5", "mean", "p1-mean", "p2-mean", "p3-mean", "over", "cap-sum"
+    printf "COORDCAP  over: samples above %s + %s; over-err: samples above %s by more than their measurement error; err: the largest\n", cap, tol, cap
+    printf "COORDCAP  error of a sample, CPUs; max-err: the highest sample less its error; cap-sum: the most the caps in force added up to)\n"
+    printf "COORDCAP %-7s %6s %6s %6s %9s %9s %9s %8s %8s %6s %7s %9s\n", "config", "max", "max5", "mean", "p1-mean", "p2-mean", "p3-mean", "over", "over-err", "err", "max-err", "cap-sum"
     for (i = 1; i <= nc; i++) { c = cl[i]
         printf "COORDCAP %-7s %6.2f %6.2f %6.2f", c, mx[c], mx5[c], mean(sum[c], n[c])
         for (k = 1; k <= 3; k++) printf " %9.2f", mean(ps[c, k], pn[c, k])
-        printf " %4d/%-3d %9s\n", over[c], n[c], (ctmx[c] > 0) ? sprintf("%.2f", ctmx[c]) : "none" }
+        printf " %4d/%-3d %4d/%-3d %6.3f %7.2f %9s\n", over[c], n[c], overe[c], n[c], mxe[c], mxl[c], (ctmx[c] > 0) ? sprintf("%.2f", ctmx[c]) : "none" }
     printf "COORDCAP per phase: CPUs used by A / B, and the cap in force on A / B (mean of the samples; - = no cap)\n"
     printf "COORDCAP %-7s %15s %15s %15s\n", "config", "phase1", "phase2", "phase3"
     for (i = 1; i <= nc; i++) { c = cl[i]
@@ -350,7 +390,7 @@ END {
         j = j sprintf("%s\"%s\":{\"phase_s\":[%.2f,%.2f,%.2f],\"run_s\":%.2f,\"rounds\":[", (i > 1) ? "," : "", c,
             mean(es[c, 1], en[c, 1]), mean(es[c, 2], en[c, 2]), mean(es[c, 3], en[c, 3]), mean(es[c, 0], en[c, 0]))
         for (r = 1; r <= reps; r++) j = j sprintf("%s[%s,%s,%s,%s]", (r > 1) ? "," : "", el[c, 1, r], el[c, 2, r], el[c, 3, r], el[c, 0, r])
-        j = j sprintf("],\"used_max\":%.2f,\"used_max5\":%.2f,\"used_mean\":%.2f,\"over_cap_samples\":%d,\"samples\":%d,\"phase_used_mean\":[%.2f,%.2f,%.2f]", mx[c], mx5[c], mean(sum[c], n[c]), over[c], n[c],
+        j = j sprintf("],\"used_max\":%.2f,\"used_max5\":%.2f,\"used_mean\":%.2f,\"over_cap_samples\":%d,\"over_cap_beyond_error\":%d,\"samples\":%d,\"phase_used_mean\":[%.2f,%.2f,%.2f]", mx[c], mx5[c], mean(sum[c], n[c]), over[c], overe[c], n[c],
             mean(ps[c, 1], pn[c, 1]), mean(ps[c, 2], pn[c, 2]), mean(ps[c, 3], pn[c, 3]))
         j = j sprintf(",\"cap_writes\":%.1f,\"daemon_cpu_s\":%.1f", mean(cw[c], cn[c]), mean(dt[c], cn[c]) / 100)
         j = j sprintf(",\"phase2_side_done_s\":[%.2f,%.2f],\"refused_runs\":%d}", mean(da[c], en[c, 2]), mean(db[c], en[c, 2]), rf[c]) }

@@ -150,10 +150,17 @@ impl CpuMax {
     /// and negative caps give that least quota, absurdly large ones
     /// saturate at `u64::MAX`.
     pub fn for_cpus(cpus: f64) -> Self {
-        let quota = saturating_u64((cpus * DEFAULT_CPU_PERIOD_US as f64).round());
+        Self::for_cpus_over(cpus, DEFAULT_CPU_PERIOD_US)
+    }
+
+    /// A cap of `cpus` CPUs over a period of `period_us` (the caller keeps
+    /// it within the kernel's 1 ms..=1 s), the quota as in
+    /// [`Self::for_cpus`].
+    pub fn for_cpus_over(cpus: f64, period_us: u64) -> Self {
+        let quota = saturating_u64((cpus * period_us as f64).round());
         CpuMax {
             quota_us: quota.max(Self::MIN_QUOTA_US),
-            period_us: DEFAULT_CPU_PERIOD_US,
+            period_us,
         }
     }
 }

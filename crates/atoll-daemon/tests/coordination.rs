@@ -391,17 +391,20 @@ fn the_platform_cpu_cap_is_split_and_its_sum_kept_while_it_moves() {
     ));
     let mut c = rig.start(s);
     let quota = |rig: &Rig, island: &str| rig.settings(island).cpu_max.map(|m| m.quota_us);
+    // Over the islands' cap period (`cap_period`, 10 ms).
+    let period = rig.settings("web").cpu_max.map(|m| m.period_us);
+    assert_eq!(period, Some(10_000));
     // 0.1 each, the other 2.8 in proportion to 3 and 4 CPUs.
-    assert_eq!(quota(&rig, "web"), Some(130_000));
-    assert_eq!(quota(&rig, "batch"), Some(170_000));
+    assert_eq!(quota(&rig, "web"), Some(13_000));
+    assert_eq!(quota(&rig, "batch"), Some(17_000));
     rig.busy("api", 0, 3);
     for _ in 0..20 {
         rig.epochs(&mut c, 1);
         let sum = quota(&rig, "web").unwrap() + quota(&rig, "batch").unwrap();
-        assert_eq!(sum, 300_000);
+        assert_eq!(sum, 30_000);
     }
     assert!(
-        quota(&rig, "web").unwrap() >= 250_000,
+        quota(&rig, "web").unwrap() >= 25_000,
         "the throttled island received cap: {:?}",
         quota(&rig, "web")
     );

@@ -24,6 +24,8 @@ pub(crate) struct CapState {
     pub set_by: Option<Name>,
     /// The samples of the window being gathered.
     pub window: Window,
+    /// When the cap last moved (set or rebalanced).
+    pub last_move: Option<Duration>,
 }
 
 /// Each island's samples since the window began.
@@ -141,6 +143,7 @@ impl PlatformManager {
             total_milli: split.iter().sum(),
             set_by: overlay,
             window: Window::default(),
+            last_move: Some(self.last_now),
         });
         out
     }
@@ -191,7 +194,15 @@ impl PlatformManager {
             }
         }
         let since = *w.since.get_or_insert(now);
-        if now.saturating_sub(since) < cfg.cap_interval {
+        let span = now.saturating_sub(since);
+        // Grant on demand: an island throttled now ends the window at once,
+        // once it spans two periods and the last move is a window old.
+        let throttled_now = sample.iter().flatten().any(|(_, t)| *t);
+        let settled = cap
+            .last_move
+            .is_none_or(|t| now.saturating_sub(t) >= cfg.cap_interval);
+        let early = throttled_now && settled && span >= 2 * cfg.cap_period;
+        if span < cfg.cap_interval && !early {
             return Ok(Vec::new());
         }
         let window = std::mem::take(w);
@@ -217,6 +228,9 @@ impl PlatformManager {
             .unwrap_or(0);
         if moved == 0 || moved < milli(cfg.cap_deadband) {
             return Ok(Vec::new());
+        }
+        if let Some(cap) = self.cap.as_mut() {
+            cap.last_move = Some(now);
         }
         // Cuts first: the caps in force never sum above the platform cap.
         let mut order: Vec<usize> = (0..n).filter(|i| caps[*i] != demand[*i].cap).collect();

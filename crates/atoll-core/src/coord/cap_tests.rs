@@ -55,9 +55,9 @@ fn a_platform_cap_is_split_by_cpus_and_adds_up_exactly() {
         .is_empty());
 }
 
-/// Feeds `usage` at every 30 ms epoch from `from` until a window closes
-/// (`cap_interval` after its first sample); returns the writes of that
-/// last call (the calls before it write nothing) and the next epoch.
+/// Feeds `usage` at every 30 ms epoch from `from` until the cap moves or
+/// a window closes (`cap_interval` after its first sample); returns the
+/// writes of that last call and the next epoch.
 fn window(p: &mut PlatformManager, from: u64, usage: &[(&str, f64, bool)]) -> (Vec<Effect>, u64) {
     let usage: Vec<(Name, f64, bool)> = usage.iter().map(|(i, u, t)| (n(i), *u, *t)).collect();
     let interval = u64::try_from(p.config().cap_interval.as_millis()).unwrap();
@@ -66,10 +66,9 @@ fn window(p: &mut PlatformManager, from: u64, usage: &[(&str, f64, bool)]) -> (V
         let out = p.rebalance(ms(t), &usage).unwrap();
         let closed = t - from >= interval;
         t += 30;
-        if closed {
+        if closed || !out.is_empty() {
             return (out, t);
         }
-        assert!(out.is_empty(), "moved inside the window: {out:?}");
     }
 }
 
@@ -246,6 +245,66 @@ fn the_phased_workload_moves_the_cap_once_per_phase() {
 }
 
 #[test]
+fn a_throttled_island_gets_the_slack_at_once_then_the_cap_holds_a_window() {
+    // Two islands of 4 CPUs under a cap of 4, quiet for a second.
+    let mut p = PlatformManager::new(
+        CoordConfig::default(),
+        vec![fair("A", "0-3", &[]), fair("B", "4-7", &[])],
+    )
+    .unwrap();
+    p.set_cpu_cap(4.0).unwrap();
+    let names = [n("A"), n("B")];
+    let feed = |p: &mut PlatformManager, t: u64, a: (f64, bool), b: (f64, bool)| {
+        p.rebalance(ms(t), &[(n("A"), a.0, a.1), (n("B"), b.0, b.1)])
+            .unwrap()
+    };
+    let mut t = 0;
+    while t < 1000 {
+        assert!(feed(&mut p, t, (0.0, false), (0.0, false)).is_empty());
+        t += 30;
+    }
+    // B throttled, A idle: the move comes by the second throttled epoch
+    // (once the window spans two 10 ms periods), not at the window's end.
+    let mut out = feed(&mut p, t, (0.0, false), (2.0, true));
+    if out.is_empty() {
+        t += 30;
+        out = feed(&mut p, t, (0.0, false), (2.0, true));
+    }
+    assert_eq!(out.len(), 2, "{out:?}");
+    apply_in_order(&[2000, 2000], &names, &out, 4000);
+    assert_eq!(caps(&p), [0.1, 3.9]);
+    let moved_at = t;
+    // Now A wakes and is throttled at once: no move before the last one
+    // is `cap_interval` old, then one, with both sides sharing.
+    let mut t = moved_at + 30;
+    let mut next = Vec::new();
+    while next.is_empty() {
+        next = feed(&mut p, t, (0.1, true), (3.9, true));
+        assert!(
+            next.is_empty() || t - moved_at >= 200,
+            "moved again after {} ms: {next:?}",
+            t - moved_at
+        );
+        t += 30;
+    }
+    apply_in_order(&[100, 3900], &names, &next, 4000);
+    assert_eq!(caps(&p), [2.0, 2.0]);
+}
+
+#[test]
+fn the_islands_caps_take_a_ten_millisecond_period_by_default() {
+    let c = CoordConfig::default();
+    assert_eq!(c.cap_period, Duration::from_millis(10));
+    for (ms, ok) in [(0u64, false), (1, true), (1000, true), (1001, false)] {
+        let cfg = CoordConfig {
+            cap_period: Duration::from_millis(ms),
+            ..c
+        };
+        assert_eq!(cfg.validate().is_ok(), ok, "{ms} ms");
+    }
+}
+
+#[test]
 fn an_overlay_with_a_cpu_cap_property_sets_and_clears_it() {
     let mut p = abc();
     let spec = OverlaySpec {
@@ -325,6 +384,7 @@ proptest! {
         let total = total_milli(&p);
         prop_assert_eq!(total, crate::num::saturating_u64((cap * 1000.0).round()));
         let mut since: Option<u64> = None;
+        let mut last_move = 0;
         let mut throttled = vec![false; sizes.len()];
         for (k, step) in steps.iter().enumerate() {
             let now = 30 * k as u64;
@@ -342,7 +402,14 @@ proptest! {
             }
             let start = *since.get_or_insert(now);
             let out = p.rebalance(ms(now), &usage).unwrap();
-            let closed = now - start >= 200;
+            // A window closes after 200 ms, or at once (two 10 ms periods
+            // in) on a throttled sample when the last move is 200 ms old.
+            let throttled_now = usage.iter().any(|(_, _, t)| *t);
+            let early = throttled_now && now - last_move >= 200 && now - start >= 20;
+            let closed = now - start >= 200 || early;
+            if !out.is_empty() {
+                last_move = now;
+            }
             if !closed {
                 prop_assert!(out.is_empty(), "moved inside the window: {:?}", out);
                 continue;

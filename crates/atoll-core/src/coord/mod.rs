@@ -115,10 +115,16 @@
 //!     [`Property::PlatformCpuCap`] or [`PlatformManager::set_cpu_cap`]) is
 //!     split among islands: `cap_min` each, the rest in proportion to their
 //!     own CPUs, in thousandths of a CPU so the sum is exact.
-//!     [`PlatformManager::rebalance`] gathers each island's usage and
-//!     whether it was throttled over a window of `cap_interval` (200 ms, at
-//!     least two CFS periods, so a group throttled early in a period is not
-//!     taken for idle later in it), then splits the cap again by demand:
+//!     The islands' `cpu.max` use a CFS period of `cap_period` (10 ms),
+//!     so no span of time sees a group run more than one quota above its
+//!     cap. [`PlatformManager::rebalance`] gathers each island's usage and
+//!     whether it was throttled over a window of `cap_interval` (200 ms),
+//!     then splits the cap again by demand. The window ends at once
+//!     (grant on demand) when an island is throttled in an epoch, the
+//!     window spans at least two periods (so a group throttled early in a
+//!     period is not taken for idle later in it) and the last move is at
+//!     least `cap_interval` old (so moves cannot follow each other every
+//!     epoch). The split by demand:
 //!     an island that was not throttled keeps its mean usage plus
 //!     `cap_headroom` (0.1), at least `cap_min` and at most its cap; the
 //!     rest goes to the throttled islands in proportion to their CPUs, none
@@ -212,6 +218,12 @@ pub struct CoordConfig {
     pub cap_min: f64,
     /// CPUs a cap giver keeps above its usage (0..=8).
     pub cap_headroom: f64,
+    /// CFS period of the islands' caps (1 ms..=1 s, the kernel's bounds).
+    /// Within any span of time a group can run at most one quota above
+    /// its cap (the period it started in), so a short period bounds what
+    /// a 1 s window can see above the cap: 4 CPUs over 10 ms periods let
+    /// a 1 s window see at most 4.04.
+    pub cap_period: Duration,
 }
 
 impl Default for CoordConfig {
@@ -233,6 +245,7 @@ impl Default for CoordConfig {
             cap_deadband: 0.1,
             cap_min: 0.1,
             cap_headroom: 0.1,
+            cap_period: Duration::from_millis(10),
         }
     }
 }
@@ -329,6 +342,13 @@ impl CoordConfig {
         check("cap_deadband", self.cap_deadband, 0.0, 64.0, "0..=64 CPUs")?;
         check("cap_min", self.cap_min, 0.001, 64.0, "0.001..=64 CPUs")?;
         check("cap_headroom", self.cap_headroom, 0.0, 8.0, "0..=8 CPUs")?;
+        check(
+            "cap_period",
+            secs(self.cap_period),
+            0.001,
+            1.0,
+            "1 ms..=1 s",
+        )?;
         Ok(())
     }
 }

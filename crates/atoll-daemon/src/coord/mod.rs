@@ -408,7 +408,7 @@ impl Coordination {
             s.cpu_weight = Some(w);
         }
         if let Some(cap) = c.cap {
-            s.cpu_max = cap.map(cpu_max);
+            s.cpu_max = cap.map(CpuMax::for_cpus);
         }
         if let (Some(r), SchedPolicy::Realtime(rt)) = (c.rt_runtime_us, &island.policy) {
             s.rt_budget = Some(RtBudget {
@@ -428,7 +428,10 @@ impl Coordination {
             s.cpus = Some(c.clone());
         }
         if let Some(cap) = self.island_caps.get(island) {
-            s.cpu_max = Some(cpu_max(*cap));
+            let period = self
+                .manager()
+                .map_or(CoordConfig::default().cap_period, |m| m.config().cap_period);
+            s.cpu_max = Some(island_cap_max(*cap, period));
         }
         s
     }
@@ -472,9 +475,11 @@ impl Coordination {
     }
 }
 
-/// `cpu.max` for a cap in CPUs (the kernel's least quota is 1 ms).
-pub(crate) fn cpu_max(cpus: f64) -> CpuMax {
-    CpuMax::for_cpus(cpus)
+/// `cpu.max` of an island's share of the platform cap: `cpus` over the
+/// period `cap_period` (the kernel's least quota is 1 ms).
+pub(crate) fn island_cap_max(cpus: f64, period: Duration) -> CpuMax {
+    let us = u64::try_from(period.as_micros()).unwrap_or(u64::MAX);
+    CpuMax::for_cpus_over(cpus, us.clamp(1000, 1_000_000))
 }
 
 /// When a refused message may be sent again, if the reason says.
