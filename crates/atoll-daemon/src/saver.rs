@@ -73,7 +73,10 @@ struct Progress {
 type Shared = Arc<(Mutex<Progress>, Condvar)>;
 
 fn lock(shared: &Shared) -> MutexGuard<'_, Progress> {
-    shared.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    shared
+        .0
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Owns the state file's writes (see the module docs).

@@ -121,7 +121,10 @@ fn a_failed_write_is_reported_with_its_path_until_one_succeeds() {
 fn a_ticket_waits_for_its_own_write() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = Saver::new(dir.path().to_path_buf());
-    assert!(s.flush().is_ok(), "nothing handed over: nothing to wait for");
+    assert!(
+        s.flush().is_ok(),
+        "nothing handed over: nothing to wait for"
+    );
     for i in 0..20 {
         let t = s.submit(state(&format!("r{i}")), vec![]);
         s.wait(t).unwrap();

@@ -497,7 +497,11 @@ fn a_held_cap_reads_each_islands_cpu_counter_once_per_epoch() {
     let after: Vec<u64> = islands.iter().map(|g| sim.cpu_usage_reads(g)).collect();
     // The island loads' sample is the one read; the cap takes its figures.
     assert_eq!(
-        after.iter().zip(&before).map(|(a, b)| a - b).collect::<Vec<_>>(),
+        after
+            .iter()
+            .zip(&before)
+            .map(|(a, b)| a - b)
+            .collect::<Vec<_>>(),
         [3, 3]
     );
     // And the cap still acts on them: web (no cpufreq here) is capped
