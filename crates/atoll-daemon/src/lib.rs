@@ -36,6 +36,7 @@ pub mod recover;
 pub mod registry;
 pub mod rt_guard;
 pub mod run;
+pub mod saver;
 pub mod services;
 pub mod setup;
 pub mod slo;

@@ -139,6 +139,13 @@ impl Loads {
             .retain(|n, _| islands.iter().any(|i| &i.name == n));
     }
 
+    /// `island`'s CPU time counter (µs) as read by the sample at `now`
+    /// (none if it was not read then).
+    pub fn cpu_usage_us(&self, island: &Name, now: Duration) -> Option<u64> {
+        let last = self.tracked.get(island)?.last?;
+        (last.at == now).then_some(last.cpu_us)
+    }
+
     /// Each island's load over the last epoch.
     pub fn all(&self) -> &BTreeMap<Name, IslandLoad> {
         &self.loads

@@ -3,7 +3,8 @@
 //! The file itself (format, checksum, crash-safe writes) is
 //! [`crate::state`]'s; this module decides what goes in it and when it is
 //! written: whenever the registry says it changed
-//! ([`Registry::take_dirty`]).
+//! ([`Registry::take_dirty`]). The write itself is the [`Saver`]'s thread's:
+//! the loop builds the state and hands it over (see [`crate::saver`]).
 
 use std::path::PathBuf;
 
@@ -11,16 +12,15 @@ use atoll_core::backend::Backend;
 use atoll_core::coord::CoordSnapshot;
 
 use crate::registry::Registry;
+use crate::saver::{Done, SaveError, Saver};
 use crate::state::{self, SavedCoord, SavedProcess, SavedState, SavedUnit, StateError, FORMAT};
 
 /// Where the state file lives (`None`: no state file, as in tests).
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct Persist {
     dir: Option<PathBuf>,
-    /// The last save failed: try again even if nothing changed.
-    retry: bool,
-    /// Saves written so far.
-    saves: u64,
+    /// The thread writing the file (with `dir`).
+    saver: Option<Saver>,
     /// The coordination state to save with the next write, and the wall
     /// clock (ms since the Unix epoch) when it was taken.
     coord: Option<(CoordSnapshot, u64)>,
@@ -49,6 +49,7 @@ impl Persist {
     /// State kept in `dir`, or nowhere.
     pub fn new(dir: Option<PathBuf>) -> Self {
         Self {
+            saver: dir.clone().map(Saver::new),
             dir,
             ..Self::default()
         }
@@ -90,9 +91,26 @@ impl Persist {
         self.frequency_dirty = true;
     }
 
-    /// How many times the state file was written.
+    /// How many times the state file was written, once every state
+    /// handed over is written.
     pub fn saves(&self) -> u64 {
-        self.saves
+        let _ = self.flush();
+        self.saver.as_ref().map_or(0, Saver::saves)
+    }
+
+    /// Waits for every state handed over to be written: the error of the
+    /// last write if it failed.
+    pub fn flush(&self) -> Result<(), SaveError> {
+        self.saver.as_ref().map_or(Ok(()), Saver::flush)
+    }
+
+    /// Waits for the write covering `ticket` (from
+    /// [`submit`](Self::submit)); `Ok` once it is on disk.
+    pub fn wait(&self, ticket: u64) -> Result<(), SaveError> {
+        match &self.saver {
+            Some(s) if ticket > 0 => s.wait(ticket),
+            _ => Ok(()),
+        }
     }
 
     /// The state directory, if any.
@@ -146,27 +164,59 @@ impl Persist {
         out
     }
 
-    /// Writes the state file if the registry changed since the last save
-    /// (or the last save failed).
+    /// Hands the state over to be written if the registry changed since
+    /// the last hand-over (or the last write failed), or if `done` waits
+    /// and an earlier state is still being written. `done` runs once the
+    /// write covering this state is over (at once when none is needed).
+    /// Returns the state's ticket, if one was handed over.
     pub fn save_if_changed(
         &mut self,
         reg: &mut Registry,
         backend: &dyn Backend,
-    ) -> Result<(), StateError> {
+        done: Vec<Done>,
+    ) -> Option<u64> {
         let dirty = reg.take_dirty();
-        if dirty || self.coord_dirty || self.network_dirty || self.frequency_dirty || self.retry {
-            self.save(reg, backend)
+        let (failed, behind) = self
+            .saver
+            .as_ref()
+            .map_or((false, false), |s| (s.failed().is_some(), s.pending()));
+        // A reply waiting while an earlier state (which may hold its change)
+        // is in flight waits for a write of its own.
+        let behind = behind && !done.is_empty();
+        if dirty
+            || self.coord_dirty
+            || self.network_dirty
+            || self.frequency_dirty
+            || failed
+            || behind
+        {
+            Some(self.submit(reg, backend, done))
         } else {
-            Ok(())
+            for d in done {
+                d(Ok(()));
+            }
+            None
         }
     }
 
-    /// Writes the state file now; a failure is logged and retried at the
+    /// Writes the state file now and waits for it.
+    pub fn save(&mut self, reg: &Registry, backend: &dyn Backend) -> Result<(), SaveError> {
+        let ticket = self.submit(reg, backend, Vec::new());
+        self.wait(ticket)
+    }
+
+    /// Hands the state as it is now to the saver thread, which writes it
+    /// and then runs `done` (at once, with `Ok`, without a state
+    /// directory). Returns its ticket (0 without a state directory). A
+    /// failed write is logged by the saver and handed over again at the
     /// next [`save_if_changed`](Self::save_if_changed).
-    pub fn save(&mut self, reg: &Registry, backend: &dyn Backend) -> Result<(), StateError> {
-        let Some(dir) = &self.dir else {
-            return Ok(());
-        };
+    pub fn submit(&mut self, reg: &Registry, backend: &dyn Backend, done: Vec<Done>) -> u64 {
+        if self.saver.is_none() {
+            for d in done {
+                d(Ok(()));
+            }
+            return 0;
+        }
         let mut s = saved_state(reg, backend);
         s.network.clone_from(&self.network);
         s.coordination = match &self.coord {
@@ -180,25 +230,21 @@ impl Persist {
             },
         };
         s.frequency_originals = (!self.frequency.is_empty()).then(|| self.frequency.clone());
-        match state::save(dir, &s) {
-            Ok(()) => {
-                self.retry = false;
-                self.coord_dirty = false;
-                self.network_dirty = false;
-                self.frequency_dirty = false;
-                self.saves += 1;
-                Ok(())
-            }
-            Err(e) => {
-                tracing::error!("saving state: {e}");
-                self.retry = true;
-                Err(e)
-            }
+        self.coord_dirty = false;
+        self.network_dirty = false;
+        self.frequency_dirty = false;
+        match &mut self.saver {
+            Some(saver) => saver.submit(s, done),
+            None => 0,
         }
     }
 
     /// Removes the state file (a clean teardown).
+    /// Waits for the states handed over first, so none lands after it.
     pub fn remove(&self) -> Result<(), StateError> {
+        if let Err(e) = self.flush() {
+            tracing::warn!("removing the state file after a failed save: {e}");
+        }
         match &self.dir {
             Some(d) => state::remove(d),
             None => Ok(()),

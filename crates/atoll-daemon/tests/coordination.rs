@@ -281,7 +281,11 @@ fn a_trigger_is_answered_when_served_and_a_tune_once_saved() {
     assert!(rx.try_recv().is_err(), "a tune waits for the save");
     assert!(c.uncommitted());
     c.commit();
-    assert!(rx.try_recv().expect("answered once saved").ok.is_some());
+    // Sent by the saver thread once the state file holds it.
+    let r = rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("answered once saved");
+    assert!(r.ok.is_some(), "{r:?}");
 }
 
 #[test]

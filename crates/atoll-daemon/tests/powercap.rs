@@ -568,5 +568,40 @@ fn a_saved_api_power_cap_without_rapl_at_restart_is_kept_but_not_enforced() {
         },
     ));
     assert!(c.status().energy.unwrap().power_cap.is_none());
+}
+
+#[test]
+fn a_held_cap_reads_each_islands_cpu_counter_once_per_epoch() {
+    let root = FakePower::new()
+        .rapl(0, "package-0", 1_000_000, RANGE)
+        .write_temp()
+        .unwrap();
+    let sim = SimPlatform::new(topo8(), "atoll-pcap-reads", ManualClock::new());
+    let s = spec(Some(100.0));
+    let mut c = controller(&sim, s, topo8());
+    c.set_power(Power::probe(root.path()));
+    c.start().unwrap();
+    let mut energy = 1_000_000;
+    epoch_at(&sim, &mut c, root.path(), &mut energy, 125);
+    let islands = [GroupPath::island(&n("web")), GroupPath::island(&n("batch"))];
+    let before: Vec<u64> = islands.iter().map(|g| sim.cpu_usage_reads(g)).collect();
+    for _ in 0..3 {
+        epoch_at(&sim, &mut c, root.path(), &mut energy, 125);
+    }
+    let after: Vec<u64> = islands.iter().map(|g| sim.cpu_usage_reads(g)).collect();
+    // The island loads' sample is the one read; the cap takes its figures.
+    assert_eq!(
+        after
+            .iter()
+            .zip(&before)
+            .map(|(a, b)| a - b)
+            .collect::<Vec<_>>(),
+        [3, 3]
+    );
+    // And the cap still acts on them: web (no cpufreq here) is capped
+    // under its 3 CPUs.
+    let web = sim.settings(&islands[0]).unwrap();
+    let quota = web.cpu_max.map(|m| m.quota_us);
+    assert!(quota.is_some_and(|q| q < 300_000), "{quota:?}");
     c.teardown().unwrap();
 }

@@ -100,6 +100,12 @@ impl SimPlatform {
         self.lock().pressure_reads.get(path).copied().unwrap_or(0)
     }
 
+    /// How many times `path`'s CPU time counter was read (`stats_of`
+    /// selecting it).
+    pub fn cpu_usage_reads(&self, path: &GroupPath) -> u64 {
+        self.lock().cpu_usage_reads.get(path).copied().unwrap_or(0)
+    }
+
     /// `execve` in `pid`: a new `comm` (cut to 15 bytes) and `exe`.
     pub fn exec(&self, pid: u32, comm: &str, exe: Option<&str>) -> Result<(), ProcessError> {
         self.lock().exec(pid, comm, exe.map(PathBuf::from))
@@ -402,6 +408,9 @@ impl Monitor for SimPlatform {
         s.fold_group(path);
         if select.cpu_pressure() {
             *s.pressure_reads.entry(path.clone()).or_default() += 1;
+        }
+        if select.cpu_usage {
+            *s.cpu_usage_reads.entry(path.clone()).or_default() += 1;
         }
         let prefix = format!("{}/", path.as_str());
         let within =

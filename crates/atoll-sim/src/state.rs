@@ -185,6 +185,8 @@ pub(crate) struct SimState {
     pub pressure_files: bool,
     /// Group → how many times its CPU pressure was read.
     pub pressure_reads: BTreeMap<GroupPath, u64>,
+    /// Reads of each group's CPU time counter (`stats_of` selecting it).
+    pub cpu_usage_reads: BTreeMap<GroupPath, u64>,
     /// The CPU model's classes, tree and completion heap.
     pub model: Model,
 }
@@ -210,6 +212,7 @@ impl SimState {
             rt_groups: true,
             pressure_files: false,
             pressure_reads: BTreeMap::new(),
+            cpu_usage_reads: BTreeMap::new(),
             model,
         };
         s.insert_process(

@@ -382,7 +382,7 @@ impl Controller {
         self.coord_staged = true;
         let _ = self
             .persist
-            .save_if_changed(&mut self.reg, &*self.env.backend);
+            .save_if_changed(&mut self.reg, &*self.env.backend, Vec::new());
         self.meter.lap(Step::State);
         self.meter.end_epoch();
     }
@@ -410,7 +410,9 @@ impl Controller {
         let spec = self.reg.spec();
         let wanted = self.coord.watching()
             || spec.comm.is_some()
-            || spec.isolation.mode == atoll_core::spec::IsolationMode::Isolate;
+            || spec.isolation.mode == atoll_core::spec::IsolationMode::Isolate
+            // The power cap takes its CPU counters from this sample.
+            || self.powercap.is_held();
         if wanted {
             self.loads.sample(
                 now,
@@ -600,7 +602,7 @@ impl Controller {
         self.stage_frequency();
         let _ = self
             .persist
-            .save_if_changed(&mut self.reg, &*self.env.backend);
+            .save_if_changed(&mut self.reg, &*self.env.backend, Vec::new());
     }
 
     /// Whether the backend is the simulator.
@@ -704,20 +706,26 @@ impl Controller {
             self.stage_coord();
             self.coord_staged = true;
         }
-        let saved = self
+        let done: Vec<crate::saver::Done> = self
+            .unsaved
+            .drain(..)
+            .map(|(id, reply, resp)| {
+                Box::new(move |saved: Result<(), &crate::saver::SaveError>| {
+                    let resp = match saved {
+                        Err(e) if resp.ok.is_some() => atoll_proto::ResponseEnvelope::err(
+                            id,
+                            atoll_proto::ErrorCode::Backend,
+                            format!("done, but the state file could not be saved ({e}): a restart now would not know it"),
+                        ),
+                        _ => resp,
+                    };
+                    let _ = reply.send(resp);
+                }) as crate::saver::Done
+            })
+            .collect();
+        let _ = self
             .persist
-            .save_if_changed(&mut self.reg, &*self.env.backend);
-        for (id, reply, resp) in self.unsaved.drain(..) {
-            let resp = match &saved {
-                Err(e) if resp.ok.is_some() => atoll_proto::ResponseEnvelope::err(
-                    id,
-                    atoll_proto::ErrorCode::Backend,
-                    format!("done, but the state file could not be saved ({e}): a restart now would not know it"),
-                ),
-                _ => resp,
-            };
-            let _ = reply.send(resp);
-        }
+            .save_if_changed(&mut self.reg, &*self.env.backend, done);
     }
 
     /// Answers a `stop` that waited, with what teardown left.

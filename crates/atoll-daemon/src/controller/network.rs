@@ -121,10 +121,10 @@ impl Controller {
             return;
         };
         self.persist.stage_network(net.saved_state());
-        if let Err(e) = self
+        let ticket = self
             .persist
-            .save_if_changed(&mut self.reg, &*self.env.backend)
-        {
+            .save_if_changed(&mut self.reg, &*self.env.backend, Vec::new());
+        if let Err(e) = ticket.map_or(Ok(()), |t| self.persist.wait(t)) {
             self.warnings.push(format!(
                 "the state file cannot be saved ({e}): after a crash the network islands' interfaces would not be given back"
             ));

@@ -98,22 +98,15 @@ impl Controller {
         if !self.powercap.is_held() {
             return;
         }
-        let select = atoll_core::backend::StatSelect {
-            cpu_usage: true,
-            cpu_throttling: false,
-            memory: false,
-            io: false,
-            pressure: false,
-        };
+        // The counters the island loads were sampled from this epoch (one
+        // read of each island per epoch; see `sample_loads`).
         let usage: std::collections::BTreeMap<Name, u64> = self
             .powercap
             .islands()
             .into_iter()
             .filter_map(|i| {
-                let stats = super::monitor(&self.env)
-                    .stats_of(&GroupPath::island(&i), select)
-                    .ok()?;
-                Some((i, stats.cpu_usage_us?))
+                let us = self.loads.cpu_usage_us(&i, now)?;
+                Some((i, us))
             })
             .collect();
         self.powercap.sample_busy(&usage);

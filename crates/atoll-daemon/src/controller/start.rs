@@ -176,7 +176,7 @@ impl Controller {
         self.stage_frequency();
         let _ = self
             .persist
-            .save_if_changed(&mut self.reg, &*self.env.backend);
+            .save_if_changed(&mut self.reg, &*self.env.backend, Vec::new());
         let now = self.now();
         {
             let epoch = self.epoch_len();
@@ -198,7 +198,7 @@ impl Controller {
         self.stage_coord();
         let _ = self
             .persist
-            .save_if_changed(&mut self.reg, &*self.env.backend);
+            .save_if_changed(&mut self.reg, &*self.env.backend, Vec::new());
         Ok(())
     }
 
