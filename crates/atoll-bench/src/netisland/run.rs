@@ -202,6 +202,55 @@ impl Bench<'_> {
         }
     }
 
+    /// The bulk transfer's receiver, in the namespace, for `secs` seconds.
+    pub(super) fn bulk_sink(&self, rig: &Rig, secs: f64) -> Result<Proc, BenchError> {
+        let args = [
+            "--port".into(),
+            BULK_PORT.to_string(),
+            "--seconds".into(),
+            secs.to_string(),
+        ];
+        Proc::spawn(
+            "udp-sink (bulk)",
+            self.worker(None, None, Some(rig), "udp-sink", &args),
+        )
+    }
+
+    /// The bulk transfer's sender in unit `bulk`, to the namespace's end of
+    /// the link, for `secs` seconds.
+    pub(super) fn bulk_blast(
+        &self,
+        daemon: Option<&Daemon>,
+        rig: &Rig,
+        secs: f64,
+    ) -> Result<Proc, BenchError> {
+        let args = [
+            "--addr".into(),
+            format!("{}:{BULK_PORT}", rig.names.peer_ip),
+            "--seconds".into(),
+            secs.to_string(),
+        ];
+        Proc::spawn(
+            "udp-blast (bulk)",
+            self.worker(daemon, Some(BULK), None, "udp-blast", &args),
+        )
+    }
+
+    /// The CPU hog in unit `hog`: two spinning threads per island CPU, for
+    /// `secs` seconds.
+    pub(super) fn hog(&self, daemon: Option<&Daemon>, secs: f64) -> Result<Proc, BenchError> {
+        let args = [
+            "--threads".into(),
+            (2 * self.island.len()).to_string(),
+            "--seconds".into(),
+            secs.to_string(),
+        ];
+        Proc::spawn(
+            "spin (hog)",
+            self.worker(daemon, Some(HOG), None, "spin", &args),
+        )
+    }
+
     /// One configuration once: receivers, hog, then senders; their reports.
     fn once(
         &self,
@@ -232,36 +281,8 @@ impl Bench<'_> {
                 ],
             ),
         )?;
-        let sink = Proc::spawn(
-            "udp-sink (bulk)",
-            self.worker(
-                None,
-                None,
-                Some(rig),
-                "udp-sink",
-                &[
-                    "--port".into(),
-                    BULK_PORT.to_string(),
-                    "--seconds".into(),
-                    n(listen),
-                ],
-            ),
-        )?;
-        let hog = Proc::spawn(
-            "spin (hog)",
-            self.worker(
-                daemon,
-                Some(HOG),
-                None,
-                "spin",
-                &[
-                    "--threads".into(),
-                    (2 * self.island.len()).to_string(),
-                    "--seconds".into(),
-                    n(listen),
-                ],
-            ),
-        )?;
+        let sink = self.bulk_sink(rig, listen)?;
+        let hog = self.hog(daemon, listen)?;
         interrupt::sleep(Duration::from_millis(500))?;
         let peer = &rig.names.peer_ip;
         let send = Proc::spawn(
@@ -285,21 +306,7 @@ impl Bench<'_> {
                 ],
             ),
         )?;
-        let blast = Proc::spawn(
-            "udp-blast (bulk)",
-            self.worker(
-                daemon,
-                Some(BULK),
-                None,
-                "udp-blast",
-                &[
-                    "--addr".into(),
-                    format!("{peer}:{BULK_PORT}"),
-                    "--seconds".into(),
-                    n(s.seconds),
-                ],
-            ),
-        )?;
+        let blast = self.bulk_blast(daemon, rig, s.seconds)?;
         let wait = GRACE + Duration::from_secs_f64(listen);
         let sent = send.wait(wait)?.report("frame-send")?;
         blast.wait(wait)?.report("udp-blast")?;

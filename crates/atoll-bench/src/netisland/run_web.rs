@@ -8,11 +8,10 @@ use std::time::Duration;
 
 use super::super::web::{parse_front, WebSample, BACK, FRONT, OVERLAY};
 use super::super::{Config, Settings};
-use super::{Bench, BULK_PORT, GRACE, TAIL_S};
+use super::{Bench, GRACE, TAIL_S};
 use crate::error::BenchError;
 use crate::interrupt;
 use crate::isolation::daemon::Daemon;
-use crate::netisland::config::{BULK, HOG};
 use crate::netisland::rig::Rig;
 use crate::procs::Proc;
 
@@ -30,21 +29,7 @@ impl Bench<'_> {
     ) -> Result<WebSample, BenchError> {
         let n = |v: f64| format!("{v}");
         let listen = s.seconds + 0.5 + TAIL_S;
-        let sink = Proc::spawn(
-            "udp-sink (bulk)",
-            self.worker(
-                None,
-                None,
-                Some(rig),
-                "udp-sink",
-                &[
-                    "--port".into(),
-                    BULK_PORT.to_string(),
-                    "--seconds".into(),
-                    n(listen),
-                ],
-            ),
-        )?;
+        let sink = self.bulk_sink(rig, listen)?;
         let back = Proc::spawn(
             "web-back (back)",
             self.worker(
@@ -60,21 +45,7 @@ impl Bench<'_> {
                 ],
             ),
         )?;
-        let hog = Proc::spawn(
-            "spin (hog)",
-            self.worker(
-                daemon,
-                Some(HOG),
-                None,
-                "spin",
-                &[
-                    "--threads".into(),
-                    (2 * self.island.len()).to_string(),
-                    "--seconds".into(),
-                    n(listen),
-                ],
-            ),
-        )?;
+        let hog = self.hog(daemon, listen)?;
         interrupt::sleep(Duration::from_millis(500))?;
         let mut args = vec![
             "--addr".into(),
@@ -97,21 +68,7 @@ impl Bench<'_> {
             "web-front (front)",
             self.worker(daemon, Some(FRONT), Some(rig), "web-front", &args),
         )?;
-        let blast = Proc::spawn(
-            "udp-blast (bulk)",
-            self.worker(
-                daemon,
-                Some(BULK),
-                None,
-                "udp-blast",
-                &[
-                    "--addr".into(),
-                    format!("{}:{BULK_PORT}", rig.names.peer_ip),
-                    "--seconds".into(),
-                    n(s.seconds),
-                ],
-            ),
-        )?;
+        let blast = self.bulk_blast(daemon, rig, s.seconds)?;
         let wait = GRACE + Duration::from_secs_f64(listen);
         let front = front.wait(wait)?.report("web-front")?;
         blast.wait(wait)?.report("udp-blast")?;
