@@ -51,9 +51,11 @@ ip netns add "$ns" || fail "ip netns add $ns"
 ip link add "$host" type veth peer name "$peer" || fail "ip link add $host"
 ip link set "$peer" netns "$ns"
 # The counts below are exact, so the host end sends nothing but the test's
-# datagrams: no IPv6 (router solicitations, MLD) and a permanent neighbour
-# entry for the peer (no ARP requests or re-probes, which go to the
-# default class 1:2 like any unclassified packet).
+# datagrams: no IPv6 (router solicitations, MLD) and permanent neighbour
+# entries on both ends, so neither side sends an ARP request or re-probe
+# and the host end no ARP reply (the peer answers each datagram to its
+# closed port with an ICMP error, for which it needs the host's address;
+# any such packet goes to the default class 1:2 like all unclassified).
 sysctl -qw "net.ipv6.conf.$host.disable_ipv6=1" || fail "disable IPv6 on $host"
 ip addr add 10.78.0.1/24 dev "$host"
 ip link set "$host" up
@@ -61,8 +63,11 @@ ip -n "$ns" addr add 10.78.0.2/24 dev "$peer"
 ip -n "$ns" link set "$peer" up
 ip -n "$ns" link set lo up
 peer_mac=$(ip -n "$ns" -o link show dev "$peer" | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
-[ -n "$peer_mac" ] || fail "no MAC address on $peer"
+host_mac=$(ip -o link show dev "$host" | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
+[ -n "$peer_mac" ] && [ -n "$host_mac" ] || fail "no MAC address on $peer or $host"
 ip neigh replace 10.78.0.2 lladdr "$peer_mac" dev "$host" nud permanent || fail "ip neigh replace 10.78.0.2"
+ip -n "$ns" neigh replace 10.78.0.1 lladdr "$host_mac" dev "$peer" nud permanent ||
+    fail "ip -n $ns neigh replace 10.78.0.1"
 # iface_view: what atoll must give back on the interface.
 iface_view() {
     ip link show dev "$host" | sed 's/ state [A-Z]* / /'
