@@ -60,71 +60,46 @@ pub trait CgroupFs: Send + Sync {
     }
 }
 
-impl<T: CgroupFs + ?Sized> CgroupFs for &T {
-    fn mkdir(&self, path: &Path) -> io::Result<()> {
-        (**self).mkdir(path)
-    }
-    fn rmdir(&self, path: &Path) -> io::Result<()> {
-        (**self).rmdir(path)
-    }
-    fn read_to_string(&self, path: &Path) -> io::Result<String> {
-        (**self).read_to_string(path)
-    }
-    fn write(&self, path: &Path, value: &str) -> io::Result<()> {
-        (**self).write(path, value)
-    }
-    fn exists(&self, path: &Path) -> bool {
-        (**self).exists(path)
-    }
-    fn child_dirs(&self, path: &Path) -> io::Result<Vec<String>> {
-        (**self).child_dirs(path)
-    }
-    fn is_delegated(&self, path: &Path) -> bool {
-        (**self).is_delegated(path)
-    }
-    fn affinity(&self, tid: u32) -> Option<CpuSet> {
-        (**self).affinity(tid)
-    }
-    fn set_affinity(&self, tid: u32, cpus: &CpuSet) -> io::Result<()> {
-        (**self).set_affinity(tid, cpus)
-    }
-    fn keep_open(&self, path: &Path) -> Option<io::Result<Box<dyn Reread>>> {
-        (**self).keep_open(path)
-    }
+/// `CgroupFs` for a reference or a shared pointer to one: each call goes to
+/// the filesystem behind it.
+macro_rules! forward_cgroup_fs {
+    ($($outer:ty),+) => {$(
+        impl<T: CgroupFs + ?Sized> CgroupFs for $outer {
+            fn mkdir(&self, path: &Path) -> io::Result<()> {
+                (**self).mkdir(path)
+            }
+            fn rmdir(&self, path: &Path) -> io::Result<()> {
+                (**self).rmdir(path)
+            }
+            fn read_to_string(&self, path: &Path) -> io::Result<String> {
+                (**self).read_to_string(path)
+            }
+            fn write(&self, path: &Path, value: &str) -> io::Result<()> {
+                (**self).write(path, value)
+            }
+            fn exists(&self, path: &Path) -> bool {
+                (**self).exists(path)
+            }
+            fn child_dirs(&self, path: &Path) -> io::Result<Vec<String>> {
+                (**self).child_dirs(path)
+            }
+            fn is_delegated(&self, path: &Path) -> bool {
+                (**self).is_delegated(path)
+            }
+            fn affinity(&self, tid: u32) -> Option<CpuSet> {
+                (**self).affinity(tid)
+            }
+            fn set_affinity(&self, tid: u32, cpus: &CpuSet) -> io::Result<()> {
+                (**self).set_affinity(tid, cpus)
+            }
+            fn keep_open(&self, path: &Path) -> Option<io::Result<Box<dyn Reread>>> {
+                (**self).keep_open(path)
+            }
+        }
+    )+};
 }
 
-impl<T: CgroupFs + ?Sized> CgroupFs for std::sync::Arc<T> {
-    fn mkdir(&self, path: &Path) -> io::Result<()> {
-        (**self).mkdir(path)
-    }
-    fn rmdir(&self, path: &Path) -> io::Result<()> {
-        (**self).rmdir(path)
-    }
-    fn read_to_string(&self, path: &Path) -> io::Result<String> {
-        (**self).read_to_string(path)
-    }
-    fn write(&self, path: &Path, value: &str) -> io::Result<()> {
-        (**self).write(path, value)
-    }
-    fn exists(&self, path: &Path) -> bool {
-        (**self).exists(path)
-    }
-    fn child_dirs(&self, path: &Path) -> io::Result<Vec<String>> {
-        (**self).child_dirs(path)
-    }
-    fn is_delegated(&self, path: &Path) -> bool {
-        (**self).is_delegated(path)
-    }
-    fn affinity(&self, tid: u32) -> Option<CpuSet> {
-        (**self).affinity(tid)
-    }
-    fn set_affinity(&self, tid: u32, cpus: &CpuSet) -> io::Result<()> {
-        (**self).set_affinity(tid, cpus)
-    }
-    fn keep_open(&self, path: &Path) -> Option<io::Result<Box<dyn Reread>>> {
-        (**self).keep_open(path)
-    }
-}
+forward_cgroup_fs!(&T, std::sync::Arc<T>);
 
 /// The real filesystem.
 #[derive(Clone, Copy, Debug, Default)]

@@ -7,15 +7,11 @@ mod common;
 
 use atoll_core::clock::ManualClock;
 use atoll_core::plan::GroupPath;
-use atoll_core::spec::{
-    AdoptRule, Entitlement, HostSpec, IslandSpec, PlatformSpec, SchedPolicy, UnitSpec,
-    DEFAULT_EPOCH,
-};
-use atoll_core::CpuSet;
+use atoll_core::spec::{PlatformSpec, DEFAULT_EPOCH};
 use atoll_daemon::controller::Controller;
 use atoll_proto::{Reply, Request};
 use atoll_sim::SimPlatform;
-use common::sim::{ask, n, set, topo8, ROOT};
+use common::sim::{ask, pool_of_two, topo8, ROOT};
 
 /// The simulated machine of these tests.
 struct Rig {
@@ -38,48 +34,7 @@ impl Rig {
     }
 }
 
-fn iso_spec(mode: atoll_core::spec::IsolationMode) -> PlatformSpec {
-    let unit = |name: &str| UnitSpec {
-        name: n(name),
-        island: n("pool"),
-        entitlement: Entitlement {
-            cpus: Some(2.0),
-            ..Default::default()
-        },
-        adopt: vec![AdoptRule::Comm(name.into())],
-        rt_priority: None,
-    };
-    PlatformSpec {
-        host: HostSpec {
-            cpus: CpuSet::new(),
-            mems: set("0"),
-            adopt_all: false,
-        },
-        islands: vec![IslandSpec {
-            name: n("pool"),
-            cpus: set("0-3"),
-            mems: set("0"),
-            policy: SchedPolicy::Fair,
-            arbitration: Default::default(),
-            exclusive: false,
-            access: Default::default(),
-        }],
-        units: vec![unit("light"), unit("heavy")],
-        default_island: None,
-        epoch: DEFAULT_EPOCH,
-        isolation: atoll_core::spec::IsolationSpec {
-            mode,
-            ..Default::default()
-        },
-        overlays: Vec::new(),
-        comm: None,
-        apps: Default::default(),
-        network: Vec::new(),
-        frequency: Default::default(),
-    }
-}
-
-/// A started controller on `iso_spec(mode)` with an idle `light` process
+/// A started controller on `pool_of_two(mode)` with an idle `light` process
 /// and `busy` busy `heavy` processes, and light's pid.
 fn light_and_heavy(
     rig: &Rig,
@@ -88,7 +43,7 @@ fn light_and_heavy(
 ) -> (Controller, u32) {
     let light = rig.sim.spawn("light", 0, None);
     let heavy: Vec<u32> = (0..busy).map(|_| rig.sim.spawn("heavy", 0, None)).collect();
-    let mut c = rig.controller(iso_spec(mode));
+    let mut c = rig.controller(pool_of_two(mode));
     c.start().unwrap();
     for &h in &heavy {
         rig.sim.set_busy(h, true).unwrap();
@@ -221,7 +176,7 @@ fn memory_limits_hold_between_slow_steps() {
     use atoll_core::spec::IsolationMode;
     let rig = Rig::new();
     let _light = rig.sim.spawn("light", 0, None);
-    let mut c = rig.controller(iso_spec(IsolationMode::Quota));
+    let mut c = rig.controller(pool_of_two(IsolationMode::Quota));
     c.start().unwrap();
     let g = GroupPath::from_relative("pool/light");
     // Memory is stepped every SLOW_INTERVAL (10 epochs here); the limit it
@@ -253,7 +208,7 @@ fn a_lending_unit_has_no_hard_memory_max_in_isolate_mode() {
     ] {
         let rig = Rig::new();
         let _light = rig.sim.spawn("light", 0, None);
-        let mut spec = iso_spec(mode);
+        let mut spec = pool_of_two(mode);
         spec.units[0].entitlement.memory.max = Some(256 << 20);
         let mut c = rig.controller(spec);
         c.start().unwrap();

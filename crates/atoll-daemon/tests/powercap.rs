@@ -72,23 +72,45 @@ fn epoch_at(
     epochs(sim, c, 1);
 }
 
-#[test]
-fn the_daemon_holds_a_power_budget_through_frequency_and_cpu_caps() {
-    let root = (4..8)
+/// A fake sysfs: one RAPL zone, cpufreq on batch's CPUs 4-7, CPU 1 without.
+fn rapl_and_batch_cpufreq() -> tempfile::TempDir {
+    (4..8)
         .fold(
             FakePower::new().rapl(0, "package-0", 1_000_000, RANGE),
             |p, c| p.cpufreq(FakeCpuFreq::new(c)),
         )
         .cpu_without_cpufreq(1)
         .write_temp()
-        .unwrap();
+        .unwrap()
+}
+
+/// A controller for `s` reading power and setting frequencies under `root`.
+fn powered(sim: &SimPlatform, s: &PlatformSpec, root: &std::path::Path) -> Controller {
+    let mut c = controller(sim, s.clone(), topo8());
+    c.set_frequencies(Frequencies::new(root, s).unwrap());
+    c.set_power(Power::probe(root));
+    c
+}
+
+/// `api` with one busy thread, `job` with three.
+fn busy_api_and_job(sim: &SimPlatform) {
+    let api = sim.spawn("api", 0, None);
+    sim.set_busy(api, true).unwrap();
+    let job = sim.spawn("job", 0, None);
+    sim.set_busy(job, true).unwrap();
+    for _ in 0..2 {
+        sim.spawn_thread(job).unwrap();
+    }
+}
+
+#[test]
+fn the_daemon_holds_a_power_budget_through_frequency_and_cpu_caps() {
+    let root = rapl_and_batch_cpufreq();
     let before = cpufreq::read_all(root.path()).unwrap();
     let sim = SimPlatform::new(topo8(), "atoll-pcap", ManualClock::new());
     let s = spec(Some(100.0));
     assert_eq!(s.validate(&topo8()), Ok(()));
-    let mut c = controller(&sim, s.clone(), topo8());
-    c.set_frequencies(Frequencies::new(root.path(), &s).unwrap());
-    c.set_power(Power::probe(root.path()));
+    let mut c = powered(&sim, &s, root.path());
     c.start().unwrap();
     let mut energy = 1_000_000;
     // The first sample has no figure; the second measures 125 W.
@@ -218,20 +240,11 @@ fn cap_add(overlay: &str, watts: f64) -> Request {
 /// (frequency limits given back, the `power` layer's CPU cap gone).
 #[test]
 fn a_power_cap_added_over_the_api_is_held_changed_and_lifted() {
-    let root = (4..8)
-        .fold(
-            FakePower::new().rapl(0, "package-0", 1_000_000, RANGE),
-            |p, c| p.cpufreq(FakeCpuFreq::new(c)),
-        )
-        .cpu_without_cpufreq(1)
-        .write_temp()
-        .unwrap();
+    let root = rapl_and_batch_cpufreq();
     let before = cpufreq::read_all(root.path()).unwrap();
     let sim = SimPlatform::new(topo8(), "atoll-pcap-api", ManualClock::new());
     let s = spec(None);
-    let mut c = controller(&sim, s.clone(), topo8());
-    c.set_frequencies(Frequencies::new(root.path(), &s).unwrap());
-    c.set_power(Power::probe(root.path()));
+    let mut c = powered(&sim, &s, root.path());
     c.start().unwrap();
     let mut energy = 1_000_000;
     epoch_at(&sim, &mut c, root.path(), &mut energy, 125);
@@ -370,14 +383,7 @@ fn without_rapl_the_api_refuses_a_power_cap() {
 /// it and web is not slowed; the decision names batch's share.
 #[test]
 fn the_cut_falls_on_the_low_priority_island_by_its_draw() {
-    let root = (4..8)
-        .fold(
-            FakePower::new().rapl(0, "package-0", 1_000_000, RANGE),
-            |p, c| p.cpufreq(FakeCpuFreq::new(c)),
-        )
-        .cpu_without_cpufreq(1)
-        .write_temp()
-        .unwrap();
+    let root = rapl_and_batch_cpufreq();
     let sim = SimPlatform::new(topo8(), "atoll-pcap-split", ManualClock::new());
     let shop = OverlayConfig {
         name: n("shop"),
@@ -390,16 +396,8 @@ fn the_cut_falls_on_the_low_priority_island_by_its_draw() {
     let mut s = web_and_batch(&[("api", "web"), ("job", "batch")], vec![shop]);
     s.overlays.extend(spec(Some(100.0)).overlays);
     assert_eq!(s.validate(&topo8()), Ok(()));
-    let mut c = controller(&sim, s.clone(), topo8());
-    c.set_frequencies(Frequencies::new(root.path(), &s).unwrap());
-    c.set_power(Power::probe(root.path()));
-    let api = sim.spawn("api", 0, None);
-    sim.set_busy(api, true).unwrap();
-    let job = sim.spawn("job", 0, None);
-    sim.set_busy(job, true).unwrap();
-    for _ in 0..2 {
-        sim.spawn_thread(job).unwrap();
-    }
+    let mut c = powered(&sim, &s, root.path());
+    busy_api_and_job(&sim);
     c.start().unwrap();
     let mut energy = 1_000_000;
     epoch_at(&sim, &mut c, root.path(), &mut energy, 125);
@@ -423,27 +421,12 @@ fn the_cut_falls_on_the_low_priority_island_by_its_draw() {
 /// it added again (priority 5), batch takes the cut alone.
 #[test]
 fn an_overlay_added_over_the_api_changes_the_islands_tiers() {
-    let root = (4..8)
-        .fold(
-            FakePower::new().rapl(0, "package-0", 1_000_000, RANGE),
-            |p, c| p.cpufreq(FakeCpuFreq::new(c)),
-        )
-        .cpu_without_cpufreq(1)
-        .write_temp()
-        .unwrap();
+    let root = rapl_and_batch_cpufreq();
     let sim = SimPlatform::new(topo8(), "atoll-pcap-tiers", ManualClock::new());
     let mut s = web_and_batch(&[("api", "web"), ("job", "batch")], Vec::new());
     s.overlays.extend(spec(Some(100.0)).overlays);
-    let mut c = controller(&sim, s.clone(), topo8());
-    c.set_frequencies(Frequencies::new(root.path(), &s).unwrap());
-    c.set_power(Power::probe(root.path()));
-    let api = sim.spawn("api", 0, None);
-    sim.set_busy(api, true).unwrap();
-    let job = sim.spawn("job", 0, None);
-    sim.set_busy(job, true).unwrap();
-    for _ in 0..2 {
-        sim.spawn_thread(job).unwrap();
-    }
+    let mut c = powered(&sim, &s, root.path());
+    busy_api_and_job(&sim);
     c.start().unwrap();
     let mut energy = 1_000_000;
     epoch_at(&sim, &mut c, root.path(), &mut energy, 125);

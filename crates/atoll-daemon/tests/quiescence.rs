@@ -10,58 +10,13 @@ mod common;
 use atoll_core::clock::ManualClock;
 use atoll_core::events::ProcEvent;
 use atoll_core::plan::GroupPath;
-use atoll_core::spec::{
-    AdoptRule, Entitlement, HostSpec, IslandSpec, IsolationMode, PlatformSpec, SchedPolicy,
-    UnitSpec, DEFAULT_EPOCH,
-};
-use atoll_core::CpuSet;
+use atoll_core::spec::IsolationMode;
 use atoll_daemon::controller::Controller;
 use atoll_daemon::pace::Wake;
 use atoll_procfs::connector::FakeEvents;
 use atoll_proto::{LoopPace, Reply, Request};
 use atoll_sim::SimPlatform;
-use common::sim::{ask, n, set, topo8, ROOT};
-
-fn spec() -> PlatformSpec {
-    let unit = |name: &str| UnitSpec {
-        name: n(name),
-        island: n("pool"),
-        entitlement: Entitlement {
-            cpus: Some(2.0),
-            ..Default::default()
-        },
-        adopt: vec![AdoptRule::Comm(name.into())],
-        rt_priority: None,
-    };
-    PlatformSpec {
-        host: HostSpec {
-            cpus: CpuSet::new(),
-            mems: set("0"),
-            adopt_all: false,
-        },
-        islands: vec![IslandSpec {
-            name: n("pool"),
-            cpus: set("0-3"),
-            mems: set("0"),
-            policy: SchedPolicy::Fair,
-            arbitration: Default::default(),
-            exclusive: false,
-            access: Default::default(),
-        }],
-        units: vec![unit("light"), unit("heavy")],
-        default_island: None,
-        epoch: DEFAULT_EPOCH,
-        isolation: atoll_core::spec::IsolationSpec {
-            mode: IsolationMode::Isolate,
-            ..Default::default()
-        },
-        overlays: Vec::new(),
-        comm: None,
-        apps: Default::default(),
-        network: Vec::new(),
-        frequency: Default::default(),
-    }
-}
+use common::sim::{ask, pool_of_two, topo8, ROOT};
 
 /// The simulated machine, a started controller that may wait up to 8
 /// epochs, with an idle `light` and an idle `heavy`, and the fake kernel's
@@ -80,7 +35,7 @@ impl Rig {
         let sim = SimPlatform::new(topo8(), "atoll-q", ManualClock::new());
         let _light = sim.spawn("light", 0, None);
         let heavy = sim.spawn("heavy", 0, None);
-        let mut c = common::sim::controller(&sim, spec(), topo8());
+        let mut c = common::sim::controller(&sim, pool_of_two(IsolationMode::Isolate), topo8());
         let (events, kernel) = FakeEvents::new();
         c.set_process_events(Box::new(events));
         c.set_idle_max_epochs(8);

@@ -15,16 +15,8 @@ use std::path::Path;
 use std::process::{Child, Command};
 
 use atoll_core::clock::ManualClock;
-use atoll_core::spec::{
-    AdoptRule, Entitlement, HostSpec, IslandSpec, PlatformSpec, SchedPolicy, UnitSpec,
-    DEFAULT_EPOCH,
-};
-use atoll_core::{CpuSet, Name};
+use atoll_core::spec::{AdoptRule, Entitlement, PlatformSpec, DEFAULT_EPOCH};
 use atoll_daemon::controller::{REPAIR_EVERY, REPAIR_RATE_WATCHED};
-
-fn n(s: &str) -> Name {
-    Name::new(s).unwrap()
-}
 
 struct Kill(Child);
 
@@ -37,41 +29,11 @@ impl Drop for Kill {
 
 /// Island `main` on every CPU, unit `light` (weight 300) adopting `pid`.
 fn spec(real: &common::RealV1, pid: u32) -> PlatformSpec {
-    let mems = real.topo.all_nodes();
-    PlatformSpec {
-        host: HostSpec {
-            cpus: CpuSet::new(),
-            mems: mems.clone(),
-            adopt_all: false,
-        },
-        islands: vec![IslandSpec {
-            name: n("main"),
-            cpus: real.topo.online(),
-            mems,
-            policy: SchedPolicy::Fair,
-            arbitration: Default::default(),
-            exclusive: false,
-            access: Default::default(),
-        }],
-        units: vec![UnitSpec {
-            name: n("light"),
-            island: n("main"),
-            entitlement: Entitlement {
-                weight: Some(300),
-                ..Default::default()
-            },
-            adopt: vec![AdoptRule::Pid(pid)],
-            rt_priority: None,
-        }],
-        default_island: None,
-        epoch: DEFAULT_EPOCH,
-        isolation: Default::default(),
-        overlays: vec![],
-        comm: None,
-        apps: Default::default(),
-        network: Vec::new(),
-        frequency: Default::default(),
-    }
+    let weight = Entitlement {
+        weight: Some(300),
+        ..Default::default()
+    };
+    real.one_unit_spec(weight, vec![AdoptRule::Pid(pid)])
 }
 
 #[test]

@@ -18,59 +18,16 @@ use std::process::Command;
 use std::time::Duration;
 
 use atoll_core::clock::ManualClock;
-use atoll_core::spec::{
-    Entitlement, HostSpec, IslandSpec, PlatformSpec, SchedPolicy, UnitSpec, DEFAULT_EPOCH,
-};
-use atoll_core::{CpuSet, Name};
+use atoll_core::spec::Entitlement;
 use atoll_daemon::command::{Caller, Command as DaemonCommand};
 use atoll_daemon::controller::Controller;
 use atoll_proto::{Reply, Request};
-
-fn n(s: &str) -> Name {
-    Name::new(s).unwrap()
-}
 
 fn read(p: &Path) -> String {
     std::fs::read_to_string(p)
         .unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
         .trim()
         .to_string()
-}
-
-/// Island `main` (fair) on every CPU, unit `light` in it.
-fn spec(real: &common::RealV1) -> PlatformSpec {
-    let mems = real.topo.all_nodes();
-    PlatformSpec {
-        host: HostSpec {
-            cpus: CpuSet::new(),
-            mems: mems.clone(),
-            adopt_all: false,
-        },
-        islands: vec![IslandSpec {
-            name: n("main"),
-            cpus: real.topo.online(),
-            mems,
-            policy: SchedPolicy::Fair,
-            arbitration: Default::default(),
-            exclusive: false,
-            access: Default::default(),
-        }],
-        units: vec![UnitSpec {
-            name: n("light"),
-            island: n("main"),
-            entitlement: Entitlement::default(),
-            adopt: vec![],
-            rt_priority: None,
-        }],
-        default_island: None,
-        epoch: DEFAULT_EPOCH,
-        isolation: Default::default(),
-        overlays: vec![],
-        comm: None,
-        apps: Default::default(),
-        network: Vec::new(),
-        frequency: Default::default(),
-    }
 }
 
 fn setup() -> Option<common::RealV1> {
@@ -217,7 +174,7 @@ fn a_fifo_program_in_a_unit_of_a_fair_island_gets_its_policy() {
         return;
     };
     let clock = ManualClock::new();
-    let mut c = real.start(spec(&real), &clock);
+    let mut c = real.start(real.one_unit_spec(Entitlement::default(), vec![]), &clock);
     let prober = Prober::start();
     // `atoll run --unit probe`: a new unit in the default (fair) island.
     let r = adopt(&mut c, "probe", prober.pid).unwrap();
@@ -278,7 +235,7 @@ fn a_running_fifo_task_can_be_adopted_into_a_fair_island() {
         return;
     };
     let clock = ManualClock::new();
-    let mut c = real.start(spec(&real), &clock);
+    let mut c = real.start(real.one_unit_spec(Entitlement::default(), vec![]), &clock);
     let child = Kill(Command::new("sleep").arg("60").spawn().unwrap());
     let pid = child.0.id();
     if let Err(e) = set_policy(pid, libc::SCHED_FIFO, 1) {

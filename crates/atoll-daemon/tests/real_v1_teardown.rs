@@ -15,50 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 
 use atoll_core::clock::ManualClock;
-use atoll_core::spec::{
-    Entitlement, HostSpec, IslandSpec, PlatformSpec, SchedPolicy, UnitSpec, DEFAULT_EPOCH,
-};
-use atoll_core::{CpuSet, Name};
-
-fn n(s: &str) -> Name {
-    Name::new(s).unwrap()
-}
-
-/// Island `main` on every CPU, unit `light` in it.
-fn spec(real: &common::RealV1) -> PlatformSpec {
-    let mems = real.topo.all_nodes();
-    PlatformSpec {
-        host: HostSpec {
-            cpus: CpuSet::new(),
-            mems: mems.clone(),
-            adopt_all: false,
-        },
-        islands: vec![IslandSpec {
-            name: n("main"),
-            cpus: real.topo.online(),
-            mems,
-            policy: SchedPolicy::Fair,
-            arbitration: Default::default(),
-            exclusive: false,
-            access: Default::default(),
-        }],
-        units: vec![UnitSpec {
-            name: n("light"),
-            island: n("main"),
-            entitlement: Entitlement::default(),
-            adopt: vec![],
-            rt_priority: None,
-        }],
-        default_island: None,
-        epoch: DEFAULT_EPOCH,
-        isolation: Default::default(),
-        overlays: vec![],
-        comm: None,
-        apps: Default::default(),
-        network: Vec::new(),
-        frequency: Default::default(),
-    }
-}
+use atoll_core::spec::Entitlement;
 
 /// The rig, and the memory hierarchy's mount, or why the test skips.
 fn setup() -> Option<(common::RealV1, PathBuf)> {
@@ -102,7 +59,7 @@ fn a_stray_group_in_one_hierarchy_is_removed_with_the_rest() {
         return;
     };
     let clock = ManualClock::new();
-    let mut c = real.start(spec(&real), &clock);
+    let mut c = real.start(real.one_unit_spec(Entitlement::default(), vec![]), &clock);
     let stray = memory.join(&real.root).join("main/light/sub");
     std::fs::create_dir(&stray).unwrap();
     assert!(!real
@@ -134,7 +91,7 @@ fn a_process_in_a_stray_group_of_one_hierarchy_is_given_back_and_the_group_remov
         return;
     };
     let clock = ManualClock::new();
-    let mut c = real.start(spec(&real), &clock);
+    let mut c = real.start(real.one_unit_spec(Entitlement::default(), vec![]), &clock);
     let stray = memory.join(&real.root).join("main/light/sub/deeper/still");
     std::fs::create_dir_all(&stray).unwrap();
     let child = Kill(Command::new("sleep").arg("60").spawn().unwrap());

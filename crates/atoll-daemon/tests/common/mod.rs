@@ -74,6 +74,50 @@ impl RealV1 {
         }
     }
 
+    /// Island `main` (fair) on every online CPU, with one unit `light` in
+    /// it holding `entitlement` and adopting by `adopt`: the platform of the
+    /// real-kernel tests that need one unit and nothing else.
+    pub fn one_unit_spec(
+        &self,
+        entitlement: atoll_core::spec::Entitlement,
+        adopt: Vec<atoll_core::spec::AdoptRule>,
+    ) -> PlatformSpec {
+        use atoll_core::spec::{HostSpec, IslandSpec, SchedPolicy, UnitSpec, DEFAULT_EPOCH};
+        let name = |s: &str| atoll_core::Name::new(s).expect("a valid name");
+        let mems = self.topo.all_nodes();
+        PlatformSpec {
+            host: HostSpec {
+                cpus: atoll_core::CpuSet::new(),
+                mems: mems.clone(),
+                adopt_all: false,
+            },
+            islands: vec![IslandSpec {
+                name: name("main"),
+                cpus: self.topo.online(),
+                mems,
+                policy: SchedPolicy::Fair,
+                arbitration: Default::default(),
+                exclusive: false,
+                access: Default::default(),
+            }],
+            units: vec![UnitSpec {
+                name: name("light"),
+                island: name("main"),
+                entitlement,
+                adopt,
+                rt_priority: None,
+            }],
+            default_island: None,
+            epoch: DEFAULT_EPOCH,
+            isolation: Default::default(),
+            overlays: vec![],
+            comm: None,
+            apps: Default::default(),
+            network: Vec::new(),
+            frequency: Default::default(),
+        }
+    }
+
     /// A controller on the real kernel with a manual clock, started.
     pub fn start(&self, spec: PlatformSpec, clock: &ManualClock) -> Controller {
         self.start_with_state(spec, clock, None)

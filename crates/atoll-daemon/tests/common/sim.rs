@@ -155,3 +155,47 @@ pub fn web_and_batch(units: &[(&str, &str)], overlays: Vec<OverlayConfig>) -> Pl
         frequency: Default::default(),
     }
 }
+
+/// Island `pool` (fair, CPUs 0-3, no host CPUs) with units `light` and
+/// `heavy` (2 CPUs each, adopting processes by that name) under isolation
+/// `mode`.
+pub fn pool_of_two(mode: atoll_core::spec::IsolationMode) -> PlatformSpec {
+    let unit = |name: &str| UnitSpec {
+        name: n(name),
+        island: n("pool"),
+        entitlement: Entitlement {
+            cpus: Some(2.0),
+            ..Default::default()
+        },
+        adopt: vec![AdoptRule::Comm(name.into())],
+        rt_priority: None,
+    };
+    PlatformSpec {
+        host: HostSpec {
+            cpus: CpuSet::new(),
+            mems: set("0"),
+            adopt_all: false,
+        },
+        islands: vec![IslandSpec {
+            name: n("pool"),
+            cpus: set("0-3"),
+            mems: set("0"),
+            policy: SchedPolicy::Fair,
+            arbitration: Default::default(),
+            exclusive: false,
+            access: Default::default(),
+        }],
+        units: vec![unit("light"), unit("heavy")],
+        default_island: None,
+        epoch: DEFAULT_EPOCH,
+        isolation: atoll_core::spec::IsolationSpec {
+            mode,
+            ..Default::default()
+        },
+        overlays: Vec::new(),
+        comm: None,
+        apps: Default::default(),
+        network: Vec::new(),
+        frequency: Default::default(),
+    }
+}
