@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use atoll_core::clock::ManualClock;
-use atoll_core::coord::{Direction, Message, Property, Reply as CoordReply, Resource};
+use atoll_core::coord::{CoordConfig, Direction, Message, Property, Reply as CoordReply, Resource};
 use atoll_core::plan::GroupPath;
 use atoll_core::spec::{
     IsolationMode, OverlayConfig, PlatformSpec, ReactPolicy, SchedPolicy, DEFAULT_EPOCH,
@@ -395,20 +395,24 @@ fn the_platform_cpu_cap_is_split_and_its_sum_kept_while_it_moves() {
     ));
     let mut c = rig.start(s);
     let quota = |rig: &Rig, island: &str| rig.settings(island).cpu_max.map(|m| m.quota_us);
-    // Over the islands' cap period (`cap_period`, 10 ms).
-    let period = rig.settings("web").cpu_max.map(|m| m.period_us);
-    assert_eq!(period, Some(10_000));
+    // Over the islands' cap period (`cap_period`); a quota of `cpus`.
+    let period = u64::try_from(CoordConfig::default().cap_period.as_micros()).unwrap();
+    let q = |cpus: u64| cpus * period / 10;
+    assert_eq!(
+        rig.settings("web").cpu_max.map(|m| m.period_us),
+        Some(period)
+    );
     // 0.1 each, the other 2.8 in proportion to 3 and 4 CPUs.
-    assert_eq!(quota(&rig, "web"), Some(13_000));
-    assert_eq!(quota(&rig, "batch"), Some(17_000));
+    assert_eq!(quota(&rig, "web"), Some(q(13)));
+    assert_eq!(quota(&rig, "batch"), Some(q(17)));
     rig.busy("api", 0, 3);
     for _ in 0..20 {
         rig.epochs(&mut c, 1);
         let sum = quota(&rig, "web").unwrap() + quota(&rig, "batch").unwrap();
-        assert_eq!(sum, 30_000);
+        assert_eq!(sum, q(30));
     }
     assert!(
-        quota(&rig, "web").unwrap() >= 25_000,
+        quota(&rig, "web").unwrap() >= q(25),
         "the throttled island received cap: {:?}",
         quota(&rig, "web")
     );

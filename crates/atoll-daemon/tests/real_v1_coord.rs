@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use atoll_core::clock::ManualClock;
-use atoll_core::coord::{Direction, Message, Property, Resource};
+use atoll_core::coord::{CoordConfig, Direction, Message, Property, Resource};
 use atoll_core::spec::{
     Entitlement, HostSpec, IslandSpec, OverlayConfig, PlatformSpec, SchedPolicy, UnitSpec,
     DEFAULT_EPOCH,
@@ -63,15 +63,17 @@ fn coordination_on_the_real_cgroup1_kernel() {
     let cpu = |g: &str, f: &str| read(&paths.cpu.join(&root).join(g).join(f));
     // The platform cap: 0.1 each, the rest by CPUs.
     let b_share = 0.1 + 0.8 * b_cpus.len() as f64 / online.len() as f64;
-    // Over the 10 ms period of the islands' caps (`cap_period`).
-    assert_eq!(cpu("a", "cpu.cfs_period_us"), "10000");
-    assert_eq!(cpu("b", "cpu.cfs_period_us"), "10000");
+    // Over the period of the islands' caps (`cap_period`).
+    let period = u64::try_from(CoordConfig::default().cap_period.as_micros()).unwrap();
+    assert_eq!(cpu("a", "cpu.cfs_period_us"), period.to_string());
+    assert_eq!(cpu("b", "cpu.cfs_period_us"), period.to_string());
     let a_quota: i64 = cpu("a", "cpu.cfs_quota_us").parse().unwrap();
     let b_quota: i64 = cpu("b", "cpu.cfs_quota_us").parse().unwrap();
-    assert_eq!(a_quota + b_quota, 10_000, "the sum is the cap");
+    let period = i64::try_from(period).unwrap();
+    assert_eq!(a_quota + b_quota, period, "the sum is the cap");
     assert_eq!(
         b_quota,
-        atoll_core::num::saturating_i64((b_share * 10_000.0).round())
+        atoll_core::num::saturating_i64((b_share * period as f64).round())
     );
     // A tune writes the unit's shares.
     let tune = Message::Tune {

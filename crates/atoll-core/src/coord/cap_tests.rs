@@ -5,8 +5,13 @@ use super::*;
 
 /// Islands a (4 CPUs), b (2), c (2).
 fn abc() -> PlatformManager {
+    abc_with(CoordConfig::default())
+}
+
+/// Islands a (4 CPUs), b (2), c (2) under `cfg`.
+fn abc_with(cfg: CoordConfig) -> PlatformManager {
     PlatformManager::new(
-        CoordConfig::default(),
+        cfg,
         vec![
             fair("a", "0-3", &["ua"]),
             fair("b", "4-5", &["ub"]),
@@ -55,18 +60,27 @@ fn a_platform_cap_is_split_by_cpus_and_adds_up_exactly() {
         .is_empty());
 }
 
-/// Feeds `usage` at every 30 ms epoch from `from` until the cap moves or
-/// a window closes (`cap_interval` after its first sample); returns the
-/// writes of that last call and the next epoch.
+/// The daemon's default epoch, ms: how often the tests feed samples.
+const EPOCH: u64 = 30;
+
+/// Whether the window being gathered is empty: the last call closed one
+/// (or none has begun).
+fn window_closed(p: &PlatformManager) -> bool {
+    p.cap.as_ref().is_none_or(|c| c.window.since.is_none())
+}
+
+/// Feeds `usage` at every epoch from `from` until a window closes, at its
+/// end (`cap_interval`) or early (grant on demand); returns the writes of
+/// that last call and the next epoch. Every sample of the window it closes
+/// is `usage`, whatever `cap_period` and `cap_interval` are.
 fn window(p: &mut PlatformManager, from: u64, usage: &[(&str, f64, bool)]) -> (Vec<Effect>, u64) {
     let usage: Vec<(Name, f64, bool)> = usage.iter().map(|(i, u, t)| (n(i), *u, *t)).collect();
-    let interval = u64::try_from(p.config().cap_interval.as_millis()).unwrap();
+    assert!(window_closed(p), "a window from before {from} ms is open");
     let mut t = from;
     loop {
         let out = p.rebalance(ms(t), &usage).unwrap();
-        let closed = t - from >= interval;
-        t += 30;
-        if closed || !out.is_empty() {
+        t += EPOCH;
+        if window_closed(p) {
             return (out, t);
         }
     }
@@ -147,7 +161,17 @@ fn a_throttled_island_on_its_minimum_gets_at_least_the_minimum() {
 
 #[test]
 fn a_move_smaller_than_the_dead_band_is_not_written() {
-    let mut p = abc();
+    // Whatever the period (so whether the windows close early or not).
+    for period in [5, 10, 20, 50, 150] {
+        dead_band(CoordConfig {
+            cap_period: ms(period),
+            ..CoordConfig::default()
+        });
+    }
+}
+
+fn dead_band(cfg: CoordConfig) {
+    let mut p = abc_with(cfg);
     p.set_cpu_cap(4.0).unwrap();
     window(&mut p, 0, &[("a", 0.5, false), ("b", 1.025, true)]);
     assert_eq!(caps(&p), [0.975, 2.0, 1.025]);
@@ -174,12 +198,14 @@ fn a_move_smaller_than_the_dead_band_is_not_written() {
 fn a_throttled_sample_anywhere_in_the_window_counts() {
     // At a 30 ms epoch and a 100 ms CFS period, a group throttled early in
     // a period shows no new throttling and little use later in it: the
-    // window must not take it for idle.
+    // window must not take it for idle. (A window that begins with the
+    // cap cannot close early: the cap's setting is the last move.)
     let mut p = abc();
     p.set_cpu_cap(4.0).unwrap();
     let mut t = 0;
     let mut out = Vec::new();
-    for k in 0..8 {
+    let mut k = 0;
+    while k == 0 || !window_closed(&p) {
         let b = if k % 3 == 0 {
             (2.0, true)
         } else {
@@ -195,8 +221,10 @@ fn a_throttled_sample_anywhere_in_the_window_counts() {
                 ],
             )
             .unwrap();
-        t += 30;
+        t += EPOCH;
+        k += 1;
     }
+    assert_eq!(k, 8, "the window is {} epochs", k);
     // b, throttled in 3 of 8 samples, takes all it can (2 CPUs); what it
     // cannot use goes back to a.
     assert!(!out.is_empty());
@@ -244,14 +272,29 @@ fn the_phased_workload_moves_the_cap_once_per_phase() {
     assert_eq!(writes, [2, 2, 2]);
 }
 
+/// Milliseconds of a duration (the tests' durations are whole ms).
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap()
+}
+
 #[test]
 fn a_throttled_island_gets_the_slack_at_once_then_the_cap_holds_a_window() {
+    // The rule for any period: the first epoch at which the window spans
+    // two periods, or the window's end if that comes first.
+    for period in [5, 10, 20, 50, 150] {
+        let cfg = CoordConfig {
+            cap_period: ms(period),
+            ..CoordConfig::default()
+        };
+        slack_at_once(cfg);
+    }
+}
+
+fn slack_at_once(cfg: CoordConfig) {
+    let (period, interval) = (millis(cfg.cap_period), millis(cfg.cap_interval));
     // Two islands of 4 CPUs under a cap of 4, quiet for a second.
-    let mut p = PlatformManager::new(
-        CoordConfig::default(),
-        vec![fair("A", "0-3", &[]), fair("B", "4-7", &[])],
-    )
-    .unwrap();
+    let mut p =
+        PlatformManager::new(cfg, vec![fair("A", "0-3", &[]), fair("B", "4-7", &[])]).unwrap();
     p.set_cpu_cap(4.0).unwrap();
     let names = [n("A"), n("B")];
     let feed = |p: &mut PlatformManager, t: u64, a: (f64, bool), b: (f64, bool)| {
@@ -259,42 +302,48 @@ fn a_throttled_island_gets_the_slack_at_once_then_the_cap_holds_a_window() {
             .unwrap()
     };
     let mut t = 0;
-    while t < 1000 {
+    while t < 1000 || !window_closed(&p) {
         assert!(feed(&mut p, t, (0.0, false), (0.0, false)).is_empty());
-        t += 30;
+        t += EPOCH;
     }
-    // B throttled, A idle: the move comes by the second throttled epoch
-    // (once the window spans two 10 ms periods), not at the window's end.
-    let mut out = feed(&mut p, t, (0.0, false), (2.0, true));
-    if out.is_empty() {
-        t += 30;
-        out = feed(&mut p, t, (0.0, false), (2.0, true));
-    }
+    // B throttled, A idle, from the first sample of a window: the move
+    // comes once the window spans two periods, not at the window's end.
+    let start = t;
+    let due = (2 * period).min(interval).div_ceil(EPOCH) * EPOCH;
+    let out = loop {
+        let out = feed(&mut p, t, (0.0, false), (2.0, true));
+        if !out.is_empty() {
+            break out;
+        }
+        assert!(t - start < due, "no move {} ms into the window", t - start);
+        t += EPOCH;
+    };
+    assert_eq!(t - start, due, "period {period} ms");
     assert_eq!(out.len(), 2, "{out:?}");
     apply_in_order(&[2000, 2000], &names, &out, 4000);
     assert_eq!(caps(&p), [0.1, 3.9]);
     let moved_at = t;
     // Now A wakes and is throttled at once: no move before the last one
     // is `cap_interval` old, then one, with both sides sharing.
-    let mut t = moved_at + 30;
+    let mut t = moved_at + EPOCH;
     let mut next = Vec::new();
     while next.is_empty() {
         next = feed(&mut p, t, (0.1, true), (3.9, true));
         assert!(
-            next.is_empty() || t - moved_at >= 200,
+            next.is_empty() || t - moved_at >= interval,
             "moved again after {} ms: {next:?}",
             t - moved_at
         );
-        t += 30;
+        t += EPOCH;
     }
     apply_in_order(&[100, 3900], &names, &next, 4000);
     assert_eq!(caps(&p), [2.0, 2.0]);
 }
 
 #[test]
-fn the_islands_caps_take_a_ten_millisecond_period_by_default() {
+fn the_islands_caps_take_a_twenty_millisecond_period_by_default() {
     let c = CoordConfig::default();
-    assert_eq!(c.cap_period, Duration::from_millis(10));
+    assert_eq!(c.cap_period, Duration::from_millis(20));
     for (ms, ok) in [(0u64, false), (1, true), (1000, true), (1001, false)] {
         let cfg = CoordConfig {
             cap_period: Duration::from_millis(ms),
@@ -355,11 +404,14 @@ proptest! {
     /// cap, the writes of a move (cuts first) never take the caps in force
     /// above it in between, no island drops below `cap_min`, an island
     /// grows only when it was throttled (up to its CPUs) or to take back
-    /// what it had, and windows shorter than `cap_interval` move nothing.
+    /// what it had, and a window closes (and may move) exactly when the
+    /// rule says: at `cap_interval`, or early by grant on demand, for any
+    /// `cap_period`.
     #[test]
     fn island_caps_always_sum_to_the_platform_cap(
         sizes in prop::collection::vec(1u32..5, 2..6),
         frac in 0.0f64..1.0,
+        period in 1u64..150,
         steps in prop::collection::vec(
             prop::collection::vec((0.0f64..5.0, any::<bool>(), any::<bool>()), 6),
             1..60,
@@ -375,7 +427,12 @@ proptest! {
                 fair(&format!("i{i}"), &cpus, &[])
             })
             .collect();
-        let mut p = PlatformManager::new(CoordConfig::default(), islands).unwrap();
+        let cfg = CoordConfig {
+            cap_period: ms(period),
+            ..CoordConfig::default()
+        };
+        let interval = millis(cfg.cap_interval);
+        let mut p = PlatformManager::new(cfg, islands).unwrap();
         let names: Vec<Name> = p.islands().iter().map(|c| c.name().clone()).collect();
         let all: u32 = sizes.iter().sum();
         let min = 0.1 * sizes.len() as f64;
@@ -387,7 +444,7 @@ proptest! {
         let mut last_move = 0;
         let mut throttled = vec![false; sizes.len()];
         for (k, step) in steps.iter().enumerate() {
-            let now = 30 * k as u64;
+            let now = EPOCH * k as u64;
             let before: Vec<u64> = p.islands().iter().map(|c| c.cap_milli().unwrap()).collect();
             let usage: Vec<(Name, f64, bool)> = step
                 .iter()
@@ -402,11 +459,13 @@ proptest! {
             }
             let start = *since.get_or_insert(now);
             let out = p.rebalance(ms(now), &usage).unwrap();
-            // A window closes after 200 ms, or at once (two 10 ms periods
-            // in) on a throttled sample when the last move is 200 ms old.
+            // A window closes after `cap_interval`, or at once on a
+            // throttled sample once it spans two periods and the last move
+            // (the cap's setting at first) is `cap_interval` old.
             let throttled_now = usage.iter().any(|(_, _, t)| *t);
-            let early = throttled_now && now - last_move >= 200 && now - start >= 20;
-            let closed = now - start >= 200 || early;
+            let early = throttled_now && now - last_move >= interval && now - start >= 2 * period;
+            let closed = now - start >= interval || early;
+            prop_assert_eq!(closed, window_closed(&p), "window at {} ms from {} ms", now, start);
             if !out.is_empty() {
                 last_move = now;
             }

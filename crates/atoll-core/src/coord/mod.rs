@@ -115,7 +115,7 @@
 //!     [`Property::PlatformCpuCap`] or [`PlatformManager::set_cpu_cap`]) is
 //!     split among islands: `cap_min` each, the rest in proportion to their
 //!     own CPUs, in thousandths of a CPU so the sum is exact.
-//!     The islands' `cpu.max` use a CFS period of `cap_period` (10 ms),
+//!     The islands' `cpu.max` use a CFS period of `cap_period` (20 ms),
 //!     so no span of time sees a group run more than one quota above its
 //!     cap. [`PlatformManager::rebalance`] gathers each island's usage and
 //!     whether it was throttled over a window of `cap_interval` (200 ms),
@@ -221,8 +221,8 @@ pub struct CoordConfig {
     /// CFS period of the islands' caps (1 ms..=1 s, the kernel's bounds).
     /// Within any span of time a group can run at most one quota above
     /// its cap (the period it started in), so a short period bounds what
-    /// a 1 s window can see above the cap: 4 CPUs over 10 ms periods let
-    /// a 1 s window see at most 4.04.
+    /// a 1 s window can see above the cap: 4 CPUs over 20 ms periods let
+    /// a 1 s window see at most 4.08.
     pub cap_period: Duration,
 }
 
@@ -245,7 +245,7 @@ impl Default for CoordConfig {
             cap_deadband: 0.1,
             cap_min: 0.1,
             cap_headroom: 0.1,
-            cap_period: Duration::from_millis(10),
+            cap_period: Duration::from_millis(20),
         }
     }
 }
