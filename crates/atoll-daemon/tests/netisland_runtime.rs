@@ -9,19 +9,17 @@
 
 mod common;
 
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use atoll_core::clock::ManualClock;
-use atoll_core::spec::PlatformSpec;
 use atoll_daemon::controller::Controller;
-use atoll_daemon::netisland::NetIslands;
-use atoll_net::{FakeNet, NetBackend, Steering};
+use atoll_net::FakeNet;
 use atoll_proto::runtime::{NetClassSettings, UnitSettings};
 use atoll_proto::{ErrorCode, Request};
 use atoll_sim::SimPlatform;
 
-use crate::common::sim::{ask, controller_saving, reply, topo8, user, ROOT};
+use crate::common::net::{daemon, fakes, root_of, spec, why};
+use crate::common::sim::{ask, reply, topo8, user, ROOT};
 
 const CONFIG: &str = r#"
 [host]
@@ -41,31 +39,6 @@ rate_mbit = 10
 [network.wire.units.api]
 share = 300
 "#;
-
-fn spec(config: &str) -> PlatformSpec {
-    atoll_config::parse(config, "test.toml", &topo8()).unwrap()
-}
-
-fn daemon(
-    sim: &SimPlatform,
-    config: &str,
-    fake: &Arc<Mutex<FakeNet>>,
-    sys: &Path,
-    state: &Path,
-) -> Controller {
-    let spec = spec(config);
-    let net = NetIslands::new(
-        Box::new(Arc::clone(fake)),
-        Steering::new(sys, sys),
-        &spec,
-        1.25,
-    )
-    .unwrap();
-    let mut c = controller_saving(sim, spec, topo8(), Some(state.to_path_buf()));
-    c.set_network(net);
-    c.start().unwrap();
-    c
-}
 
 fn add(unit: &str, class: Option<NetClassSettings>) -> Request {
     Request::UnitAdd {
@@ -103,14 +76,6 @@ fn tree(fake: &Arc<Mutex<FakeNet>>) -> Vec<(u16, u64)> {
     plan.classes.iter().map(|c| (c.minor, c.ceil_bps)).collect()
 }
 
-fn why(c: &Controller, key: &str) -> Vec<String> {
-    c.decisions()
-        .query(Some(key), 200)
-        .iter()
-        .map(ToString::to_string)
-        .collect()
-}
-
 fn refused(r: atoll_proto::ResponseEnvelope) -> (ErrorCode, String) {
     let e = r.err.expect("a refusal");
     (e.code, e.message)
@@ -120,9 +85,7 @@ fn refused(r: atoll_proto::ResponseEnvelope) -> (ErrorCode, String) {
 fn a_run_time_unit_gets_its_class_keeps_it_across_reload_and_crash_and_loses_it_with_the_unit() {
     let (sys, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     std::fs::create_dir_all(sys.path().join("class/net/v0/queues")).unwrap();
-    let mut fake = FakeNet::new();
-    fake.add_iface("v0", "noqueue");
-    let fake = Arc::new(Mutex::new(fake));
+    let fake = fakes(&[("v0", "noqueue")]);
     let sim = SimPlatform::new(topo8(), "atoll-netrt", ManualClock::new());
     let mut c = daemon(&sim, CONFIG, &fake, sys.path(), state.path());
     assert_eq!(tree(&fake).len(), 2, "default and api");
@@ -207,9 +170,5 @@ fn a_run_time_unit_gets_its_class_keeps_it_across_reload_and_crash_and_loses_it_
     let mut c = daemon(&sim, &changed, &fake, sys.path(), state.path());
     assert_eq!(classes(&mut c).len(), 2);
     c.teardown().unwrap();
-    let root = fake.lock().unwrap().root_qdisc("v0").unwrap();
-    assert_eq!(
-        (root.kind.as_str(), root.handle.as_str()),
-        ("noqueue", "0:")
-    );
+    assert_eq!(root_of(&fake, "v0"), ("noqueue".into(), "0:".into()));
 }

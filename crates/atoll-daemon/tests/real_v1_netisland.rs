@@ -217,6 +217,7 @@ fn adopt(c: &mut Controller, unit: &str, pid: u32) {
             unit: unit.into(),
             pid,
             island: None,
+            network: None,
         },
     );
 }

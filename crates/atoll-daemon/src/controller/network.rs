@@ -10,7 +10,7 @@ use atoll_core::decision::Reason;
 use atoll_core::netisland::{NetUnitSetup, DEFAULT_PRIO, DEFAULT_SHARE};
 use atoll_core::plan::GroupPath;
 use atoll_core::Name;
-use atoll_proto::runtime::NetClassSettings;
+use atoll_proto::runtime::{NetClassSettings, UnitSettings};
 
 use super::{monitor, Controller};
 use crate::netisland::{GroupDir, RuntimeClass, RuntimeClassError};
@@ -56,6 +56,19 @@ impl Controller {
         self.warnings.extend(warnings);
     }
 
+    /// The class a request's settings give run-time unit `unit` (see
+    /// [`Self::runtime_class`]); `clear_network` with a class is refused.
+    pub(super) fn settings_class(
+        &self,
+        unit: &Name,
+        settings: &UnitSettings,
+    ) -> Result<Option<RuntimeClass>, RuntimeClassError> {
+        if settings.clear_network && settings.network.is_some() {
+            return Err(RuntimeClassError::ClassAndClear);
+        }
+        self.runtime_class(unit, settings.network.as_ref())
+    }
+
     /// The class `asked` (a request's `settings.network`) gives run-time
     /// unit `unit`, checked against its network island (`None`: none
     /// asked). Its defaults are the config's (`share` 100, `prio` 3, the
@@ -85,9 +98,15 @@ impl Controller {
 
     /// Whether run-time unit `unit` has a network class.
     pub(super) fn has_runtime_class(&self, unit: &Name) -> bool {
+        self.runtime_class_of(unit).is_some()
+    }
+
+    /// Run-time unit `unit`'s network class.
+    pub(super) fn runtime_class_of(&self, unit: &Name) -> Option<&RuntimeClass> {
         self.net
-            .as_ref()
-            .is_some_and(|n| n.runtime_classes().any(|c| &c.class.name == unit))
+            .as_ref()?
+            .runtime_classes()
+            .find(|c| &c.class.name == unit)
     }
 
     /// Gives run-time unit `unit` the class `class` (checked by
