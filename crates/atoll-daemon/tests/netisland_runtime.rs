@@ -172,3 +172,155 @@ fn a_run_time_unit_gets_its_class_keeps_it_across_reload_and_crash_and_loses_it_
     c.teardown().unwrap();
     assert_eq!(root_of(&fake, "v0"), ("noqueue".into(), "0:".into()));
 }
+
+fn adopt(unit: &str, pid: u32, class: Option<NetClassSettings>) -> Request {
+    Request::Adopt {
+        unit: unit.into(),
+        pid,
+        island: Some("work".into()),
+        network: class,
+    }
+}
+
+#[test]
+fn adopt_into_a_new_unit_gives_the_class_unit_set_takes_it_off_and_the_dump_keeps_it() {
+    let (sys, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    std::fs::create_dir_all(sys.path().join("class/net/v0/queues")).unwrap();
+    let fake = fakes(&[("v0", "noqueue")]);
+    let sim = SimPlatform::new(topo8(), "atoll-netrt2", ManualClock::new());
+    let mut c = daemon(&sim, CONFIG, &fake, sys.path(), state.path());
+    let (p1, p2, mine) = (
+        sim.spawn("a", 0, None),
+        sim.spawn("b", 0, None),
+        sim.spawn("c", 1000, None),
+    );
+
+    // Refused before anything changes: a user's class, an unknown island.
+    let (code, msg) = refused(ask(
+        &mut c,
+        user(1000),
+        adopt("job", mine, Some(class("wire", None))),
+    ));
+    assert_eq!(code, ErrorCode::PermissionDenied, "{msg}");
+    assert!(msg.contains("only root may"), "{msg}");
+    let (code, msg) = refused(ask(
+        &mut c,
+        ROOT,
+        adopt("job", p1, Some(class("air", None))),
+    ));
+    assert_eq!(code, ErrorCode::BadRequest);
+    assert!(msg.contains("\"air\" is not configured"), "{msg}");
+    assert!(c.registry().unit("job").is_none());
+    assert_eq!(tree(&fake).len(), 2);
+
+    // `atoll run`/`adopt` into a new unit: the unit and its class, by the
+    // same path as `unit add` (the same decision, the request as reason).
+    reply(ask(
+        &mut c,
+        ROOT,
+        adopt("job", p1, Some(class("wire", Some(200)))),
+    ));
+    assert_eq!(
+        classes(&mut c)[2],
+        ("1:11".into(), Some("job".into()), 200, 5_000_000)
+    );
+    assert_eq!(tree(&fake)[2], (0x11, 5_000_000));
+    let log = why(&c, "wire");
+    assert!(
+        log.iter().any(
+            |d| d.contains("run-time unit job: class 1:11 added (share 200")
+                && d.contains("adopt pid")
+                && d.contains("with network wire share 200")
+        ),
+        "{log:#?}"
+    );
+    // Into the unit again with the class it has: fine; with another: no.
+    reply(ask(
+        &mut c,
+        ROOT,
+        adopt("job", p2, Some(class("wire", Some(200)))),
+    ));
+    let (code, msg) = refused(ask(
+        &mut c,
+        ROOT,
+        adopt("job", p2, Some(class("wire", Some(300)))),
+    ));
+    assert_eq!(code, ErrorCode::BadRequest);
+    assert!(
+        msg.contains("unit job exists with a class on network island wire (share 200")
+            && msg.contains("atoll unit set job --net-island"),
+        "{msg}"
+    );
+    assert_eq!(classes(&mut c)[2].2, 200);
+
+    // The dump writes the class in the island's table; loaded by another
+    // daemon, it gives the same classes.
+    let Some(atoll_proto::Reply::Config { toml }) = ask(&mut c, ROOT, Request::ConfigDump {}).ok
+    else {
+        panic!("no dump")
+    };
+    assert!(toml.contains("[network.wire.units.job]"), "{toml}");
+    let dumped = spec(&toml);
+    let wire = &dumped.network[0];
+    let job = wire
+        .units
+        .iter()
+        .find(|u| u.name.as_str() == "job")
+        .unwrap();
+    assert_eq!(
+        (job.share, job.ceil_bps, job.prio),
+        (200, Some(5_000_000), 1)
+    );
+    let (sys2, state2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    std::fs::create_dir_all(sys2.path().join("class/net/v0/queues")).unwrap();
+    let fake2 = fakes(&[("v0", "noqueue")]);
+    let sim2 = SimPlatform::new(topo8(), "atoll-netrt3", ManualClock::new());
+    let mut reloaded = daemon(&sim2, &toml, &fake2, sys2.path(), state2.path());
+    assert_eq!(classes(&mut reloaded), classes(&mut c));
+    assert_eq!(tree(&fake2), tree(&fake));
+    reloaded.teardown().unwrap();
+
+    // Taken off a unit that stays: the tree without it, a decision, the
+    // state file without it (a crash brings no class back), the dump too.
+    let clear = Request::UnitSet {
+        unit: "job".into(),
+        settings: UnitSettings {
+            clear_network: true,
+            ..Default::default()
+        },
+    };
+    let both = Request::UnitSet {
+        unit: "job".into(),
+        settings: UnitSettings {
+            clear_network: true,
+            network: Some(class("wire", None)),
+            ..Default::default()
+        },
+    };
+    let (code, msg) = refused(ask(&mut c, ROOT, both));
+    assert_eq!(code, ErrorCode::BadRequest);
+    assert!(msg.contains("clear_network together"), "{msg}");
+    reply(ask(&mut c, ROOT, clear));
+    assert!(c.registry().unit("job").is_some());
+    assert_eq!(classes(&mut c).len(), 2);
+    assert_eq!(tree(&fake).len(), 2);
+    let log = why(&c, "wire");
+    assert!(
+        log.iter()
+            .any(|d| d.contains("run-time unit job: class 1:11 removed")
+                && d.contains("set unit job: network none")),
+        "{log:#?}"
+    );
+    let Some(atoll_proto::Reply::Config { toml }) = ask(&mut c, ROOT, Request::ConfigDump {}).ok
+    else {
+        panic!("no dump")
+    };
+    assert!(!toml.contains("[network.wire.units.job]"), "{toml}");
+    assert!(toml.contains("[unit.job]"), "{toml}");
+    drop(c);
+    let mut c = daemon(&sim, CONFIG, &fake, sys.path(), state.path());
+    assert!(c.registry().unit("job").is_some());
+    assert_eq!(classes(&mut c).len(), 2);
+    c.teardown().unwrap();
+    assert_eq!(root_of(&fake, "v0"), ("noqueue".into(), "0:".into()));
+}
