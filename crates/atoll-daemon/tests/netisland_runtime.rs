@@ -19,7 +19,7 @@ use atoll_proto::{ErrorCode, Request};
 use atoll_sim::SimPlatform;
 
 use crate::common::net::{daemon, fakes, root_of, spec, why};
-use crate::common::sim::{ask, reply, topo8, user, ROOT};
+use crate::common::sim::{ask, epochs, reply, topo8, user, ROOT};
 
 const CONFIG: &str = r#"
 [host]
@@ -323,4 +323,67 @@ fn adopt_into_a_new_unit_gives_the_class_unit_set_takes_it_off_and_the_dump_keep
     assert_eq!(classes(&mut c).len(), 2);
     c.teardown().unwrap();
     assert_eq!(root_of(&fake, "v0"), ("noqueue".into(), "0:".into()));
+}
+
+/// An application registered by a process of a unit with a class: its
+/// unit (`app-<id>`) gets a class of its own with that unit's share,
+/// ceiling and prio on the same island, once it exists; the class goes
+/// with the application. An application from a unit without a class gets
+/// none.
+#[test]
+fn an_applications_unit_takes_the_class_of_the_unit_it_registered_from() {
+    let config = format!(
+        "{CONFIG}
+[recipe.r]
+[[recipe.r.mode]]
+id = 0
+value = 1.0
+cpu_quota = 1.0
+"
+    );
+    let (sys, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    std::fs::create_dir_all(sys.path().join("class/net/v0/queues")).unwrap();
+    let fake = fakes(&[("v0", "noqueue")]);
+    let sim = SimPlatform::new(topo8(), "atoll-netrt4", ManualClock::new());
+    let mut c = daemon(&sim, &config, &fake, sys.path(), state.path());
+    let (p1, p2) = (sim.spawn("a", 0, None), sim.spawn("b", 0, None));
+    reply(ask(
+        &mut c,
+        ROOT,
+        adopt("job", p1, Some(class("wire", Some(200)))),
+    ));
+    reply(ask(&mut c, ROOT, adopt("plain", p2, None)));
+    let register = |pid| Request::AppRegister {
+        recipe: atoll_proto::apps::RecipeRef::Named("r".into()),
+        pid: Some(pid),
+    };
+    let app = match reply(ask(&mut c, ROOT, register(p1))) {
+        atoll_proto::Reply::AppRegistered { app, .. } => app,
+        other => panic!("{other:?}"),
+    };
+    let other = match reply(ask(&mut c, ROOT, register(p2))) {
+        atoll_proto::Reply::AppRegistered { app, .. } => app,
+        other => panic!("{other:?}"),
+    };
+    epochs(&sim, &mut c, 20);
+    let unit = format!("app-{app}");
+    assert!(c.registry().unit(&unit).is_some(), "the app runs in {unit}");
+    assert!(c.registry().unit(&format!("app-{other}")).is_some());
+    let now = classes(&mut c);
+    assert_eq!(now.len(), 4, "default, api, job and the app: {now:?}");
+    assert_eq!(now[3], ("1:12".into(), Some(unit.clone()), 200, 5_000_000));
+    let log = why(&c, "wire");
+    assert!(
+        log.iter().any(|d| d.contains(&format!(
+            "run-time unit {unit}: class 1:12 added (share 200"
+        )) && d.contains("from unit job, whose network class its unit takes")),
+        "{log:#?}"
+    );
+    // Done: the unit goes, and its class with it.
+    reply(ask(&mut c, ROOT, Request::AppDone { app }));
+    epochs(&sim, &mut c, 20);
+    assert!(c.registry().unit(&unit).is_none());
+    assert_eq!(classes(&mut c).len(), 3);
+    assert_eq!(tree(&fake).len(), 3);
+    c.teardown().unwrap();
 }

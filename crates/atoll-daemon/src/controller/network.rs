@@ -132,6 +132,58 @@ impl Controller {
         self.save_network();
     }
 
+    /// Applications' units take the network class of the unit their
+    /// process was in when it registered (`atoll run --unit job
+    /// --net-island wire -- app`: the app's traffic keeps job's share,
+    /// ceiling and prio), as a run-time class of their own on that island,
+    /// given once their unit exists (the class goes with the unit). A
+    /// refusal (no class minor left) is a status warning.
+    fn inherit_app_classes(&mut self) {
+        let Some(net) = &self.net else {
+            return;
+        };
+        let mut give = Vec::new();
+        for app in self.apps.list.values() {
+            let Some(from) = &app.came_from else {
+                continue;
+            };
+            let unit = crate::apps::unit_name(app.id);
+            let exists = self
+                .reg
+                .unit(unit.as_str())
+                .is_some_and(|(_, o)| o == atoll_proto::UnitOrigin::Runtime);
+            if !exists || net.class_of(&unit).is_some() {
+                continue;
+            }
+            let Some(mut class) = net.class_of(from) else {
+                continue;
+            };
+            class.class.name = unit;
+            let why = Reason::Api {
+                uid: app.uid,
+                request: format!(
+                    "register application {} (pid {}) from unit {from}, whose network class its unit takes",
+                    app.recipe.name, app.pid
+                ),
+            };
+            give.push((class, why));
+        }
+        for (class, why) in give {
+            let unit = class.class.name.clone();
+            if let Err(e) = self.net.as_ref().map_or(Ok(()), |n| {
+                n.check_runtime_class(class.island.as_str(), &class.class)
+            }) {
+                // Once: the app's unit is not tried again until it changes.
+                let w = format!("unit {unit}: network class not given: {e}");
+                if !self.warnings.contains(&w) {
+                    self.warnings.push(w);
+                }
+                continue;
+            }
+            self.give_runtime_class(&unit, Some(class), &why);
+        }
+    }
+
     /// Saves what the network islands found on their interfaces in the
     /// state file, at once (before anything else can fail), when it
     /// changed.
@@ -204,6 +256,7 @@ impl Controller {
             return;
         }
         self.sync_net_overlays(now);
+        self.inherit_app_classes();
         // Unit groups made since (or not yet classified) get their class.
         self.classify_units(now, &Reason::Config);
         let Some(net) = self.net.as_mut() else {

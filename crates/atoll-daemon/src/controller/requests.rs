@@ -553,6 +553,10 @@ impl Controller {
                     .capacities(kit.p.reg.spec(), kit.topo, kit.island_cpus);
                 let reg = &*kit.p.reg;
                 let taken = |name: &str| reg.unit(name).is_some();
+                let unit_of = |pid: u32| {
+                    let group = &reg.managed(pid)?.group;
+                    reg.unit_at(group).map(|u| u.name.clone())
+                };
                 let r = crate::apps::Registering {
                     procs: kit.p.procs,
                     spec: reg.spec(),
@@ -560,6 +564,7 @@ impl Controller {
                     self_pid: self.opts.self_pid,
                     taken: &taken,
                     now,
+                    unit_of: &unit_of,
                 };
                 self.apps.register(caller, recipe, pid, &r)
             }

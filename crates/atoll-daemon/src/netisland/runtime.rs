@@ -75,6 +75,19 @@ impl NetIslands {
         self.runtime.iter()
     }
 
+    /// The class unit `unit` has, configured (a `[network.NAME.units.UNIT]`
+    /// table) or given at run time, on the first island that has one.
+    pub fn class_of(&self, unit: &Name) -> Option<RuntimeClass> {
+        let configured = self.islands.iter().find_map(|(setup, _)| {
+            let class = setup.units.iter().find(|u| &u.name == unit)?;
+            Some(RuntimeClass {
+                island: setup.name.clone(),
+                class: class.clone(),
+            })
+        });
+        configured.or_else(|| self.runtime.iter().find(|c| &c.class.name == unit).cloned())
+    }
+
     /// Writes the run-time classes into `spec`'s network islands as their
     /// units' tables (`[network.NAME.units.UNIT]`), for `atoll config
     /// dump`: those whose unit `spec` declares (the dump's run-time units;
