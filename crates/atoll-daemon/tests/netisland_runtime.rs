@@ -328,8 +328,8 @@ fn adopt_into_a_new_unit_gives_the_class_unit_set_takes_it_off_and_the_dump_keep
 /// An application registered by a process of a unit with a class: its
 /// unit (`app-<id>`) gets a class of its own with that unit's share,
 /// ceiling and prio on the same island, once it exists; the class goes
-/// with the application. An application from a unit without a class gets
-/// none.
+/// with the application. An application from a unit without a class, or
+/// a user's, gets none.
 #[test]
 fn an_applications_unit_takes_the_class_of_the_unit_it_registered_from() {
     let config = format!(
@@ -365,12 +365,24 @@ cpu_quota = 1.0
         atoll_proto::Reply::AppRegistered { app, .. } => app,
         other => panic!("{other:?}"),
     };
+    // A user's process in job: its application takes no class (root's).
+    let p3 = sim.spawn("c", 1000, None);
+    reply(ask(&mut c, ROOT, adopt("job", p3, None)));
+    let users = match reply(ask(&mut c, user(1000), register(p3))) {
+        atoll_proto::Reply::AppRegistered { app, .. } => app,
+        other => panic!("{other:?}"),
+    };
     epochs(&sim, &mut c, 20);
     let unit = format!("app-{app}");
     assert!(c.registry().unit(&unit).is_some(), "the app runs in {unit}");
     assert!(c.registry().unit(&format!("app-{other}")).is_some());
+    assert!(c.registry().unit(&format!("app-{users}")).is_some());
     let now = classes(&mut c);
-    assert_eq!(now.len(), 4, "default, api, job and the app: {now:?}");
+    assert_eq!(
+        now.len(),
+        4,
+        "default, api, job and root's app from job: {now:?}"
+    );
     assert_eq!(now[3], ("1:12".into(), Some(unit.clone()), 200, 5_000_000));
     let log = why(&c, "wire");
     assert!(

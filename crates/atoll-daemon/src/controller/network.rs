@@ -136,14 +136,17 @@ impl Controller {
     /// process was in when it registered (`atoll run --unit job
     /// --net-island wire -- app`: the app's traffic keeps job's share,
     /// ceiling and prio), as a run-time class of their own on that island,
-    /// given once their unit exists (the class goes with the unit). A
-    /// refusal (no class minor left) is a status warning.
+    /// given once their unit exists (the class goes with the unit). Only
+    /// root's applications: a class is root's to give, and a user's
+    /// applications registered from one classified unit would each take
+    /// its share again. A refusal (no class minor left) is a status
+    /// warning.
     fn inherit_app_classes(&mut self) {
         let Some(net) = &self.net else {
             return;
         };
         let mut give = Vec::new();
-        for app in self.apps.list.values() {
+        for app in self.apps.list.values().filter(|a| a.uid == 0) {
             let Some(from) = &app.came_from else {
                 continue;
             };
