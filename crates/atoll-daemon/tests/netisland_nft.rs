@@ -254,7 +254,7 @@ fn a_run_time_units_class_gets_a_rule_and_loses_it_with_the_class() {
     assert!(net.classify(t, &dirs, &Reason::Config, &mut log).is_empty());
     assert_eq!(
         runner.scripts.lock().unwrap().last().unwrap(),
-        &script("atoll_atoll_t", &[api_rule.clone()])
+        &script("atoll_atoll_t", std::slice::from_ref(&api_rule))
     );
     let w = net
         .set_runtime_class(&job_name, Some(class), t, &Reason::Config, &mut log)
