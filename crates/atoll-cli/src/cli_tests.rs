@@ -256,3 +256,68 @@ fn overlay_add_and_set_take_a_power_cap_in_watts() {
         ErrorKind::ValueValidation
     );
 }
+
+#[test]
+fn run_and_adopt_take_unit_adds_network_flags_and_unit_set_can_clear_the_class() {
+    use atoll_proto::runtime::NetClassSettings;
+
+    use crate::cmd_runtime::UnitCmd;
+
+    let wire = Some(NetClassSettings {
+        island: "wire".into(),
+        share: Some(200),
+        ceil_mbit: Some(5),
+        prio: Some(1),
+    });
+    let flags = ["--net-island", "wire", "--net-share", "200"];
+    let more = ["--net-ceil-mbit", "5", "--net-prio", "1"];
+    let mut run = vec!["run", "--unit", "job"];
+    run.extend(flags);
+    run.extend(more);
+    run.extend(["--", "sleep", "1"]);
+    match parse(&run).unwrap() {
+        Cmd::Run { net, command, .. } => {
+            assert_eq!(net.class(), wire);
+            assert_eq!(command, ["sleep", "1"]);
+        }
+        other => panic!("parsed as {other:?}"),
+    }
+    let mut adopt = vec!["adopt", "--unit", "job", "--pid", "42"];
+    adopt.extend(flags);
+    adopt.extend(more);
+    match parse(&adopt).unwrap() {
+        Cmd::Adopt { net, pid, .. } => {
+            assert_eq!(net.class(), wire);
+            assert_eq!(pid, 42);
+        }
+        other => panic!("parsed as {other:?}"),
+    }
+    // The same flags as `unit add`, the same settings.
+    let mut add = vec!["unit", "add", "job"];
+    add.extend(flags);
+    add.extend(more);
+    match parse(&add).unwrap() {
+        Cmd::Unit(UnitCmd::Add { flags, .. }) => assert_eq!(flags.settings().network, wire),
+        other => panic!("parsed as {other:?}"),
+    }
+    // A share without an island, or a class and its removal, are refused.
+    assert_eq!(
+        refused(&["run", "--unit", "j", "--net-share", "5", "--", "true"]),
+        ErrorKind::MissingRequiredArgument
+    );
+    assert_eq!(
+        refused(&[
+            "unit",
+            "set",
+            "job",
+            "--no-net-class",
+            "--net-island",
+            "wire"
+        ]),
+        ErrorKind::ArgumentConflict
+    );
+    match parse(&["unit", "set", "job", "--no-net-class"]).unwrap() {
+        Cmd::Unit(UnitCmd::Set { no_net_class, .. }) => assert!(no_net_class),
+        other => panic!("parsed as {other:?}"),
+    }
+}

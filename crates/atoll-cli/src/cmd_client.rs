@@ -82,9 +82,10 @@ pub fn adopt(
     unit: &str,
     pid: u32,
     island: Option<&str>,
+    network: Option<atoll_proto::runtime::NetClassSettings>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let a = Client::connect(socket)?.adopt(unit, pid, island)?;
+    let a = Client::connect(socket)?.adopt_with_class(unit, pid, island, network)?;
     if json {
         print_json(&adopted_json(pid, &a))?;
         return Ok(ExitCode::SUCCESS);

@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 
 use anyhow::{bail, Context};
 use atoll_client::Client;
+use atoll_proto::runtime::NetClassSettings;
 
 /// The child to forward signals to (0: none yet). A signal handler can only
 /// reach a static.
@@ -39,6 +40,7 @@ pub fn run(
     socket: &Path,
     unit: &str,
     island: Option<&str>,
+    network: Option<NetClassSettings>,
     argv: &[String],
     json: bool,
 ) -> anyhow::Result<ExitCode> {
@@ -71,7 +73,7 @@ pub fn run(
     // SAFETY: closing our copy of the read end, a valid fd.
     unsafe { libc::close(gate_r) };
     let child_pid = u32::try_from(pid).expect("fork returned a positive pid in the parent");
-    let adopted = client.adopt(unit, child_pid, island);
+    let adopted = client.adopt_with_class(unit, child_pid, island, network);
     match adopted {
         Ok(a) if json => {
             eprintln!(

@@ -46,20 +46,9 @@ pub struct UnitFlags {
     /// `io.weight`, 1..=10000.
     #[arg(long)]
     pub io_weight: Option<u32>,
-    /// A class on network island NAME, as a `[network.NAME.units.UNIT]`
-    /// table gives one (root only; `unit set` replaces the class). Without
-    /// it the unit's traffic is in the island's default class.
-    #[arg(long, value_name = "NAME")]
-    pub net_island: Option<String>,
-    /// The class's share, 1..=10000 (default 100).
-    #[arg(long, requires = "net_island")]
-    pub net_share: Option<u32>,
-    /// The most the class may use, Mbit/s (default: the link rate).
-    #[arg(long, requires = "net_island")]
-    pub net_ceil_mbit: Option<u64>,
-    /// The class's priority for spare bandwidth, 0 (first) to 7 (default 3).
-    #[arg(long, requires = "net_island")]
-    pub net_prio: Option<u8>,
+    /// A class on a network island.
+    #[command(flatten)]
+    pub net: NetFlags,
 }
 
 impl UnitFlags {
@@ -74,13 +63,43 @@ impl UnitFlags {
             memory_high: self.memory_high,
             memory_max: self.memory_max,
             io_weight: self.io_weight,
-            network: self.net_island.as_ref().map(|island| NetClassSettings {
-                island: island.clone(),
-                share: self.net_share,
-                ceil_mbit: self.net_ceil_mbit,
-                prio: self.net_prio,
-            }),
+            network: self.net.class(),
+            clear_network: false,
         }
+    }
+}
+
+/// A unit's class on a network island, as a `[network.NAME.units.UNIT]`
+/// table gives one: `unit add|set`, and `atoll run` and `atoll adopt` when
+/// they make a new unit.
+#[derive(Debug, Clone, Default, Args)]
+pub struct NetFlags {
+    /// A class on network island NAME, as a `[network.NAME.units.UNIT]`
+    /// table gives one (root only; `unit set` replaces the class; `run` and
+    /// `adopt`: for a new unit, or the class an existing one has). Without
+    /// it the unit's traffic is in the island's default class.
+    #[arg(long, value_name = "NAME")]
+    pub net_island: Option<String>,
+    /// The class's share, 1..=10000 (default 100).
+    #[arg(long, requires = "net_island")]
+    pub net_share: Option<u32>,
+    /// The most the class may use, Mbit/s (default: the link rate).
+    #[arg(long, requires = "net_island")]
+    pub net_ceil_mbit: Option<u64>,
+    /// The class's priority for spare bandwidth, 0 (first) to 7 (default 3).
+    #[arg(long, requires = "net_island")]
+    pub net_prio: Option<u8>,
+}
+
+impl NetFlags {
+    /// The request's class, when `--net-island` is given.
+    pub fn class(&self) -> Option<NetClassSettings> {
+        self.net_island.as_ref().map(|island| NetClassSettings {
+            island: island.clone(),
+            share: self.net_share,
+            ceil_mbit: self.net_ceil_mbit,
+            prio: self.net_prio,
+        })
     }
 }
 
@@ -111,6 +130,10 @@ pub enum UnitCmd {
         name: String,
         #[command(flatten)]
         flags: UnitFlags,
+        /// Take the unit's network class away: its traffic goes back to
+        /// the island's default class.
+        #[arg(long, conflicts_with = "net_island")]
+        no_net_class: bool,
         /// Print the API's reply as JSON.
         #[arg(long)]
         json: bool,
@@ -303,13 +326,17 @@ pub fn unit(cmd: &UnitCmd) -> anyhow::Result<ExitCode> {
             socket,
             name,
             flags,
+            no_net_class,
             json,
         } => (
             socket,
             *json,
             Request::UnitSet {
                 unit: name.clone(),
-                settings: flags.settings(),
+                settings: UnitSettings {
+                    clear_network: *no_net_class,
+                    ..flags.settings()
+                },
             },
         ),
         UnitCmd::Rm { socket, name, json } => {

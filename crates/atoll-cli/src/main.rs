@@ -75,6 +75,9 @@ enum Cmd {
         /// Island for a new unit.
         #[arg(long)]
         island: Option<String>,
+        /// A network class for a new unit.
+        #[command(flatten)]
+        net: cmd_runtime::NetFlags,
         /// Say where the command runs as JSON (on standard error).
         #[arg(long)]
         json: bool,
@@ -95,6 +98,9 @@ enum Cmd {
         /// Island for a new unit.
         #[arg(long)]
         island: Option<String>,
+        /// A network class for a new unit.
+        #[command(flatten)]
+        net: cmd_runtime::NetFlags,
         /// Print JSON: {"pid", "unit", "island", "created"}.
         #[arg(long)]
         json: bool,
@@ -217,16 +223,32 @@ fn main() -> ExitCode {
             socket,
             unit,
             island,
+            net,
             json,
             command,
-        } => cmd_run::run(&socket.socket, &unit, island.as_deref(), &command, json),
+        } => cmd_run::run(
+            &socket.socket,
+            &unit,
+            island.as_deref(),
+            net.class(),
+            &command,
+            json,
+        ),
         Cmd::Adopt {
             socket,
             unit,
             pid,
             island,
+            net,
             json,
-        } => cmd_client::adopt(&socket.socket, &unit, pid, island.as_deref(), json),
+        } => cmd_client::adopt(
+            &socket.socket,
+            &unit,
+            pid,
+            island.as_deref(),
+            net.class(),
+            json,
+        ),
         Cmd::Why {
             socket,
             subject,

@@ -216,10 +216,24 @@ impl Client {
         pid: u32,
         island: Option<&str>,
     ) -> Result<Adopted, ClientError> {
+        self.adopt_with_class(unit, pid, island, None)
+    }
+
+    /// [`Self::adopt`], a new unit getting the network class `network`
+    /// (`unit add --net-island`'s; root only). A unit that exists must
+    /// have that class already.
+    pub fn adopt_with_class(
+        &mut self,
+        unit: &str,
+        pid: u32,
+        island: Option<&str>,
+        network: Option<atoll_proto::runtime::NetClassSettings>,
+    ) -> Result<Adopted, ClientError> {
         let request = Request::Adopt {
             unit: unit.to_string(),
             pid,
             island: island.map(str::to_string),
+            network,
         };
         match self.request(request)? {
             Reply::Adopted {

@@ -194,7 +194,8 @@ fn typed_calls_send_sequential_ids_and_decode_replies() {
         Request::Adopt {
             unit: "b2".into(),
             pid: 43,
-            island: Some("rt".into())
+            island: Some("rt".into()),
+            network: None,
         }
     );
 }

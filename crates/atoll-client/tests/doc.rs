@@ -52,6 +52,7 @@ fn every_request() -> Vec<Request> {
             unit: "u".into(),
             pid: 1,
             island: None,
+            network: None,
         },
         Request::Why {
             subject: None,

@@ -192,6 +192,22 @@ pub enum AdoptError {
         /// Where it is.
         group: GroupPath,
     },
+    /// The network class asked for cannot be given.
+    #[error("network class: {0}")]
+    NetClass(#[from] crate::netisland::RuntimeClassError),
+    /// Only root gives a unit a network class.
+    #[error("uid {0} may not give a unit a class on a network island: only root may (its share would come out of the configured units')")]
+    NetClassRootOnly(u32),
+    /// The unit exists with another network class (or none).
+    #[error("unit {unit} exists with {has}, not the class asked for ({asked}): `atoll unit set {unit} --net-island ...` changes a run-time unit's class")]
+    OtherNetClass {
+        /// The unit.
+        unit: String,
+        /// Its class, in words.
+        has: String,
+        /// The class asked for, in words.
+        asked: String,
+    },
     /// The process could not be moved.
     #[error("moving pid {pid} into {group}: {source}")]
     Move {

@@ -11,13 +11,11 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use atoll_core::clock::ManualClock;
-use atoll_core::spec::PlatformSpec;
-use atoll_daemon::controller::Controller;
-use atoll_daemon::netisland::NetIslands;
-use atoll_net::{FakeNet, NetBackend, Steering};
+use atoll_net::FakeNet;
 use atoll_sim::SimPlatform;
 
-use crate::common::sim::{controller_saving, topo8};
+use crate::common::net::{self, daemon, root_of, spec, why};
+use crate::common::sim::topo8;
 
 const BASE: &str = r#"
 [host]
@@ -43,10 +41,6 @@ tx_cpus = "1"
 share = 300
 "#;
 
-fn spec(config: &str) -> PlatformSpec {
-    atoll_config::parse(config, "test.toml", &topo8()).unwrap()
-}
-
 /// Fake interfaces `v0` and `v1`, each with one transmit queue.
 fn fake_sysfs(root: &Path) {
     for i in ["v0", "v1"] {
@@ -65,47 +59,8 @@ fn xps(root: &Path, iface: &str) -> String {
     .unwrap()
 }
 
-fn root_of(fake: &Arc<Mutex<FakeNet>>, iface: &str) -> (String, String) {
-    let r = fake.lock().unwrap().root_qdisc(iface).unwrap();
-    (r.kind, r.handle)
-}
-
-fn why(c: &Controller, key: &str) -> Vec<String> {
-    c.decisions()
-        .query(Some(key), 200)
-        .iter()
-        .map(ToString::to_string)
-        .collect()
-}
-
-/// A daemon on `sim` over the shared fake interfaces, its state in
-/// `state`, started.
-fn daemon(
-    sim: &SimPlatform,
-    config: &str,
-    fake: &Arc<Mutex<FakeNet>>,
-    sys: &Path,
-    state: &Path,
-) -> Controller {
-    let spec = spec(config);
-    let net = NetIslands::new(
-        Box::new(Arc::clone(fake)),
-        Steering::new(sys, sys),
-        &spec,
-        1.25,
-    )
-    .unwrap();
-    let mut c = controller_saving(sim, spec, topo8(), Some(state.to_path_buf()));
-    c.set_network(net);
-    c.start().unwrap();
-    c
-}
-
 fn fakes() -> Arc<Mutex<FakeNet>> {
-    let mut fake = FakeNet::new();
-    fake.add_iface("v0", "noqueue");
-    fake.add_iface("v1", "pfifo_fast");
-    Arc::new(Mutex::new(fake))
+    net::fakes(&[("v0", "noqueue"), ("v1", "pfifo_fast")])
 }
 
 #[test]

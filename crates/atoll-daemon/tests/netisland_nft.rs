@@ -238,15 +238,30 @@ fn a_run_time_units_class_gets_a_rule_and_loses_it_with_the_class() {
         },
     };
     let job_name = Name::new("job").unwrap();
+    let both = script("atoll_atoll_t", &[api_rule.clone(), job_rule]);
     let w = net
-        .set_runtime_class(&job_name, Some(class), t, &Reason::Config, &mut log)
+        .set_runtime_class(&job_name, Some(class.clone()), t, &Reason::Config, &mut log)
+        .unwrap();
+    assert!(w.is_empty(), "{w:?}");
+    assert!(net.classify(t, &dirs, &Reason::Config, &mut log).is_empty());
+    assert_eq!(runner.scripts.lock().unwrap().last().unwrap(), &both);
+    // Taken off a unit that stays (`unit set --no-net-class`): the rule
+    // goes at once, in one transaction; given again, it comes back.
+    let w = net
+        .set_runtime_class(&job_name, None, t, &Reason::Config, &mut log)
         .unwrap();
     assert!(w.is_empty(), "{w:?}");
     assert!(net.classify(t, &dirs, &Reason::Config, &mut log).is_empty());
     assert_eq!(
         runner.scripts.lock().unwrap().last().unwrap(),
-        &script("atoll_atoll_t", &[api_rule.clone(), job_rule])
+        &script("atoll_atoll_t", std::slice::from_ref(&api_rule))
     );
+    let w = net
+        .set_runtime_class(&job_name, Some(class), t, &Reason::Config, &mut log)
+        .unwrap();
+    assert!(w.is_empty(), "{w:?}");
+    assert!(net.classify(t, &dirs, &Reason::Config, &mut log).is_empty());
+    assert_eq!(runner.scripts.lock().unwrap().last().unwrap(), &both);
     // The unit is gone: its class and then its rule.
     let (dropped, w) = net.drop_gone_classes(|u| u.as_str() != "job", t, &mut log);
     assert!(dropped && w.is_empty(), "{w:?}");

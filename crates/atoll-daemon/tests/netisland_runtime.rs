@@ -9,19 +9,17 @@
 
 mod common;
 
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use atoll_core::clock::ManualClock;
-use atoll_core::spec::PlatformSpec;
 use atoll_daemon::controller::Controller;
-use atoll_daemon::netisland::NetIslands;
-use atoll_net::{FakeNet, NetBackend, Steering};
+use atoll_net::FakeNet;
 use atoll_proto::runtime::{NetClassSettings, UnitSettings};
 use atoll_proto::{ErrorCode, Request};
 use atoll_sim::SimPlatform;
 
-use crate::common::sim::{ask, controller_saving, reply, topo8, user, ROOT};
+use crate::common::net::{daemon, fakes, root_of, spec, why};
+use crate::common::sim::{ask, epochs, reply, topo8, user, ROOT};
 
 const CONFIG: &str = r#"
 [host]
@@ -41,31 +39,6 @@ rate_mbit = 10
 [network.wire.units.api]
 share = 300
 "#;
-
-fn spec(config: &str) -> PlatformSpec {
-    atoll_config::parse(config, "test.toml", &topo8()).unwrap()
-}
-
-fn daemon(
-    sim: &SimPlatform,
-    config: &str,
-    fake: &Arc<Mutex<FakeNet>>,
-    sys: &Path,
-    state: &Path,
-) -> Controller {
-    let spec = spec(config);
-    let net = NetIslands::new(
-        Box::new(Arc::clone(fake)),
-        Steering::new(sys, sys),
-        &spec,
-        1.25,
-    )
-    .unwrap();
-    let mut c = controller_saving(sim, spec, topo8(), Some(state.to_path_buf()));
-    c.set_network(net);
-    c.start().unwrap();
-    c
-}
 
 fn add(unit: &str, class: Option<NetClassSettings>) -> Request {
     Request::UnitAdd {
@@ -103,14 +76,6 @@ fn tree(fake: &Arc<Mutex<FakeNet>>) -> Vec<(u16, u64)> {
     plan.classes.iter().map(|c| (c.minor, c.ceil_bps)).collect()
 }
 
-fn why(c: &Controller, key: &str) -> Vec<String> {
-    c.decisions()
-        .query(Some(key), 200)
-        .iter()
-        .map(ToString::to_string)
-        .collect()
-}
-
 fn refused(r: atoll_proto::ResponseEnvelope) -> (ErrorCode, String) {
     let e = r.err.expect("a refusal");
     (e.code, e.message)
@@ -120,9 +85,7 @@ fn refused(r: atoll_proto::ResponseEnvelope) -> (ErrorCode, String) {
 fn a_run_time_unit_gets_its_class_keeps_it_across_reload_and_crash_and_loses_it_with_the_unit() {
     let (sys, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     std::fs::create_dir_all(sys.path().join("class/net/v0/queues")).unwrap();
-    let mut fake = FakeNet::new();
-    fake.add_iface("v0", "noqueue");
-    let fake = Arc::new(Mutex::new(fake));
+    let fake = fakes(&[("v0", "noqueue")]);
     let sim = SimPlatform::new(topo8(), "atoll-netrt", ManualClock::new());
     let mut c = daemon(&sim, CONFIG, &fake, sys.path(), state.path());
     assert_eq!(tree(&fake).len(), 2, "default and api");
@@ -207,9 +170,232 @@ fn a_run_time_unit_gets_its_class_keeps_it_across_reload_and_crash_and_loses_it_
     let mut c = daemon(&sim, &changed, &fake, sys.path(), state.path());
     assert_eq!(classes(&mut c).len(), 2);
     c.teardown().unwrap();
-    let root = fake.lock().unwrap().root_qdisc("v0").unwrap();
-    assert_eq!(
-        (root.kind.as_str(), root.handle.as_str()),
-        ("noqueue", "0:")
+    assert_eq!(root_of(&fake, "v0"), ("noqueue".into(), "0:".into()));
+}
+
+fn adopt(unit: &str, pid: u32, class: Option<NetClassSettings>) -> Request {
+    Request::Adopt {
+        unit: unit.into(),
+        pid,
+        island: Some("work".into()),
+        network: class,
+    }
+}
+
+#[test]
+fn adopt_into_a_new_unit_gives_the_class_unit_set_takes_it_off_and_the_dump_keeps_it() {
+    let (sys, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    std::fs::create_dir_all(sys.path().join("class/net/v0/queues")).unwrap();
+    let fake = fakes(&[("v0", "noqueue")]);
+    let sim = SimPlatform::new(topo8(), "atoll-netrt2", ManualClock::new());
+    let mut c = daemon(&sim, CONFIG, &fake, sys.path(), state.path());
+    let (p1, p2, mine) = (
+        sim.spawn("a", 0, None),
+        sim.spawn("b", 0, None),
+        sim.spawn("c", 1000, None),
     );
+
+    // Refused before anything changes: a user's class, an unknown island.
+    let (code, msg) = refused(ask(
+        &mut c,
+        user(1000),
+        adopt("job", mine, Some(class("wire", None))),
+    ));
+    assert_eq!(code, ErrorCode::PermissionDenied, "{msg}");
+    assert!(msg.contains("only root may"), "{msg}");
+    let (code, msg) = refused(ask(
+        &mut c,
+        ROOT,
+        adopt("job", p1, Some(class("air", None))),
+    ));
+    assert_eq!(code, ErrorCode::BadRequest);
+    assert!(msg.contains("\"air\" is not configured"), "{msg}");
+    assert!(c.registry().unit("job").is_none());
+    assert_eq!(tree(&fake).len(), 2);
+
+    // `atoll run`/`adopt` into a new unit: the unit and its class, by the
+    // same path as `unit add` (the same decision, the request as reason).
+    reply(ask(
+        &mut c,
+        ROOT,
+        adopt("job", p1, Some(class("wire", Some(200)))),
+    ));
+    assert_eq!(
+        classes(&mut c)[2],
+        ("1:11".into(), Some("job".into()), 200, 5_000_000)
+    );
+    assert_eq!(tree(&fake)[2], (0x11, 5_000_000));
+    let log = why(&c, "wire");
+    assert!(
+        log.iter().any(
+            |d| d.contains("run-time unit job: class 1:11 added (share 200")
+                && d.contains("adopt pid")
+                && d.contains("with network wire share 200")
+        ),
+        "{log:#?}"
+    );
+    // Into the unit again with the class it has: fine; with another: no.
+    reply(ask(
+        &mut c,
+        ROOT,
+        adopt("job", p2, Some(class("wire", Some(200)))),
+    ));
+    let (code, msg) = refused(ask(
+        &mut c,
+        ROOT,
+        adopt("job", p2, Some(class("wire", Some(300)))),
+    ));
+    assert_eq!(code, ErrorCode::BadRequest);
+    assert!(
+        msg.contains("unit job exists with a class on network island wire (share 200")
+            && msg.contains("atoll unit set job --net-island"),
+        "{msg}"
+    );
+    assert_eq!(classes(&mut c)[2].2, 200);
+
+    // The dump writes the class in the island's table; loaded by another
+    // daemon, it gives the same classes.
+    let Some(atoll_proto::Reply::Config { toml }) = ask(&mut c, ROOT, Request::ConfigDump {}).ok
+    else {
+        panic!("no dump")
+    };
+    assert!(toml.contains("[network.wire.units.job]"), "{toml}");
+    let dumped = spec(&toml);
+    let wire = &dumped.network[0];
+    let job = wire
+        .units
+        .iter()
+        .find(|u| u.name.as_str() == "job")
+        .unwrap();
+    assert_eq!(
+        (job.share, job.ceil_bps, job.prio),
+        (200, Some(5_000_000), 1)
+    );
+    let (sys2, state2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    std::fs::create_dir_all(sys2.path().join("class/net/v0/queues")).unwrap();
+    let fake2 = fakes(&[("v0", "noqueue")]);
+    let sim2 = SimPlatform::new(topo8(), "atoll-netrt3", ManualClock::new());
+    let mut reloaded = daemon(&sim2, &toml, &fake2, sys2.path(), state2.path());
+    assert_eq!(classes(&mut reloaded), classes(&mut c));
+    assert_eq!(tree(&fake2), tree(&fake));
+    reloaded.teardown().unwrap();
+
+    // Taken off a unit that stays: the tree without it, a decision, the
+    // state file without it (a crash brings no class back), the dump too.
+    let clear = Request::UnitSet {
+        unit: "job".into(),
+        settings: UnitSettings {
+            clear_network: true,
+            ..Default::default()
+        },
+    };
+    let both = Request::UnitSet {
+        unit: "job".into(),
+        settings: UnitSettings {
+            clear_network: true,
+            network: Some(class("wire", None)),
+            ..Default::default()
+        },
+    };
+    let (code, msg) = refused(ask(&mut c, ROOT, both));
+    assert_eq!(code, ErrorCode::BadRequest);
+    assert!(msg.contains("clear_network together"), "{msg}");
+    reply(ask(&mut c, ROOT, clear));
+    assert!(c.registry().unit("job").is_some());
+    assert_eq!(classes(&mut c).len(), 2);
+    assert_eq!(tree(&fake).len(), 2);
+    let log = why(&c, "wire");
+    assert!(
+        log.iter()
+            .any(|d| d.contains("run-time unit job: class 1:11 removed")
+                && d.contains("set unit job: network none")),
+        "{log:#?}"
+    );
+    let Some(atoll_proto::Reply::Config { toml }) = ask(&mut c, ROOT, Request::ConfigDump {}).ok
+    else {
+        panic!("no dump")
+    };
+    assert!(!toml.contains("[network.wire.units.job]"), "{toml}");
+    assert!(toml.contains("[unit.job]"), "{toml}");
+    drop(c);
+    let mut c = daemon(&sim, CONFIG, &fake, sys.path(), state.path());
+    assert!(c.registry().unit("job").is_some());
+    assert_eq!(classes(&mut c).len(), 2);
+    c.teardown().unwrap();
+    assert_eq!(root_of(&fake, "v0"), ("noqueue".into(), "0:".into()));
+}
+
+/// An application registered by a process of a unit with a class: its
+/// unit (`app-<id>`) gets a class of its own with that unit's share,
+/// ceiling and prio on the same island, once it exists; the class goes
+/// with the application. An application from a unit without a class, or
+/// a user's, gets none.
+#[test]
+fn an_applications_unit_takes_the_class_of_the_unit_it_registered_from() {
+    let config = format!(
+        "{CONFIG}
+[recipe.r]
+[[recipe.r.mode]]
+id = 0
+value = 1.0
+cpu_quota = 1.0
+"
+    );
+    let (sys, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    std::fs::create_dir_all(sys.path().join("class/net/v0/queues")).unwrap();
+    let fake = fakes(&[("v0", "noqueue")]);
+    let sim = SimPlatform::new(topo8(), "atoll-netrt4", ManualClock::new());
+    let mut c = daemon(&sim, &config, &fake, sys.path(), state.path());
+    let (p1, p2) = (sim.spawn("a", 0, None), sim.spawn("b", 0, None));
+    reply(ask(
+        &mut c,
+        ROOT,
+        adopt("job", p1, Some(class("wire", Some(200)))),
+    ));
+    reply(ask(&mut c, ROOT, adopt("plain", p2, None)));
+    let register = |pid| Request::AppRegister {
+        recipe: atoll_proto::apps::RecipeRef::Named("r".into()),
+        pid: Some(pid),
+    };
+    let app = match reply(ask(&mut c, ROOT, register(p1))) {
+        atoll_proto::Reply::AppRegistered { app, .. } => app,
+        other => panic!("{other:?}"),
+    };
+    let other = match reply(ask(&mut c, ROOT, register(p2))) {
+        atoll_proto::Reply::AppRegistered { app, .. } => app,
+        other => panic!("{other:?}"),
+    };
+    // A user's process in job: its application takes no class (root's).
+    let p3 = sim.spawn("c", 1000, None);
+    reply(ask(&mut c, ROOT, adopt("job", p3, None)));
+    let users = match reply(ask(&mut c, user(1000), register(p3))) {
+        atoll_proto::Reply::AppRegistered { app, .. } => app,
+        other => panic!("{other:?}"),
+    };
+    epochs(&sim, &mut c, 20);
+    let unit = format!("app-{app}");
+    assert!(c.registry().unit(&unit).is_some(), "the app runs in {unit}");
+    assert!(c.registry().unit(&format!("app-{other}")).is_some());
+    assert!(c.registry().unit(&format!("app-{users}")).is_some());
+    let now = classes(&mut c);
+    assert_eq!(
+        now.len(),
+        4,
+        "default, api, job and root's app from job: {now:?}"
+    );
+    assert_eq!(now[3], ("1:12".into(), Some(unit.clone()), 200, 5_000_000));
+    let log = why(&c, "wire");
+    assert!(
+        log.iter().any(|d| d.contains(&format!(
+            "run-time unit {unit}: class 1:12 added (share 200"
+        )) && d.contains("from unit job, whose network class its unit takes")),
+        "{log:#?}"
+    );
+    // Done: the unit goes, and its class with it.
+    reply(ask(&mut c, ROOT, Request::AppDone { app }));
+    epochs(&sim, &mut c, 20);
+    assert!(c.registry().unit(&unit).is_none());
+    assert_eq!(classes(&mut c).len(), 3);
+    assert_eq!(tree(&fake).len(), 3);
+    c.teardown().unwrap();
 }

@@ -23,10 +23,11 @@
 //! otherwise. Unit groups live under a root named `atoll-test-<pid>-...`.
 
 mod common;
+#[path = "../../atoll-net/tests/support/sender.rs"]
+mod sender;
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -37,8 +38,8 @@ use atoll_daemon::controller::Controller;
 use atoll_daemon::netisland::NetIslands;
 use atoll_net::{NetBackend, Steering, TcBackend};
 use atoll_proto::Request;
+use sender::{packets, Datagrams, Sender, PYTHON};
 
-const PYTHON: &str = "/usr/bin/python3";
 const SENT: u64 = 25;
 
 /// One test at a time: a `net_prio` hierarchy one mounts must not hold the
@@ -162,54 +163,6 @@ impl Drop for Veth {
     }
 }
 
-/// A child that says `ready`, waits for a line on its stdin, then sends
-/// [`SENT`] raw frames on `iface` and exits; killed and reaped on drop.
-struct Sender(Child);
-
-impl Sender {
-    fn start(iface: &str) -> Self {
-        let script = format!(
-            "import socket, sys\n\
-             print('ready', flush=True)\n\
-             sys.stdin.readline()\n\
-             s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)\n\
-             s.bind(('{iface}', 0))\n\
-             frame = b'\\xff' * 6 + b'\\x02\\x00\\x00\\x00\\x00\\x01' + b'\\x88\\xb5' + b'atoll' * 10\n\
-             for _ in range({SENT}):\n    s.send(frame)\n"
-        );
-        let mut child = Command::new(PYTHON)
-            .args(["-c", &script])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line.trim(), "ready");
-        Self(child)
-    }
-
-    fn pid(&self) -> u32 {
-        self.0.id()
-    }
-
-    /// Lets it send and waits for it to exit.
-    fn send(mut self) {
-        self.0.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
-        let status = self.0.wait().unwrap();
-        assert!(status.success(), "sender: {status}");
-    }
-}
-
-impl Drop for Sender {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn adopt(c: &mut Controller, unit: &str, pid: u32) {
     root_asks(
         c,
@@ -217,6 +170,7 @@ fn adopt(c: &mut Controller, unit: &str, pid: u32) {
             unit: unit.into(),
             pid,
             island: None,
+            network: None,
         },
     );
 }
@@ -237,16 +191,6 @@ fn root_asks(c: &mut Controller, request: Request) {
         .unwrap()
         .into_result()
         .unwrap();
-}
-
-/// Packets counted in class `1:<minor>`'s leaf on `iface`.
-fn packets(iface: &str, minor: u16) -> u64 {
-    TcBackend::new()
-        .leaf_stats(iface)
-        .unwrap()
-        .iter()
-        .find(|s| s.minor == minor)
-        .map_or(0, |s| s.packets)
 }
 
 /// Island `main` on every CPU but the first (the host's), unit `api`
@@ -341,12 +285,12 @@ fn a_units_frames_reach_its_class_through_its_groups_net_prio() {
     );
 
     // A process outside the unit: its frames go to the default class.
-    Sender::start(&veth.host).send();
-    assert_eq!(packets(&veth.host, 0x10), 0);
-    assert!(packets(&veth.host, 0x2) >= SENT);
+    Sender::start(&Datagrams::Raw(&veth.host), SENT, None).send();
+    assert_eq!(packets(None, &veth.host, 0x10), 0);
+    assert!(packets(None, &veth.host, 0x2) >= SENT);
 
     // The same frames from a process of the unit reach its class.
-    let sender = Sender::start(&veth.host);
+    let sender = Sender::start(&Datagrams::Raw(&veth.host), SENT, None);
     adopt(&mut c, "api", sender.pid());
     let cg = std::fs::read_to_string(format!("/proc/{}/cgroup", sender.pid())).unwrap();
     assert!(
@@ -355,7 +299,7 @@ fn a_units_frames_reach_its_class_through_its_groups_net_prio() {
         "{cg}"
     );
     sender.send();
-    assert_eq!(packets(&veth.host, 0x10), SENT);
+    assert_eq!(packets(None, &veth.host, 0x10), SENT);
 
     // A unit made at run time with a class: its group gets class 1:11,
     // its process's frames reach it; `unit rm` takes the class away.
@@ -381,10 +325,10 @@ fn a_units_frames_reach_its_class_through_its_groups_net_prio() {
             .any(|l| l == format!("{} {}", veth.host, 0x0001_0011)),
         "{map}"
     );
-    let sender = Sender::start(&veth.host);
+    let sender = Sender::start(&Datagrams::Raw(&veth.host), SENT, None);
     adopt(&mut c, "job", sender.pid());
     sender.send();
-    assert_eq!(packets(&veth.host, 0x11), SENT);
+    assert_eq!(packets(None, &veth.host, 0x11), SENT);
     root_asks(&mut c, Request::UnitRm { unit: "job".into() });
     assert!(!job.exists());
     assert!(TcBackend::new()
@@ -392,6 +336,57 @@ fn a_units_frames_reach_its_class_through_its_groups_net_prio() {
         .unwrap()
         .iter()
         .all(|s| s.minor != 0x11));
+
+    // `atoll run --unit ran --net-island wire`: the adopt that makes the
+    // unit gives it the class (1:11 again, free since); `unit set
+    // --no-net-class` takes it off the unit, which stays: the group's
+    // priority written back, its frames in the default class.
+    let sender = Sender::start(&Datagrams::Raw(&veth.host), SENT, None);
+    root_asks(
+        &mut c,
+        Request::Adopt {
+            unit: "ran".into(),
+            pid: sender.pid(),
+            island: Some("main".into()),
+            network: Some(atoll_proto::runtime::NetClassSettings {
+                island: "wire".into(),
+                ..Default::default()
+            }),
+        },
+    );
+    let ran: PathBuf = np.join(&real.root).join("main/ran");
+    let prio = |dir: &Path| {
+        let map = std::fs::read_to_string(dir.join("net_prio.ifpriomap")).unwrap();
+        map.lines().find_map(|l| {
+            l.strip_prefix(&format!("{} ", veth.host))
+                .map(str::to_string)
+        })
+    };
+    assert_eq!(prio(&ran).as_deref(), Some("65553"));
+    sender.send();
+    assert_eq!(packets(None, &veth.host, 0x11), SENT);
+    root_asks(
+        &mut c,
+        Request::UnitSet {
+            unit: "ran".into(),
+            settings: atoll_proto::runtime::UnitSettings {
+                clear_network: true,
+                ..Default::default()
+            },
+        },
+    );
+    assert_eq!(prio(&ran).as_deref(), Some("0"));
+    let before = packets(None, &veth.host, 0x2);
+    let sender = Sender::start(&Datagrams::Raw(&veth.host), SENT, None);
+    adopt(&mut c, "ran", sender.pid());
+    sender.send();
+    assert!(packets(None, &veth.host, 0x2) >= before + SENT);
+    assert!(TcBackend::new()
+        .leaf_stats(&veth.host)
+        .unwrap()
+        .iter()
+        .all(|s| s.minor != 0x11));
+    root_asks(&mut c, Request::UnitRm { unit: "ran".into() });
 
     c.teardown().unwrap();
     let log: Vec<String> = c

@@ -59,6 +59,7 @@ fn adopt(c: &mut Controller, unit: &str, pid: u32) -> Result<Reply, String> {
             unit: unit.into(),
             pid,
             island: None,
+            network: None,
         },
         reply: tx,
     });

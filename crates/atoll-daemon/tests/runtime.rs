@@ -133,6 +133,7 @@ fn a_unit_added_at_run_time_gets_its_entitlement_and_gives_processes_back() {
         unit: "scratch".into(),
         pid: brief,
         island: Some("b".into()),
+        network: None,
     };
     reply(ask(&mut c, ROOT, scratch));
     sim.exit(brief).unwrap();
@@ -149,6 +150,7 @@ fn a_unit_added_at_run_time_gets_its_entitlement_and_gives_processes_back() {
         unit: "job".into(),
         pid,
         island: None,
+        network: None,
     };
     reply(ask(&mut c, ROOT, adopt));
     assert_eq!(sim.location(pid), Some(Location::Group(group.clone())));
@@ -302,6 +304,7 @@ fn overlays_span_units_made_at_run_time() {
         unit: "ran".into(),
         pid,
         island: Some("a".into()),
+        network: None,
     };
     reply(ask(&mut c, ROOT, adopt));
     let add = Request::OverlayAdd {
@@ -491,6 +494,7 @@ fn run_time_units_and_overlays_survive_a_crash() {
         unit: "job".into(),
         pid,
         island: None,
+        network: None,
     };
     reply(ask(&mut c, ROOT, adopt));
     let add = Request::OverlayAdd {

@@ -15,14 +15,17 @@
 //! `unshare`, `nsenter` and `/usr/bin/python3`; prints "skipped: ..."
 //! otherwise.
 
-use std::io::{BufRead, BufReader, Write};
+#[path = "support/sender.rs"]
+mod sender;
+
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 use atoll_net::nft::{table_name, NftClassifier, NftCommand, NftRule};
 use atoll_net::{NetBackend, TcBackend};
+use sender::{packets, Datagrams, Sender, PYTHON};
 
-const PYTHON: &str = "/usr/bin/python3";
 const SENT: u64 = 20;
 
 fn sh(prog: &str, args: &[&str]) -> String {
@@ -139,13 +142,7 @@ impl World {
     }
 
     fn packets(&self, minor: u16) -> u64 {
-        TcBackend::new()
-            .in_netns(&self.ns)
-            .leaf_stats(&self.dev)
-            .unwrap()
-            .iter()
-            .find(|s| s.minor == minor)
-            .map_or(0, |s| s.packets)
+        packets(Some(&self.ns), &self.dev, minor)
     }
 
     fn ruleset(&self) -> String {
@@ -157,48 +154,6 @@ impl Drop for World {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir(&self.group);
         let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
-    }
-}
-
-/// A child in the test's namespace that says `ready`, waits for a line,
-/// then sends [`SENT`] UDP datagrams to 10.77.0.2 from a socket made after
-/// the line (so in whatever group it is in by then).
-struct Sender(Child);
-
-impl Sender {
-    fn start(ns: &str) -> Self {
-        let script = format!(
-            "import socket, sys\n\
-             print('ready', flush=True)\n\
-             sys.stdin.readline()\n\
-             s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
-             for _ in range({SENT}):\n    s.sendto(b'atoll' * 10, ('10.77.0.2', 9))\n"
-        );
-        let mut child = Command::new("nsenter")
-            .args([&format!("--net=/run/netns/{ns}"), PYTHON, "-c", &script])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line.trim(), "ready");
-        Self(child)
-    }
-
-    fn send(mut self) {
-        self.0.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
-        let status = self.0.wait().unwrap();
-        assert!(status.success(), "sender: {status}");
-    }
-}
-
-impl Drop for Sender {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 
@@ -226,13 +181,13 @@ fn a_v2_groups_datagrams_reach_its_class_through_atolls_nft_table() {
     assert!(listed.contains("meta priority set 1:10"), "{listed}");
 
     // Outside the group: the default class.
-    Sender::start(&w.ns).send();
+    Sender::start(&Datagrams::Udp("10.77.0.2"), SENT, Some(&w.ns)).send();
     assert_eq!(w.packets(0x10), 0);
     assert!(w.packets(0x2) >= SENT, "default class: {}", w.packets(0x2));
 
     // Inside: class 1:10.
-    let inside = Sender::start(&w.ns);
-    std::fs::write(w.group.join("cgroup.procs"), inside.0.id().to_string()).unwrap();
+    let inside = Sender::start(&Datagrams::Udp("10.77.0.2"), SENT, Some(&w.ns));
+    std::fs::write(w.group.join("cgroup.procs"), inside.pid().to_string()).unwrap();
     inside.send();
     assert_eq!(w.packets(0x10), SENT);
 

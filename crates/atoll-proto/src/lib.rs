@@ -70,6 +70,11 @@ pub enum Request {
         /// Island for a new unit.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         island: Option<String>,
+        /// A network class for a new unit, as `unit_add`'s
+        /// `settings.network` gives one (root only). A unit that exists
+        /// must have this class already.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        network: Option<runtime::NetClassSettings>,
     },
     /// Recent decisions, newest last, optionally only those about a subject
     /// (a group path like `web/api`, a unit name, or `pid N`).
@@ -211,10 +216,21 @@ impl Request {
     pub fn summary(&self) -> String {
         match self {
             Self::Status {} => "status".into(),
-            Self::Adopt { unit, pid, island } => match island {
-                Some(i) => format!("adopt pid {pid} into unit {unit} (island {i})"),
-                None => format!("adopt pid {pid} into unit {unit}"),
-            },
+            Self::Adopt {
+                unit,
+                pid,
+                island,
+                network,
+            } => {
+                let mut s = format!("adopt pid {pid} into unit {unit}");
+                if let Some(i) = island {
+                    s.push_str(&format!(" (island {i})"));
+                }
+                if let Some(n) = network {
+                    s.push_str(&format!(" with network {}", n.describe()));
+                }
+                s
+            }
             Self::Why { subject, .. } => format!("why {}", subject.as_deref().unwrap_or("")),
             Self::Stop { .. } => "stop".into(),
             Self::Reload {} => "reload".into(),
@@ -629,6 +645,7 @@ mod tests {
                 unit: "batch".into(),
                 pid: 42,
                 island: None,
+                network: None,
             },
         };
         let line = encode(&r);

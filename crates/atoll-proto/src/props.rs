@@ -24,8 +24,22 @@ fn requests() -> impl Strategy<Value = Request> {
         Just(Request::Stop { wait: true }),
         Just(Request::Overlays {}),
         Just(Request::Apps {}),
-        (text(), any::<u32>(), proptest::option::of(text()))
-            .prop_map(|(unit, pid, island)| Request::Adopt { unit, pid, island }),
+        (
+            text(),
+            any::<u32>(),
+            proptest::option::of(text()),
+            proptest::option::of((text(), proptest::option::of(any::<u32>())))
+        )
+            .prop_map(|(unit, pid, island, network)| Request::Adopt {
+                unit,
+                pid,
+                island,
+                network: network.map(|(island, share)| runtime::NetClassSettings {
+                    island,
+                    share,
+                    ..Default::default()
+                }),
+            }),
         (
             proptest::option::of(text()),
             proptest::option::of(any::<usize>())
@@ -72,6 +86,7 @@ fn requests() -> impl Strategy<Value = Request> {
                 unit,
                 settings: runtime::UnitSettings {
                     weight,
+                    clear_network: weight.is_some_and(|w| w % 2 == 0),
                     ..Default::default()
                 },
             }

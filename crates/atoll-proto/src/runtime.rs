@@ -51,6 +51,10 @@ pub struct UnitSettings {
     /// class).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<NetClassSettings>,
+    /// `unit_set`: take the unit's network class away (its traffic goes
+    /// back to the island's default class). Not with `network`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub clear_network: bool,
 }
 
 impl NetClassSettings {
@@ -110,6 +114,9 @@ impl UnitSettings {
             "network",
             self.network.as_ref().map(NetClassSettings::describe),
         );
+        if self.clear_network {
+            parts.push("network none".into());
+        }
         parts.join(", ")
     }
 }

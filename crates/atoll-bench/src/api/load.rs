@@ -234,6 +234,7 @@ impl Writer {
                     unit,
                     pid: self.pid?,
                     island: None,
+                    network: None,
                 }
             }
             Kind::CoordNull => Request::Coordinate {

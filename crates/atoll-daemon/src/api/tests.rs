@@ -27,7 +27,9 @@ fn fake_loop(rx: Receiver<Command>, callers: Sender<Caller>) -> JoinHandle<()> {
             };
             let _ = callers.send(caller);
             let answer = match request {
-                Request::Adopt { unit, island, pid } => Reply::Adopted {
+                Request::Adopt {
+                    unit, island, pid, ..
+                } => Reply::Adopted {
                     unit,
                     island: island.unwrap_or_else(|| format!("pid{pid}")),
                     created: true,

@@ -14,6 +14,7 @@ use atoll_core::awm::{IslandCapacity, RecipeError};
 use atoll_core::decision::Reason;
 use atoll_core::process::ProcessTable;
 use atoll_core::spec::PlatformSpec;
+use atoll_core::Name;
 use atoll_proto::apps::{AppRunState, AppStatus, RecipeRef};
 use atoll_proto::Reply;
 
@@ -83,6 +84,8 @@ pub struct Registering<'a> {
     pub taken: &'a dyn Fn(&str) -> bool,
     /// Now.
     pub now: Duration,
+    /// The unit a process is in, if any.
+    pub unit_of: &'a dyn Fn(u32) -> Option<Name>,
 }
 
 impl Apps {
@@ -170,6 +173,7 @@ impl Apps {
             rate: None,
             samples: VecDeque::new(),
             reconfigurations: 0,
+            came_from: (r.unit_of)(pid),
         };
         tracing::info!(
             "application {id} ({}) registered: pid {pid} ({}), uid {}",

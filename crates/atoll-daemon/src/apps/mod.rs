@@ -113,6 +113,9 @@ pub(crate) struct App {
     pub(crate) samples: VecDeque<(Duration, u64)>,
     /// Times its working mode or island changed.
     pub(crate) reconfigurations: u64,
+    /// The unit its process was in when it registered: the application's
+    /// unit takes that unit's network class (`docs/netisland.md`).
+    pub(crate) came_from: Option<Name>,
 }
 
 impl App {
@@ -422,6 +425,7 @@ mod tests {
             rate: None,
             samples: VecDeque::new(),
             reconfigurations: 0,
+            came_from: None,
         }
     }
 

@@ -10,7 +10,7 @@ use atoll_core::decision::Reason;
 use atoll_core::netisland::{NetUnitSetup, DEFAULT_PRIO, DEFAULT_SHARE};
 use atoll_core::plan::GroupPath;
 use atoll_core::Name;
-use atoll_proto::runtime::NetClassSettings;
+use atoll_proto::runtime::{NetClassSettings, UnitSettings};
 
 use super::{monitor, Controller};
 use crate::netisland::{GroupDir, RuntimeClass, RuntimeClassError};
@@ -56,6 +56,19 @@ impl Controller {
         self.warnings.extend(warnings);
     }
 
+    /// The class a request's settings give run-time unit `unit` (see
+    /// [`Self::runtime_class`]); `clear_network` with a class is refused.
+    pub(super) fn settings_class(
+        &self,
+        unit: &Name,
+        settings: &UnitSettings,
+    ) -> Result<Option<RuntimeClass>, RuntimeClassError> {
+        if settings.clear_network && settings.network.is_some() {
+            return Err(RuntimeClassError::ClassAndClear);
+        }
+        self.runtime_class(unit, settings.network.as_ref())
+    }
+
     /// The class `asked` (a request's `settings.network`) gives run-time
     /// unit `unit`, checked against its network island (`None`: none
     /// asked). Its defaults are the config's (`share` 100, `prio` 3, the
@@ -85,9 +98,15 @@ impl Controller {
 
     /// Whether run-time unit `unit` has a network class.
     pub(super) fn has_runtime_class(&self, unit: &Name) -> bool {
+        self.runtime_class_of(unit).is_some()
+    }
+
+    /// Run-time unit `unit`'s network class.
+    pub(super) fn runtime_class_of(&self, unit: &Name) -> Option<&RuntimeClass> {
         self.net
-            .as_ref()
-            .is_some_and(|n| n.runtime_classes().any(|c| &c.class.name == unit))
+            .as_ref()?
+            .runtime_classes()
+            .find(|c| &c.class.name == unit)
     }
 
     /// Gives run-time unit `unit` the class `class` (checked by
@@ -111,6 +130,61 @@ impl Controller {
         }
         self.classify_units(now, why);
         self.save_network();
+    }
+
+    /// Applications' units take the network class of the unit their
+    /// process was in when it registered (`atoll run --unit job
+    /// --net-island wire -- app`: the app's traffic keeps job's share,
+    /// ceiling and prio), as a run-time class of their own on that island,
+    /// given once their unit exists (the class goes with the unit). Only
+    /// root's applications: a class is root's to give, and a user's
+    /// applications registered from one classified unit would each take
+    /// its share again. A refusal (no class minor left) is a status
+    /// warning.
+    fn inherit_app_classes(&mut self) {
+        let Some(net) = &self.net else {
+            return;
+        };
+        let mut give = Vec::new();
+        for app in self.apps.list.values().filter(|a| a.uid == 0) {
+            let Some(from) = &app.came_from else {
+                continue;
+            };
+            let unit = crate::apps::unit_name(app.id);
+            let exists = self
+                .reg
+                .unit(unit.as_str())
+                .is_some_and(|(_, o)| o == atoll_proto::UnitOrigin::Runtime);
+            if !exists || net.class_of(&unit).is_some() {
+                continue;
+            }
+            let Some(mut class) = net.class_of(from) else {
+                continue;
+            };
+            class.class.name = unit;
+            let why = Reason::Api {
+                uid: app.uid,
+                request: format!(
+                    "register application {} (pid {}) from unit {from}, whose network class its unit takes",
+                    app.recipe.name, app.pid
+                ),
+            };
+            give.push((class, why));
+        }
+        for (class, why) in give {
+            let unit = class.class.name.clone();
+            if let Err(e) = self.net.as_ref().map_or(Ok(()), |n| {
+                n.check_runtime_class(class.island.as_str(), &class.class)
+            }) {
+                // Once: the app's unit is not tried again until it changes.
+                let w = format!("unit {unit}: network class not given: {e}");
+                if !self.warnings.contains(&w) {
+                    self.warnings.push(w);
+                }
+                continue;
+            }
+            self.give_runtime_class(&unit, Some(class), &why);
+        }
     }
 
     /// Saves what the network islands found on their interfaces in the
@@ -185,6 +259,7 @@ impl Controller {
             return;
         }
         self.sync_net_overlays(now);
+        self.inherit_app_classes();
         // Unit groups made since (or not yet classified) get their class.
         self.classify_units(now, &Reason::Config);
         let Some(net) = self.net.as_mut() else {

@@ -5,6 +5,7 @@
 use atoll_core::decision::{Action, Reason};
 use atoll_core::plan::GroupPath;
 use atoll_core::Name;
+use atoll_proto::runtime::NetClassSettings;
 use atoll_proto::{ErrorCode, Reply, Request, ResponseEnvelope};
 
 use super::{monitor, placement, Controller, Flow};
@@ -12,6 +13,7 @@ use crate::adopt::{process_of, AdoptError};
 use crate::apps::{AppsError, Kit};
 use crate::command::Caller;
 use crate::coord::CoordApiError;
+use crate::netisland::RuntimeClass;
 
 /// Most units created at run time that users other than root may add up
 /// to (root may add more).
@@ -56,6 +58,8 @@ impl RequestError {
                 | AdoptError::BadName { .. }
                 | AdoptError::Reserved(_)
                 | AdoptError::OtherIsland { .. }
+                | AdoptError::NetClass(_)
+                | AdoptError::OtherNetClass { .. }
                 | AdoptError::SystemdPlaced { .. } => ErrorCode::BadRequest,
                 AdoptError::NotOwner { .. }
                 | AdoptError::UnitNotOwned { .. }
@@ -64,6 +68,7 @@ impl RequestError {
                 | AdoptError::NoUserUnits { .. }
                 | AdoptError::TooManyUnits { .. }
                 | AdoptError::Realtime { .. }
+                | AdoptError::NetClassRootOnly(_)
                 | AdoptError::PlacedByRoot { .. } => ErrorCode::PermissionDenied,
                 AdoptError::TooManyRuntimeUnits { .. } => ErrorCode::Busy,
                 AdoptError::CreateUnit { .. } => ErrorCode::Backend,
@@ -125,8 +130,20 @@ impl Controller {
                 .reload_from_source()
                 .map(|changes| Reply::Reloaded { changes })
                 .map_err(Into::into),
-            Request::Adopt { unit, pid, island } => self
-                .adopt(caller, &summary, &unit, pid, island.as_deref())
+            Request::Adopt {
+                unit,
+                pid,
+                island,
+                network,
+            } => self
+                .adopt(
+                    caller,
+                    &summary,
+                    &unit,
+                    pid,
+                    island.as_deref(),
+                    network.as_ref(),
+                )
                 .map_err(Into::into),
             Request::Overlays {} => self.coord.overlay_list().map_err(Into::into),
             Request::Coordinate { from, message } => {
@@ -169,8 +186,9 @@ impl Controller {
         (resp, flow)
     }
 
-    /// `adopt`: checks the caller may, creates the unit if needed, moves
-    /// the process. On failure nothing is left changed.
+    /// `adopt`: checks the caller may, creates the unit if needed (with
+    /// the network class `network` asked for, as `unit_add` gives one),
+    /// moves the process. On failure nothing is left changed.
     fn adopt(
         &mut self,
         caller: Caller,
@@ -178,6 +196,7 @@ impl Controller {
         unit: &str,
         pid: u32,
         island: Option<&str>,
+        network: Option<&NetClassSettings>,
     ) -> Result<Reply, AdoptError> {
         let bad_name = |name: &str, source| AdoptError::BadName {
             name: name.to_string(),
@@ -231,6 +250,22 @@ impl Controller {
                 max: MAX_RUNTIME_UNITS,
             });
         }
+        if network.is_some() && !caller.is_root() {
+            return Err(AdoptError::NetClassRootOnly(caller.uid));
+        }
+        // The class is checked before anything changes; a unit that exists
+        // keeps its own (`unit set` changes it), which must be the one asked.
+        let class = self.runtime_class(&unit_name, network)?;
+        if let (Some(asked), false) = (&class, created) {
+            let has = self.runtime_class_of(&unit_name);
+            if has != Some(asked) {
+                return Err(AdoptError::OtherNetClass {
+                    unit: unit.to_string(),
+                    has: has.map_or("no network class".into(), RuntimeClass::describe),
+                    asked: asked.describe(),
+                });
+            }
+        }
         let why = Reason::Api {
             uid: caller.uid,
             request: summary.to_string(),
@@ -277,6 +312,9 @@ impl Controller {
             });
         }
         self.adoption.settle(pid);
+        if created && class.is_some() {
+            self.give_runtime_class(&unit_name, class, &why);
+        }
         Ok(Reply::Adopted {
             unit: unit.to_string(),
             island: island_name.to_string(),
@@ -515,6 +553,10 @@ impl Controller {
                     .capacities(kit.p.reg.spec(), kit.topo, kit.island_cpus);
                 let reg = &*kit.p.reg;
                 let taken = |name: &str| reg.unit(name).is_some();
+                let unit_of = |pid: u32| {
+                    let group = &reg.managed(pid)?.group;
+                    reg.unit_at(group).map(|u| u.name.clone())
+                };
                 let r = crate::apps::Registering {
                     procs: kit.p.procs,
                     spec: reg.spec(),
@@ -522,6 +564,7 @@ impl Controller {
                     self_pid: self.opts.self_pid,
                     taken: &taken,
                     now,
+                    unit_of: &unit_of,
                 };
                 self.apps.register(caller, recipe, pid, &r)
             }

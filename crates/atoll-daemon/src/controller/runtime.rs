@@ -391,7 +391,7 @@ impl Controller {
             .spec()
             .validate_runtime_unit(self.reg.runtime_units(), &spec, &self.opts.topology)
             .map_err(RuntimeError::Invalid)?;
-        let class = self.runtime_class(&unit_name, settings.network.as_ref())?;
+        let class = self.settings_class(&unit_name, settings)?;
         let why = Self::api_reason(caller, summary);
         self.reg.set_runtime_unit(spec.clone());
         self.reg.keep(unit);
@@ -441,7 +441,7 @@ impl Controller {
             .spec()
             .validate_runtime_unit(self.reg.runtime_units(), &new, &self.opts.topology)
             .map_err(RuntimeError::Invalid)?;
-        let class = self.runtime_class(&old.name, settings.network.as_ref())?;
+        let class = self.settings_class(&old.name, settings)?;
         let why = Self::api_reason(caller, summary);
         let group = GroupPath::unit(&new.island, &new.name);
         let change = entitlement_change(&old.entitlement, &new.entitlement);
@@ -478,6 +478,10 @@ impl Controller {
         if class.is_some() {
             // The class asked for replaces the one it had.
             self.give_runtime_class(&new.name, class, &why);
+        } else if settings.clear_network && self.has_runtime_class(&new.name) {
+            // Taken off: the group's priority written back (or its rule
+            // dropped), the tree written without it.
+            self.give_runtime_class(&new.name, None, &why);
         }
         Ok(Reply::Unit {
             unit: unit.to_string(),
@@ -561,10 +565,15 @@ impl Controller {
         })
     }
 
-    /// `config_dump`: the platform as it is now, as a config file.
+    /// `config_dump`: the platform as it is now, as a config file, the
+    /// run-time units' network classes in their islands' tables.
     pub(super) fn config_dump(&self) -> Result<Reply, RuntimeError> {
+        let mut spec = self.reg.effective_spec();
+        if let Some(net) = &self.net {
+            net.dump_runtime_classes(&mut spec);
+        }
         Ok(Reply::Config {
-            toml: atoll_config::to_toml(&self.reg.effective_spec())?,
+            toml: atoll_config::to_toml(&spec)?,
         })
     }
 }

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use atoll_core::decision::{Action, Decision, Reason};
 use atoll_core::netisland::{NetCoordinator, NetIslandError, NetUnitSetup};
+use atoll_core::spec::PlatformSpec;
 use atoll_core::Name;
 use atoll_net::TcPlan;
 use serde::{Deserialize, Serialize};
@@ -31,6 +32,25 @@ pub struct RuntimeClass {
     pub class: NetUnitSetup,
 }
 
+impl RuntimeClass {
+    /// `a class on network island wire (share 200, ceil 5000000 bit/s,
+    /// prio 1)`.
+    pub fn describe(&self) -> String {
+        format!(
+            "a class on network island {} (share {}, ceil {}, prio {})",
+            self.island,
+            self.class.share,
+            ceil_text(self.class.ceil_bps),
+            self.class.prio
+        )
+    }
+}
+
+/// `5000000 bit/s`, or `the link rate` without a ceiling.
+fn ceil_text(ceil_bps: Option<u64>) -> String {
+    ceil_bps.map_or("the link rate".to_string(), |b| format!("{b} bit/s"))
+}
+
 /// Why a run-time unit cannot have the class asked for.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum RuntimeClassError {
@@ -40,6 +60,9 @@ pub enum RuntimeClassError {
         /// The island asked for.
         island: String,
     },
+    /// A class and `clear_network` in one request.
+    #[error("a class (network) and clear_network together: give one or the other")]
+    ClassAndClear,
     /// The class itself is refused (share, ceiling, priority, no minor
     /// left, a class of that name already there).
     #[error(transparent)]
@@ -50,6 +73,38 @@ impl NetIslands {
     /// The classes of units made at run time.
     pub fn runtime_classes(&self) -> impl Iterator<Item = &RuntimeClass> {
         self.runtime.iter()
+    }
+
+    /// The class unit `unit` has, configured (a `[network.NAME.units.UNIT]`
+    /// table) or given at run time, on the first island that has one.
+    pub fn class_of(&self, unit: &Name) -> Option<RuntimeClass> {
+        let configured = self.islands.iter().find_map(|(setup, _)| {
+            let class = setup.units.iter().find(|u| &u.name == unit)?;
+            Some(RuntimeClass {
+                island: setup.name.clone(),
+                class: class.clone(),
+            })
+        });
+        configured.or_else(|| self.runtime.iter().find(|c| &c.class.name == unit).cloned())
+    }
+
+    /// Writes the run-time classes into `spec`'s network islands as their
+    /// units' tables (`[network.NAME.units.UNIT]`), for `atoll config
+    /// dump`: those whose unit `spec` declares (the dump's run-time units;
+    /// not applications' units, which it leaves out) on an island it
+    /// configures. Loaded again, the dump gives each the same class.
+    pub fn dump_runtime_classes(&self, spec: &mut PlatformSpec) {
+        for c in &self.runtime {
+            if !spec.units.iter().any(|u| u.name == c.class.name) {
+                continue;
+            }
+            let Some(net) = spec.network.iter_mut().find(|n| n.name == c.island) else {
+                continue;
+            };
+            if !net.units.iter().any(|u| u.name == c.class.name) {
+                net.units.push(c.class.clone());
+            }
+        }
     }
 
     /// Checks that `class` can be given on `island` (the unit's old class,
@@ -118,10 +173,7 @@ impl NetIslands {
             };
             self.islands[i].1.add_unit(c.class.clone())?;
             let id = self.islands[i].1.classid(unit);
-            let ceil = c
-                .class
-                .ceil_bps
-                .map_or("the link rate".to_string(), |b| format!("{b} bit/s"));
+            let ceil = ceil_text(c.class.ceil_bps);
             self.record_class(
                 i,
                 format!(

@@ -4,6 +4,7 @@
 //! part of it.
 #![allow(dead_code)]
 
+pub mod net;
 pub mod real_coord;
 pub mod rig;
 pub mod sim;

@@ -144,5 +144,6 @@ pub fn adopt(unit: &str, pid: u32, island: Option<&str>) -> Request {
         unit: unit.into(),
         pid,
         island: island.map(Into::into),
+        network: None,
     }
 }
