@@ -19,7 +19,9 @@
 //!   `back`, and the front end tunes: when the heavy class's p90 in a
 //!   500 ms window is over `--bound-ms` it sends `tune(bandwidth, up, web,
 //!   back)` and `tune(cpu_time, up, web, back)` to the daemon, `down` when
-//!   under half of it (see `worker::webfront`).
+//!   under half of it (see `worker::webfront`). `both-bw` and `both-cpu`
+//!   are `both` with one of the two tunes ([`Config::tunes`]), the same
+//!   daemon config.
 
 use std::fmt::Write as _;
 
@@ -164,7 +166,7 @@ pub fn daemon_config(
             let _ = writeln!(t, "[network.{LINK}.units.{unit}]\nshare = 100\nprio = 3\n");
         }
     }
-    if config == Config::Both {
+    if config.coordinated() {
         // The front end tunes for this overlay; nothing reports to its
         // floor, so the overlay's own policy never acts.
         let _ = writeln!(
@@ -326,6 +328,21 @@ pub fn web_ratios(rows: &mut [WebRow]) {
     }
 }
 
+/// What the single-tune configurations among `configs` tune, for the
+/// table's head (empty without them).
+fn single_tunes(configs: &[Config]) -> String {
+    let mut t = String::new();
+    for (c, what) in [
+        (Config::BothBw, "the bandwidth tune alone"),
+        (Config::BothCpu, "the CPU-time tune alone"),
+    ] {
+        if configs.contains(&c) {
+            let _ = write!(t, ", {} {what}", c.as_str());
+        }
+    }
+    t
+}
+
 /// The web scenario's report as text.
 pub fn render_web(r: &NetIslandReport) -> String {
     let s = &r.settings;
@@ -336,7 +353,7 @@ pub fn render_web(r: &NetIslandReport) -> String {
         "atoll bench netisland --scenario web: {} requests/s ({:.0} % heavy: {} B reply, {} \
          CPU chunks; light: {} B, {} chunk(s); {:.2} Mbit/s of replies) from a front end to a \
          back end on island CPUs {} across a {} Mbit/s veth link, beside a UDP bulk transfer \
-         and a CPU hog; both tunes over a heavy p90 of {} ms; {} s x {} rep(s) per configuration",
+         and a CPU hog; both tunes over a heavy p90 of {} ms{}; {} s x {} rep(s) per configuration",
         w.rate,
         w.heavy_share * 100.0,
         w.heavy_bytes,
@@ -347,6 +364,7 @@ pub fn render_web(r: &NetIslandReport) -> String {
         s.island_cpus,
         s.rate_mbit,
         w.bound_ms,
+        single_tunes(&s.configs),
         s.seconds,
         s.reps
     );
