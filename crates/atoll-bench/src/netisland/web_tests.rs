@@ -251,3 +251,43 @@ fn the_single_tune_rows_are_reported_like_the_others() {
     assert_eq!(back.web_rows[2].config, Some(Config::BothBw));
     assert_eq!(super::super::render_table(&back), text);
 }
+
+#[test]
+fn a_class_with_no_completed_request_has_no_time_and_no_ratio() {
+    let mut none_done = sample(1.0, 1.0, 0);
+    none_done.light = ClassFigures::default();
+    none_done.heavy = ClassFigures::default();
+    let mut rows = vec![
+        web_row(Config::Net, vec![sample(2.0, 50.0, 0)], 4.0),
+        // One rep completed nothing: the other rep's times, not halved.
+        web_row(
+            Config::Cpu,
+            vec![none_done.clone(), sample(2.0, 40.0, 0)],
+            4.0,
+        ),
+        web_row(Config::None, vec![none_done], 4.0),
+    ];
+    web_ratios(&mut rows);
+    assert_eq!(rows[1].heavy.mean_ms, 40.0);
+    assert_eq!(rows[1].to_net.heavy_mean, Some(0.8));
+    assert_eq!(rows[2].heavy.count, 0);
+    assert_eq!(rows[2].to_net, Ratios::default());
+    assert_eq!(rows[0].to_none, Ratios::default());
+    let mut s = Settings::new(true);
+    s.scenario = super::super::Scenario::Web;
+    let r = NetIslandReport {
+        rows: vec![],
+        web_rows: rows,
+        unavailable: vec![],
+        settings: s,
+        machine: crate::machine::Machine::default(),
+        command: "c".into(),
+        loadavg: String::new(),
+    };
+    let text = super::super::render_table(&r);
+    let none = text
+        .lines()
+        .find(|l| l.starts_with("none"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(!none.contains("0.0 ") && none.contains(" - "), "{text}");
+}
