@@ -12,7 +12,7 @@
 # NAME: netisland, slo, ... (what the guest image has the programs for:
 # slo needs redis-server, scripts/vm/systemd/packages.txt). BENCH OPTIONS
 # go to `atoll bench NAME` as they are, one word each (no spaces in a
-# word). --vcpu-quota, --no-throttle and --timeout are the VM benchmarks'
+# word; commas are kept: `--configs none,net`). --vcpu-quota, --no-throttle and --timeout are the VM benchmarks'
 # (scripts/vm/bench-lib.sh; default 20 % of a host CPU per qemu thread,
 # 1200 s in the guest).
 #
@@ -78,7 +78,7 @@ load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 start=$(date +%s)
 : >"${BENCH_CONSOLE}"
 VM_SD_RUN_DIR="${BENCH_DIR}/vm" \
-    VM_APPEND="${VM_APPEND:-} vmtest.timeout=${BENCH_TIMEOUT} atollbench.name=${name} atollbench.args=${words// /,}" \
+    VM_APPEND="${VM_APPEND:-} vmtest.timeout=${BENCH_TIMEOUT} atollbench.name=${name} atollbench.args=${words// /:}" \
     bash "${VM_REPO_ROOT}/scripts/vm/systemd/run.sh" --test atollbench --atoll "${ATOLL_BIN}" \
     --smp "${smp}" --nodes "${nodes}" --timeout $((BENCH_TIMEOUT + 300)) \
     >"${BENCH_CONSOLE}" 2>"${BENCH_DIR}/run.stderr" &

@@ -314,7 +314,7 @@ enum Which {
     /// socket-backlog trigger (root, `ip` and `tc`). `--scenario web`:
     /// seed 001's web tier instead, a front end sending light and heavy
     /// requests to a back end across the link, tuning the back end's
-    /// bandwidth and CPU in `both`.
+    /// bandwidth and CPU in `both` (one of them in `both-bw`, `both-cpu`).
     Netisland {
         /// Print JSON instead of a table.
         #[arg(long)]
@@ -339,7 +339,9 @@ enum Which {
         /// Short phases, one rep (a smoke test; the numbers are noisier).
         #[arg(long)]
         quick: bool,
-        /// Configurations, in order.
+        /// Configurations, in order: none, cpu, net, both; web only:
+        /// both-bw and both-cpu (`both` with the bandwidth or the CPU-time
+        /// tune alone).
         #[arg(long, value_delimiter = ',', default_value = "none,cpu,net,both", value_parser = parse_net_config)]
         configs: Vec<netisland::Config>,
         /// Measured seconds per configuration and rep (default 20, 4 with

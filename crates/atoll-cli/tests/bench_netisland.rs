@@ -74,29 +74,20 @@ fn ours() -> usize {
     n
 }
 
-/// Two configurations, 3 s each: the rig is made and removed, the report
-/// has a row per configuration with frames counted.
-#[test]
-fn bench_netisland_quick_runs_and_leaves_no_interface() {
+/// Runs `atoll bench netisland ARGS --json` for real and checks that it
+/// left no namespace or veth of the rig behind; the report as JSON and as
+/// bytes. `None` (said on stdout) where it cannot run here.
+fn real_run(args: &[&str]) -> Option<(serde_json::Value, Vec<u8>)> {
     if let Some(why) = skip_reason() {
         println!("skipped: {why}");
-        return;
+        return None;
     }
     let _one = REAL_RUN.lock().unwrap_or_else(|e| e.into_inner());
     let before = ours();
     let out = Command::new(BIN)
-        .args([
-            "bench",
-            "netisland",
-            "--quick",
-            "--secs",
-            "3",
-            "--work",
-            "0",
-            "--configs",
-            "none,both",
-            "--json",
-        ])
+        .args(["bench", "netisland"])
+        .args(args)
+        .arg("--json")
         .output()
         .unwrap();
     assert!(
@@ -104,57 +95,77 @@ fn bench_netisland_quick_runs_and_leaves_no_interface() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        ours() <= before,
+        "the rig's namespace or veth was left behind"
+    );
+    let v = serde_json::from_slice(&out.stdout).unwrap();
+    Some((v, out.stdout))
+}
+
+/// Two configurations, 3 s each: the rig is made and removed, the report
+/// has a row per configuration with frames counted.
+#[test]
+fn bench_netisland_quick_runs_and_leaves_no_interface() {
+    let Some((v, _)) = real_run(&[
+        "--quick",
+        "--secs",
+        "3",
+        "--work",
+        "0",
+        "--configs",
+        "none,both",
+    ]) else {
+        return;
+    };
     let rows = v["rows"].as_array().unwrap();
     let ran = rows.len() + v["unavailable"].as_array().unwrap().len();
     assert_eq!(ran, 2, "{v}");
     for r in rows {
         assert!(r["samples"][0]["frames_sent"].as_u64().unwrap() > 0, "{r}");
     }
+}
+
+/// The single-tune configurations are the web tier's: the stream scenario
+/// refuses them before making anything.
+#[test]
+fn bench_netisland_stream_refuses_the_single_tune_configurations() {
+    let out = Command::new(BIN)
+        .args(["bench", "netisland", "--configs", "net,both-bw"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        ours() <= before,
-        "the rig's namespace or veth was left behind"
+        err.contains("both-bw") && err.contains("--scenario web"),
+        "{err}"
     );
 }
 
-/// The web scenario, all four configurations, 3 s each: the rig is made
+/// The web scenario, all six configurations, 3 s each: the rig is made
 /// and removed, every configuration that ran has both classes answered,
-/// and only `both` sends tunes (each acknowledged or not, never more
-/// acknowledged than sent). Ignored by default (about half a minute); run
-/// with `-- --ignored`.
+/// and only the coordinated ones send tunes (each acknowledged or not,
+/// never more acknowledged than sent). Ignored by default (about 45 s);
+/// run with `-- --ignored`.
 #[test]
-#[ignore = "a real run of the web tier (root, ip, tc), ~30 s"]
+#[ignore = "a real run of the web tier (root, ip, tc), ~45 s"]
 fn bench_netisland_web_quick_runs_and_leaves_no_interface() {
-    if let Some(why) = skip_reason() {
-        println!("skipped: {why}");
+    let Some((v, json)) = real_run(&[
+        "--scenario",
+        "web",
+        "--quick",
+        "--secs",
+        "3",
+        "--configs",
+        "none,cpu,net,both,both-bw,both-cpu",
+    ]) else {
         return;
-    }
-    let _one = REAL_RUN.lock().unwrap_or_else(|e| e.into_inner());
-    let before = ours();
-    let out = Command::new(BIN)
-        .args([
-            "bench",
-            "netisland",
-            "--scenario",
-            "web",
-            "--quick",
-            "--secs",
-            "3",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    };
     assert_eq!(v["settings"]["scenario"], "web", "{v}");
     assert!(v["rows"].as_array().unwrap().is_empty(), "{v}");
     let rows = v["web_rows"].as_array().unwrap();
     let ran = rows.len() + v["unavailable"].as_array().unwrap().len();
-    assert_eq!(ran, 4, "{v}");
+    assert_eq!(ran, 6, "{v}");
     for r in rows {
         assert!(r["light"]["count"].as_u64().unwrap() > 0, "{r}");
         assert!(r["heavy"]["count"].as_u64().unwrap() > 0, "{r}");
@@ -163,13 +174,13 @@ fn bench_netisland_web_quick_runs_and_leaves_no_interface() {
             r["tunes_acked"].as_f64().unwrap(),
         );
         assert!(acked <= sent, "{r}");
-        if r["config"] != "both" {
+        if !["both", "both-bw", "both-cpu"].contains(&r["config"].as_str().unwrap()) {
             assert_eq!(sent, 0.0, "{r}");
         }
     }
     // The saved report prints as the web table.
     let file = std::env::temp_dir().join(format!("atoll-web-{}.json", std::process::id()));
-    std::fs::write(&file, &out.stdout).unwrap();
+    std::fs::write(&file, &json).unwrap();
     let table = Command::new(BIN)
         .args(["bench", "netisland", "--table"])
         .arg(&file)
@@ -182,7 +193,7 @@ fn bench_netisland_web_quick_runs_and_leaves_no_interface() {
         "{text}"
     );
     assert!(
-        ours() <= before,
-        "the rig's namespace or veth was left behind"
+        text.contains("both-bw") && text.contains("both-cpu"),
+        "{text}"
     );
 }

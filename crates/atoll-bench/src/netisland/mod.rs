@@ -31,7 +31,10 @@
 //!
 //! `--scenario web` ([`Scenario::Web`], [`web`]) is seed 001's second
 //! experiment on the same rig: a front end tuning its back end's bandwidth
-//! and CPU over the API when the heavy request class needs it.
+//! and CPU over the API when the heavy request class needs it. Two more
+//! configurations are its own, to tell the two tunes apart: `both-bw`
+//! (`both` with the bandwidth tune alone) and `both-cpu` (the CPU-time
+//! tune alone); the stream scenario refuses them.
 
 pub mod config;
 pub mod rig;
@@ -42,6 +45,7 @@ pub mod web;
 use std::path::PathBuf;
 use std::str::FromStr;
 
+use atoll_core::coord::Resource;
 pub use run::run;
 use serde::{Deserialize, Serialize};
 pub use table::render_table;
@@ -60,13 +64,30 @@ pub enum Config {
     Cpu,
     /// The network island (classes per unit), no trigger.
     Net,
-    /// Network and CPU islands coordinated: the backlog trigger on.
+    /// Network and CPU islands coordinated: the backlog trigger on (the
+    /// stream scenario); the front end's bandwidth and CPU tunes (web).
     Both,
+    /// Web only: `both` with the bandwidth tune alone.
+    #[serde(rename = "both-bw")]
+    BothBw,
+    /// Web only: `both` with the CPU-time tune alone.
+    #[serde(rename = "both-cpu")]
+    BothCpu,
 }
 
 impl Config {
-    /// Every configuration, in the default order.
-    pub const ALL: [Self; 4] = [Self::None, Self::Cpu, Self::Net, Self::Both];
+    /// Every configuration, in the order of the names.
+    pub const ALL: [Self; 6] = [
+        Self::None,
+        Self::Cpu,
+        Self::Net,
+        Self::Both,
+        Self::BothBw,
+        Self::BothCpu,
+    ];
+
+    /// The configurations run when none are named.
+    pub const DEFAULT: [Self; 4] = [Self::None, Self::Cpu, Self::Net, Self::Both];
 
     /// The name on the command line and in the report.
     pub fn as_str(self) -> &'static str {
@@ -75,12 +96,36 @@ impl Config {
             Self::Cpu => "cpu",
             Self::Net => "net",
             Self::Both => "both",
+            Self::BothBw => "both-bw",
+            Self::BothCpu => "both-cpu",
         }
     }
 
     /// Whether the network island shapes the link.
     pub fn network_island(self) -> bool {
-        matches!(self, Self::Net | Self::Both)
+        matches!(self, Self::Net | Self::Both | Self::BothBw | Self::BothCpu)
+    }
+
+    /// Whether the islands are coordinated (the overlay is configured).
+    pub fn coordinated(self) -> bool {
+        !self.tunes().is_empty()
+    }
+
+    /// What the web front end tunes in this configuration (nothing
+    /// outside the coordinated ones).
+    pub fn tunes(self) -> &'static [Resource] {
+        match self {
+            Self::None | Self::Cpu | Self::Net => &[],
+            Self::Both => &[Resource::Bandwidth, Resource::CpuTime],
+            Self::BothBw => &[Resource::Bandwidth],
+            Self::BothCpu => &[Resource::CpuTime],
+        }
+    }
+
+    /// Whether `scenario` has this configuration (the single-tune ones
+    /// are the web tier's: the stream scenario sends no tune).
+    pub fn runs_in(self, scenario: Scenario) -> bool {
+        scenario == Scenario::Web || !matches!(self, Self::BothBw | Self::BothCpu)
     }
 }
 
@@ -90,7 +135,11 @@ impl FromStr for Config {
         Self::ALL
             .into_iter()
             .find(|c| c.as_str() == s.trim())
-            .ok_or_else(|| format!("unknown configuration {s:?} (one of none, cpu, net, both)"))
+            .ok_or_else(|| {
+                format!(
+                    "unknown configuration {s:?} (one of none, cpu, net, both, both-bw, both-cpu)"
+                )
+            })
     }
 }
 
@@ -164,7 +213,7 @@ impl Settings {
     /// about three minutes), shortened with `quick`.
     pub fn new(quick: bool) -> Self {
         Self {
-            configs: Config::ALL.to_vec(),
+            configs: Config::DEFAULT.to_vec(),
             seconds: if quick { 4.0 } else { 20.0 },
             reps: if quick { 1 } else { 2 },
             rate_mbit: 20,
@@ -177,6 +226,19 @@ impl Settings {
             island_cpus: String::new(),
             scenario: Scenario::Stream,
             web: WebSettings::default(),
+        }
+    }
+
+    /// Why the configurations cannot run in the scenario, if so.
+    pub fn check_configs(&self) -> Result<(), String> {
+        match self.configs.iter().find(|c| !c.runs_in(self.scenario)) {
+            Some(c) => Err(format!(
+                "configuration {} is the web tier's (--scenario web): the {} scenario sends no \
+                 tune",
+                c.as_str(),
+                self.scenario.as_str()
+            )),
+            None => Ok(()),
         }
     }
 
@@ -380,9 +442,47 @@ mod tests {
     fn configs_parse_by_name_only() {
         for c in Config::ALL {
             assert_eq!(c.as_str().parse::<Config>(), Ok(c));
+            // The report's JSON names them as the command line does.
+            assert_eq!(
+                serde_json::to_value(c).unwrap(),
+                serde_json::json!(c.as_str())
+            );
         }
+        assert_eq!("both-bw".parse::<Config>(), Ok(Config::BothBw));
+        assert_eq!(" both-cpu".parse::<Config>(), Ok(Config::BothCpu));
+        let e = "both_bw".parse::<Config>().unwrap_err();
+        assert!(e.contains("both-bw, both-cpu"), "{e}");
         assert!("slo".parse::<Config>().unwrap_err().contains("none, cpu"));
         assert!(Config::Both.network_island() && !Config::Cpu.network_island());
+        assert!(Config::BothBw.network_island() && Config::BothCpu.network_island());
+        assert_eq!(Settings::new(false).configs, Config::DEFAULT.to_vec());
+    }
+
+    #[test]
+    fn each_configuration_tunes_what_its_name_says() {
+        let t = |c: Config| c.tunes().to_vec();
+        assert_eq!(t(Config::Both), [Resource::Bandwidth, Resource::CpuTime]);
+        assert_eq!(t(Config::BothBw), [Resource::Bandwidth]);
+        assert_eq!(t(Config::BothCpu), [Resource::CpuTime]);
+        for c in [Config::None, Config::Cpu, Config::Net] {
+            assert!(t(c).is_empty() && !c.coordinated(), "{c:?}");
+        }
+        assert!(Config::BothBw.coordinated() && Config::BothCpu.coordinated());
+    }
+
+    #[test]
+    fn the_single_tune_configurations_run_in_the_web_scenario_only() {
+        let mut s = Settings::new(true);
+        s.configs = Config::ALL.to_vec();
+        let e = s.check_configs().unwrap_err();
+        assert!(e.contains("both-bw") && e.contains("stream"), "{e}");
+        s.configs = vec![Config::Net, Config::BothCpu];
+        assert!(s.check_configs().unwrap_err().contains("both-cpu"));
+        s.configs = Config::DEFAULT.to_vec();
+        assert_eq!(s.check_configs(), Ok(()));
+        s.scenario = Scenario::Web;
+        s.configs = Config::ALL.to_vec();
+        assert_eq!(s.check_configs(), Ok(()));
     }
 
     #[test]

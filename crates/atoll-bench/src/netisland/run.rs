@@ -37,6 +37,9 @@ const GRACE: Duration = Duration::from_secs(60);
 
 /// Runs every configuration `reps` times; see the module docs.
 pub fn run(opts: &NetIslandOptions, progress: &Progress) -> Result<NetIslandReport, BenchError> {
+    opts.settings
+        .check_configs()
+        .map_err(BenchError::Unusable)?;
     progress.phase("", "checking the machine");
     if let Some(why) = skip_reason() {
         return Err(BenchError::Unusable(why));

@@ -6,6 +6,8 @@
 
 use std::time::Duration;
 
+use atoll_core::coord::Resource;
+
 use super::super::web::{parse_front, WebSample, BACK, FRONT, OVERLAY};
 use super::super::{Config, Settings};
 use super::{Bench, GRACE, TAIL_S};
@@ -14,6 +16,15 @@ use crate::interrupt;
 use crate::isolation::daemon::Daemon;
 use crate::netisland::rig::Rig;
 use crate::procs::Proc;
+
+/// `web-front`'s `--tune` value for `tunes`.
+pub(super) fn tune_arg(tunes: &[Resource]) -> String {
+    tunes
+        .iter()
+        .map(|r| crate::worker::tune_name(*r))
+        .collect::<Vec<_>>()
+        .join(",")
+}
 
 /// The back end's TCP port on the host end.
 const WEB_PORT: u16 = 47_003;
@@ -54,7 +65,7 @@ impl Bench<'_> {
             n(s.seconds),
         ];
         args.extend(s.web.front_args());
-        if let (Config::Both, Some(d)) = (config, daemon) {
+        if let (true, Some(d)) = (config.coordinated(), daemon) {
             args.extend([
                 "--overlay".into(),
                 OVERLAY.into(),
@@ -62,6 +73,8 @@ impl Bench<'_> {
                 BACK.into(),
                 "--socket".into(),
                 d.socket().display().to_string(),
+                "--tune".into(),
+                tune_arg(config.tunes()),
             ]);
         }
         let front = Proc::spawn(

@@ -19,7 +19,9 @@
 //!   `back`, and the front end tunes: when the heavy class's p90 in a
 //!   500 ms window is over `--bound-ms` it sends `tune(bandwidth, up, web,
 //!   back)` and `tune(cpu_time, up, web, back)` to the daemon, `down` when
-//!   under half of it (see `worker::webfront`).
+//!   under half of it (see `worker::webfront`). `both-bw` and `both-cpu`
+//!   are `both` with one of the two tunes ([`Config::tunes`]), the same
+//!   daemon config.
 
 use std::fmt::Write as _;
 
@@ -164,7 +166,7 @@ pub fn daemon_config(
             let _ = writeln!(t, "[network.{LINK}.units.{unit}]\nshare = 100\nprio = 3\n");
         }
     }
-    if config == Config::Both {
+    if config.coordinated() {
         // The front end tunes for this overlay; nothing reports to its
         // floor, so the overlay's own policy never acts.
         let _ = writeln!(
@@ -279,15 +281,22 @@ pub struct WebRow {
     pub samples: Vec<WebSample>,
 }
 
-/// A configuration's row from its samples (ratios by [`web_ratios`]).
+/// A configuration's row from its samples (ratios by [`web_ratios`]); a
+/// class's response times are the mean over the reps in which it
+/// completed a request (0 when none did: see [`ClassFigures::count`]).
 pub fn web_row(config: Config, samples: Vec<WebSample>, seconds: f64) -> WebRow {
     let n = samples.len().max(1) as f64;
     let mean = |f: &dyn Fn(&WebSample) -> f64| samples.iter().map(f).sum::<f64>() / n;
-    let class = |c: &dyn Fn(&WebSample) -> ClassFigures| ClassFigures {
-        count: samples.iter().map(|s| c(s).count).sum(),
-        mean_ms: round(mean(&|s| c(s).mean_ms), 3),
-        p99_ms: round(mean(&|s| c(s).p99_ms), 3),
-        sd_ms: round(mean(&|s| c(s).sd_ms), 3),
+    let class = |c: &dyn Fn(&WebSample) -> ClassFigures| {
+        let done: Vec<ClassFigures> = samples.iter().map(c).filter(|x| x.count > 0).collect();
+        let k = done.len().max(1) as f64;
+        let m = |f: fn(&ClassFigures) -> f64| round(done.iter().map(f).sum::<f64>() / k, 3);
+        ClassFigures {
+            count: done.iter().map(|x| x.count).sum(),
+            mean_ms: m(|x| x.mean_ms),
+            p99_ms: m(|x| x.p99_ms),
+            sd_ms: m(|x| x.sd_ms),
+        }
     };
     WebRow {
         config: Some(config),
@@ -305,13 +314,20 @@ pub fn web_row(config: Config, samples: Vec<WebSample>, seconds: f64) -> WebRow 
     }
 }
 
+/// `a`'s figures over `b`'s; none for a class that completed no request
+/// in either (its 0 is no response time).
 fn ratios(a: &WebRow, b: &WebRow) -> Ratios {
-    let r = |x: f64, y: f64| ratio(Some(x), Some(y)).map(|v| round(v, 3));
+    let r = |x: &ClassFigures, y: &ClassFigures, f: fn(&ClassFigures) -> f64| {
+        if x.count == 0 || y.count == 0 {
+            return None;
+        }
+        ratio(Some(f(x)), Some(f(y))).map(|v| round(v, 3))
+    };
     Ratios {
-        light_mean: r(a.light.mean_ms, b.light.mean_ms),
-        light_p99: r(a.light.p99_ms, b.light.p99_ms),
-        heavy_mean: r(a.heavy.mean_ms, b.heavy.mean_ms),
-        heavy_p99: r(a.heavy.p99_ms, b.heavy.p99_ms),
+        light_mean: r(&a.light, &b.light, |c| c.mean_ms),
+        light_p99: r(&a.light, &b.light, |c| c.p99_ms),
+        heavy_mean: r(&a.heavy, &b.heavy, |c| c.mean_ms),
+        heavy_p99: r(&a.heavy, &b.heavy, |c| c.p99_ms),
     }
 }
 
@@ -326,6 +342,21 @@ pub fn web_ratios(rows: &mut [WebRow]) {
     }
 }
 
+/// What the single-tune configurations among `configs` tune, for the
+/// table's head (empty without them).
+fn single_tunes(configs: &[Config]) -> String {
+    let mut t = String::new();
+    for (c, what) in [
+        (Config::BothBw, "the bandwidth tune alone"),
+        (Config::BothCpu, "the CPU-time tune alone"),
+    ] {
+        if configs.contains(&c) {
+            let _ = write!(t, ", {} {what}", c.as_str());
+        }
+    }
+    t
+}
+
 /// The web scenario's report as text.
 pub fn render_web(r: &NetIslandReport) -> String {
     let s = &r.settings;
@@ -336,7 +367,7 @@ pub fn render_web(r: &NetIslandReport) -> String {
         "atoll bench netisland --scenario web: {} requests/s ({:.0} % heavy: {} B reply, {} \
          CPU chunks; light: {} B, {} chunk(s); {:.2} Mbit/s of replies) from a front end to a \
          back end on island CPUs {} across a {} Mbit/s veth link, beside a UDP bulk transfer \
-         and a CPU hog; both tunes over a heavy p90 of {} ms; {} s x {} rep(s) per configuration",
+         and a CPU hog; both tunes over a heavy p90 of {} ms{}; {} s x {} rep(s) per configuration",
         w.rate,
         w.heavy_share * 100.0,
         w.heavy_bytes,
@@ -347,6 +378,7 @@ pub fn render_web(r: &NetIslandReport) -> String {
         s.island_cpus,
         s.rate_mbit,
         w.bound_ms,
+        single_tunes(&s.configs),
         s.seconds,
         s.reps
     );
@@ -374,19 +406,21 @@ pub fn render_web(r: &NetIslandReport) -> String {
         "bulk Mbit/s",
         "hog chunks/s",
     ];
-    let f = |v: f64| format!("{v:.1}");
+    // A class that completed no request has no response time: "-".
+    let f = |c: &ClassFigures, v: f64| num((c.count > 0).then_some(v), 1);
     let rows: Vec<Vec<String>> = r
         .web_rows
         .iter()
         .map(|x| {
+            let (l, h) = (&x.light, &x.heavy);
             vec![
                 x.config.map_or("-", |c| c.as_str()).to_string(),
-                f(x.light.mean_ms),
-                f(x.light.p99_ms),
-                f(x.light.sd_ms),
-                f(x.heavy.mean_ms),
-                f(x.heavy.p99_ms),
-                f(x.heavy.sd_ms),
+                f(l, l.mean_ms),
+                f(l, l.p99_ms),
+                f(l, l.sd_ms),
+                f(h, h.mean_ms),
+                f(h, h.p99_ms),
+                f(h, h.sd_ms),
                 format!("{:.2}", x.throughput_per_s),
                 format!("{:.0}", x.errors),
                 format!("{:.0}", x.tunes_sent),

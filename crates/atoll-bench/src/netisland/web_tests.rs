@@ -109,6 +109,16 @@ fn web_configurations_parse_and_only_both_has_the_overlay() {
     assert!(cfg(Config::Both)
         .unwrap()
         .contains("units = [\"front\", \"back\"]"));
+    // The single-tune configurations have `both`'s daemon: only what the
+    // front end tunes differs (the first line names the configuration).
+    let body = |c| {
+        let t = cfg(c).unwrap();
+        assert!(t.lines().next().unwrap().contains(c.as_str()), "{t}");
+        t.lines().skip(1).collect::<Vec<_>>().join("\n")
+    };
+    assert_eq!(body(Config::BothBw), body(Config::Both));
+    assert_eq!(body(Config::BothCpu), body(Config::Both));
+    assert_ne!(body(Config::Net), body(Config::Both));
 }
 
 #[test]
@@ -188,4 +198,96 @@ fn the_web_table_has_a_line_per_configuration_and_both_ratios() {
     // A saved report reads back with its scenario.
     let back: NetIslandReport = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
     assert_eq!(super::super::render_table(&back), text);
+}
+
+#[test]
+fn the_single_tune_rows_are_reported_like_the_others() {
+    let mut s = Settings::new(true);
+    s.scenario = super::super::Scenario::Web;
+    s.configs = vec![Config::Net, Config::Both, Config::BothBw, Config::BothCpu];
+    let mut rows = vec![
+        web_row(Config::Net, vec![sample(2.0, 50.0, 0)], 4.0),
+        web_row(Config::Both, vec![sample(2.0, 25.0, 8)], 4.0),
+        web_row(Config::BothBw, vec![sample(2.0, 30.0, 5)], 4.0),
+        web_row(Config::BothCpu, vec![sample(2.0, 45.0, 3)], 4.0),
+    ];
+    web_ratios(&mut rows);
+    // Heavy mean against net's 50: 0.6 and 0.9; no `none`, no ratio to it.
+    assert_eq!(rows[2].to_net.heavy_mean, Some(0.6));
+    assert_eq!(rows[3].to_net.heavy_mean, Some(0.9));
+    assert_eq!(rows[3].to_none, Ratios::default());
+    let r = NetIslandReport {
+        rows: vec![],
+        web_rows: rows,
+        unavailable: vec![],
+        settings: s,
+        machine: crate::machine::Machine::default(),
+        command: "atoll bench netisland --scenario web --configs net,both,both-bw,both-cpu".into(),
+        loadavg: "0.1 0.1 0.1 1/100 5".into(),
+    };
+    let text = super::super::render_table(&r);
+    assert!(
+        text.lines()
+            .next()
+            .unwrap()
+            .contains("both-bw the bandwidth tune alone"),
+        "{text}"
+    );
+    let line = |name: &str, nth: usize| {
+        text.lines()
+            .filter(|l| l.split_whitespace().next() == Some(name))
+            .nth(nth)
+            .unwrap_or_else(|| panic!("no {name} line {nth}:\n{text}"))
+            .to_string()
+    };
+    // The figures: heavy mean and tunes sent.
+    assert!(line("both-bw", 0).contains("30.0") && line("both-bw", 0).contains(" 5 "));
+    assert!(line("both-cpu", 0).contains("45.0") && line("both-cpu", 0).contains(" 3 "));
+    // The ratios: to none empty, heavy mean to net.
+    let bw = line("both-bw", 1);
+    assert!(bw.contains("0.600") && bw.contains(" - "), "{text}");
+    assert!(line("both-cpu", 1).contains("0.900"), "{text}");
+    let back: NetIslandReport = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+    assert_eq!(back.web_rows[2].config, Some(Config::BothBw));
+    assert_eq!(super::super::render_table(&back), text);
+}
+
+#[test]
+fn a_class_with_no_completed_request_has_no_time_and_no_ratio() {
+    let mut none_done = sample(1.0, 1.0, 0);
+    none_done.light = ClassFigures::default();
+    none_done.heavy = ClassFigures::default();
+    let mut rows = vec![
+        web_row(Config::Net, vec![sample(2.0, 50.0, 0)], 4.0),
+        // One rep completed nothing: the other rep's times, not halved.
+        web_row(
+            Config::Cpu,
+            vec![none_done.clone(), sample(2.0, 40.0, 0)],
+            4.0,
+        ),
+        web_row(Config::None, vec![none_done], 4.0),
+    ];
+    web_ratios(&mut rows);
+    assert_eq!(rows[1].heavy.mean_ms, 40.0);
+    assert_eq!(rows[1].to_net.heavy_mean, Some(0.8));
+    assert_eq!(rows[2].heavy.count, 0);
+    assert_eq!(rows[2].to_net, Ratios::default());
+    assert_eq!(rows[0].to_none, Ratios::default());
+    let mut s = Settings::new(true);
+    s.scenario = super::super::Scenario::Web;
+    let r = NetIslandReport {
+        rows: vec![],
+        web_rows: rows,
+        unavailable: vec![],
+        settings: s,
+        machine: crate::machine::Machine::default(),
+        command: "c".into(),
+        loadavg: String::new(),
+    };
+    let text = super::super::render_table(&r);
+    let none = text
+        .lines()
+        .find(|l| l.starts_with("none"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(!none.contains("0.0 ") && none.contains(" - "), "{text}");
 }

@@ -27,7 +27,7 @@
 //! | `udp-sink --port P --seconds S` | counts the bytes received | bytes |
 //! | `api-load --socket P --seconds S [--clients N] [--mix M \| --request LINE] [--depth D] ...` | clients of the daemon's API sending a mix of requests as fast as it answers ([`api_load`]) | per kind of request: sent, answered, errors by code, latency histogram; lost requests |
 //! | `web-back --port P --seconds S` | seed 001's web back end over TCP ([`web`]): per request its CPU work, then its reply bytes | requests served per class, bytes |
-//! | `web-front --addr H:P --seconds S --rate R [--heavy-share F] [--light-bytes B] [--heavy-bytes B] [--light-work C] [--heavy-work C] [--conns N] [--window-ms W] [--percentile P] [--bound-ms B] [--overlay O --socket PATH --unit U] [--timeout-ms T]` | two classes of request at R/s, open loop ([`webfront`]); with `--overlay`, `tune(bandwidth)` and `tune(cpu_time)` of unit U when the heavy class's percentile is over the bound | per class: count, mean, sd, p99 (ms); throughput; tunes sent and acked |
+//! | `web-front --addr H:P --seconds S --rate R [--heavy-share F] [--light-bytes B] [--heavy-bytes B] [--light-work C] [--heavy-work C] [--conns N] [--window-ms W] [--percentile P] [--bound-ms B] [--overlay O --socket PATH --unit U] [--tune bandwidth,cpu_time] [--timeout-ms T]` | two classes of request at R/s, open loop ([`webfront`]); with `--overlay`, `tune(bandwidth)` and `tune(cpu_time)` (or the one `--tune` names) of unit U when the heavy class's percentile is over the bound | per class: count, mean, sd, p99 (ms); throughput; tunes sent and acked |
 //! | `auction-app --port P --db-socket PATH [--work W] [--seconds S]` | the auction's application tier: an HTTP server (a thread per connection) routing `/browse` (two reads) and `/putbid` (a transaction and W rounds of CPU work) to MariaDB ([`auction_app`]) | requests served per kind, errors |
 
 mod api_load;
@@ -62,7 +62,7 @@ pub use kvfront::KvFrontArgs;
 pub use probe::ProbeArgs;
 pub use stream::{Playback, StreamClientArgs, StreamServerArgs};
 pub use web::{Class as WebClass, Request as WebRequest, WebBackArgs};
-pub use webfront::{Tuner, WebFrontArgs};
+pub use webfront::{parse_tunes, tune_name, Tuner, WebFrontArgs};
 
 /// One worker and its arguments.
 #[derive(Clone, Debug, PartialEq)]

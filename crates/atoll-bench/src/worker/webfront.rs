@@ -16,8 +16,9 @@
 //! rank). [`Tuner`] (pure) decides: above `--bound-ms`, one step up; below
 //! half of it with steps taken, one step down. A step sends
 //! `tune(bandwidth, dir, overlay, unit)` and `tune(cpu_time, dir, overlay,
-//! unit)` to the daemon (`atoll_client`); the report counts what was sent,
-//! acknowledged and refused.
+//! unit)` to the daemon (`atoll_client`), or only the one of them named by
+//! `--tune bandwidth` or `--tune cpu_time` (default `bandwidth,cpu_time`);
+//! the report counts what was sent, acknowledged and refused.
 
 use std::io::{self};
 use std::net::TcpStream;
@@ -51,7 +52,35 @@ pub(super) const OPTIONS: &[&str] = &[
     "--overlay",
     "--unit",
     "--timeout-ms",
+    "--tune",
 ];
+
+/// The name of a tunable resource in `--tune`.
+pub fn tune_name(r: Resource) -> &'static str {
+    match r {
+        Resource::Bandwidth => "bandwidth",
+        Resource::CpuTime => "cpu_time",
+        Resource::Cores => "cores",
+        Resource::Memory => "memory",
+    }
+}
+
+/// `--tune`'s value: the resources a step tunes, in order, no repeats;
+/// the front end tunes the bandwidth and the CPU time only.
+pub fn parse_tunes(v: &str) -> Result<Vec<Resource>, String> {
+    let mut out = Vec::new();
+    for name in v.split(',').map(str::trim) {
+        let r = [Resource::Bandwidth, Resource::CpuTime]
+            .into_iter()
+            .find(|r| tune_name(*r) == name)
+            .ok_or_else(|| format!("{name:?} is not bandwidth or cpu_time"))?;
+        if out.contains(&r) {
+            return Err(format!("{name} named twice"));
+        }
+        out.push(r);
+    }
+    Ok(out)
+}
 
 /// The most steps up the tuner takes from where it started.
 pub const MAX_STEPS: u32 = 10;
@@ -91,6 +120,8 @@ pub struct WebFrontArgs {
     pub unit: String,
     /// How long a request may take before it is an error, ms.
     pub timeout_ms: u64,
+    /// What a step tunes, in order.
+    pub tunes: Vec<Resource>,
 }
 
 impl WebFrontArgs {
@@ -145,6 +176,10 @@ impl WebFrontArgs {
                 .cloned()
                 .unwrap_or_else(|| "back".into()),
             timeout_ms: o.positive("--timeout-ms")?.unwrap_or(5000),
+            tunes: match o.values.get("--tune") {
+                None => vec![Resource::Bandwidth, Resource::CpuTime],
+                Some(v) => parse_tunes(v).map_err(|why| o.bad("--tune", v, &why))?,
+            },
         })
     }
 
@@ -305,7 +340,7 @@ struct Tunes {
 
 impl Tunes {
     fn send(&mut self, a: &WebFrontArgs, overlay: &str, dir: Direction) {
-        for resource in [Resource::Bandwidth, Resource::CpuTime] {
+        for &resource in &a.tunes {
             self.sent += 1;
             let r = (|| {
                 if self.client.is_none() {
@@ -396,6 +431,7 @@ pub(super) fn web_front(a: &WebFrontArgs) -> io::Result<serde_json::Value> {
         "light": class_summary(&mut l.light),
         "heavy": class_summary(&mut l.heavy),
         "overlay": a.overlay,
+        "tuned": a.tunes.iter().map(|r| tune_name(*r)).collect::<Vec<_>>(),
         "tunes": {
             "sent": tunes.sent, "acked": tunes.acked, "nacked": tunes.nacked,
             "failed": tunes.failed, "last_refusal": tunes.last, "steps_at_end": tuner.steps,
@@ -426,6 +462,7 @@ mod tests {
             overlay: None,
             unit: "back".into(),
             timeout_ms: 100,
+            tunes: vec![Resource::CpuTime],
         }
     }
 
@@ -447,11 +484,27 @@ mod tests {
             (a.unit.as_str(), a.overlay.as_deref()),
             ("back", Some("web"))
         );
+        assert_eq!(a.tunes, [Resource::Bandwidth, Resource::CpuTime]);
+        let one = |t: &str| match parse(&format!(
+            "web-front --addr a:1 --seconds 1 --rate 1 --tune {t}"
+        )) {
+            Ok(super::super::Worker::WebFront(a)) => a.tunes,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(one("bandwidth"), [Resource::Bandwidth]);
+        assert_eq!(one("cpu_time"), [Resource::CpuTime]);
+        assert_eq!(
+            one("cpu_time,bandwidth"),
+            [Resource::CpuTime, Resource::Bandwidth]
+        );
         for (bad, opt) in [
             ("--heavy-share 1.5", "--heavy-share"),
             ("--percentile 101", "--percentile"),
             ("--heavy-bytes 99999999", "--heavy-bytes"),
             ("--rate 0", "--rate"),
+            ("--tune memory", "--tune"),
+            ("--tune bandwidth,bandwidth", "--tune"),
+            ("--tune cpu", "--tune"),
         ] {
             let e = parse(&format!("web-front --addr a:1 --seconds 1 --rate 1 {bad}"));
             assert!(e.unwrap_err().to_string().contains(opt), "{bad}");
@@ -461,6 +514,15 @@ mod tests {
             parse("web-back --port 9 --seconds 2"),
             Ok(super::super::Worker::WebBack(_))
         ));
+    }
+
+    #[test]
+    fn tune_names_round_trip() {
+        for r in [Resource::Bandwidth, Resource::CpuTime] {
+            assert_eq!(parse_tunes(tune_name(r)), Ok(vec![r]));
+        }
+        assert!(parse_tunes("").is_err());
+        assert!(parse_tunes("cores").unwrap_err().contains("cores"));
     }
 
     #[test]
