@@ -68,53 +68,12 @@ if [ -z "${ATOLL_BIN:-}" ]; then
 fi
 words="${bench_args[*]+"${bench_args[*]}"}"
 
-# The run: systemd/run.sh in the background (its share and console in
-# BENCH_DIR), the vCPU throttle and the host's load while it runs
-# (bench-lib.sh's, with systemd/run.sh in place of run.sh).
-trap bench_cleanup EXIT
-trap 'exit 130' INT TERM
-bench_throttle_setup
-load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
-start=$(date +%s)
-: >"${BENCH_CONSOLE}"
-VM_SD_RUN_DIR="${BENCH_DIR}/vm" \
-    VM_APPEND="${VM_APPEND:-} vmtest.timeout=${BENCH_TIMEOUT} atollbench.name=${name} atollbench.args=${words// /,}" \
+# The run: systemd/run.sh (its share and console in BENCH_DIR), the vCPU
+# throttle and the host's load while it runs: bench-lib.sh's bench_launch.
+export VM_SD_RUN_DIR="${BENCH_DIR}/vm"
+bench_launch "atollbench.name=${name} atollbench.args=${words// /,}" \
     bash "${VM_REPO_ROOT}/scripts/vm/systemd/run.sh" --test atollbench --atoll "${ATOLL_BIN}" \
-    --smp "${smp}" --nodes "${nodes}" --timeout $((BENCH_TIMEOUT + 300)) \
-    >"${BENCH_CONSOLE}" 2>"${BENCH_DIR}/run.stderr" &
-BENCH_RUN_PID=$!
-tail -n +1 -f "${BENCH_CONSOLE}" 2>/dev/null | sed -u "s/\r//g" |
-    grep --line-buffered -E '^(VMTEST|  \| |vm-init:)' >&2 &
-BENCH_TAIL_PID=$!
-loads=()
-last_load=${start}
-qemu=""
-while kill -0 "${BENCH_RUN_PID}" 2>/dev/null; do
-    if [ "${BENCH_QUOTA_PCT}" -gt 0 ]; then
-        [ -n "${qemu}" ] && [ -d "/proc/${qemu}" ] || qemu="$(bench_find_qemu || true)"
-        [ -z "${qemu}" ] || bench_throttle_threads "${qemu}"
-    fi
-    if [ $(($(date +%s) - last_load)) -ge 60 ]; then
-        last_load=$(date +%s)
-        loads+=("$(cut -d' ' -f1 /proc/loadavg)")
-    fi
-    sleep 2
-done
-set +e
-wait "${BENCH_RUN_PID}"
-BENCH_RC=$?
-set -e
-BENCH_RUN_PID=""
-if [ -n "${BENCH_CG_BASE}" ]; then
-    BENCH_THROTTLE_NOTE="${BENCH_THROTTLE_NOTE}; $(cat "${BENCH_CG_BASE}"/t*/cpu.stat 2>/dev/null |
-        awk '$1 == "nr_periods" { n++; p += $2 } $1 == "nr_throttled" { t += $2; if ($2 > 0) b++ }
-             END { printf "%d threads, %d of them throttled, in %d of %d periods", n, b, t, p }')"
-fi
-sleep 1
-kill "${BENCH_TAIL_PID}" 2>/dev/null || true
-BENCH_TAIL_PID=""
-BENCH_HOST_NOTE="$(nproc) CPUs, load average ${load_before} before, $(cut -d' ' -f1-3 /proc/loadavg) after (1-min load each minute: ${loads[*]:-none}); $(($(date +%s) - start))s"
-BENCH_CLEAN="$(tr -d '\r' <"${BENCH_CONSOLE}")"
+    --smp "${smp}" --nodes "${nodes}" --timeout $((BENCH_TIMEOUT + 300))
 
 json="${BENCH_DIR}/${name}-${VM_KERNEL}.json"
 if [ -s "${BENCH_DIR}/vm/share/out/${name}.json" ]; then
