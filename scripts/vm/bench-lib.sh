@@ -77,6 +77,15 @@ bench_options_note() {
         "$([ "${BENCH_QUOTA_PCT}" -gt 0 ] && echo " --vcpu-quota ${BENCH_QUOTA_PCT}" || echo ' --no-throttle')"
 }
 
+# bench_atoll_bin: sets ATOLL_BIN to a release build of atoll (cargo
+# build), unless it is set.
+bench_atoll_bin() {
+    [ -z "${ATOLL_BIN:-}" ] || return 0
+    vm_log "cargo build --release -p atoll-cli"
+    (cd "${VM_REPO_ROOT}" && cargo build --release -p atoll-cli)
+    ATOLL_BIN="${CARGO_TARGET_DIR:-${VM_REPO_ROOT}/target}/release/atoll"
+}
+
 # bench_prepare DIR TEST [HOST_BINARY...]: prepares the host (setup.sh),
 # builds atoll unless ATOLL_BIN is set, and builds an initramfs holding only
 # the guest script TEST (and the host binaries given, with their
@@ -92,11 +101,7 @@ bench_prepare() {
     BENCH_CONSOLE="${BENCH_DIR}/console-${VM_KERNEL}.log"
     BENCH_INITRD="${BENCH_DIR}/initramfs-${VM_KERNEL}.cpio.gz"
     bash "${VM_REPO_ROOT}/scripts/vm/setup.sh"
-    if [ -z "${ATOLL_BIN:-}" ]; then
-        vm_log "cargo build --release -p atoll-cli"
-        (cd "${VM_REPO_ROOT}" && cargo build --release -p atoll-cli)
-        ATOLL_BIN="${CARGO_TARGET_DIR:-${VM_REPO_ROOT}/target}/release/atoll"
-    fi
+    bench_atoll_bin
     VM_INITRAMFS_ROOT="${BENCH_DIR}/initramfs-root" \
         bash "${VM_REPO_ROOT}/scripts/vm/build-initramfs.sh" --atoll "${ATOLL_BIN}" \
         --tests "${BENCH_TEST}" --out "${BENCH_INITRD}" "${bins[@]+"${bins[@]}"}"

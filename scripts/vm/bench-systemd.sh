@@ -61,11 +61,7 @@ done
 BENCH_DIR="${VM_BUILD}/bench-${name}"
 mkdir -p "${BENCH_DIR}"
 BENCH_CONSOLE="${BENCH_DIR}/console-${VM_KERNEL}.log"
-if [ -z "${ATOLL_BIN:-}" ]; then
-    vm_log "cargo build --release -p atoll-cli"
-    (cd "${VM_REPO_ROOT}" && cargo build --release -p atoll-cli)
-    ATOLL_BIN="${CARGO_TARGET_DIR:-${VM_REPO_ROOT}/target}/release/atoll"
-fi
+bench_atoll_bin
 words="${bench_args[*]+"${bench_args[*]}"}"
 
 # The run: systemd/run.sh (its share and console in BENCH_DIR), the vCPU
