@@ -67,7 +67,7 @@ words="${bench_args[*]+"${bench_args[*]}"}"
 # The run: systemd/run.sh (its share and console in BENCH_DIR), the vCPU
 # throttle and the host's load while it runs: bench-lib.sh's bench_launch.
 export VM_SD_RUN_DIR="${BENCH_DIR}/vm"
-bench_launch "atollbench.name=${name} atollbench.args=${words// /,}" \
+bench_launch "atollbench.name=${name} atollbench.args=${words// /+}" \
     bash "${VM_REPO_ROOT}/scripts/vm/systemd/run.sh" --test atollbench --atoll "${ATOLL_BIN}" \
     --smp "${smp}" --nodes "${nodes}" --timeout $((BENCH_TIMEOUT + 300))
 
