@@ -17,7 +17,8 @@
 # 1200 s in the guest).
 #
 # Root is required. ATOLL_BIN=PATH skips the cargo build (release).
-# Output in vm/build/bench-NAME/: NAME-<kernel>.json (the bench's report),
+# Output in vm/build/bench-NAME/ (bench-NAME-SCENARIO/ when the bench's
+# options hold `--scenario SCENARIO`): NAME-<kernel>.json (the bench's report),
 # table-<kernel>.txt (the table with the command, date, commit, kernel,
 # throttle and the host's load), console-<kernel>.log, vm/ (the run's
 # share and console); the table is printed on stdout. Exits with run.sh's
@@ -39,7 +40,7 @@ while [ $# -gt 0 ]; do
         --smp) smp="$2"; shift 2 ;;
         --nodes) nodes="$2"; shift 2 ;;
         --) shift; bench_args=("$@"); break ;;
-        -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
         --no-throttle) BENCH_QUOTA_PCT=0; shift ;;
         --vcpu-quota) BENCH_QUOTA_PCT="$2"; shift 2 ;;
         --timeout) BENCH_TIMEOUT="$2"; shift 2 ;;
@@ -58,7 +59,15 @@ for a in "${bench_args[@]+"${bench_args[@]}"}"; do
 done
 [ "$(id -u)" = 0 ] || vm_die "bench-systemd.sh needs root (qemu, the image)"
 
-BENCH_DIR="${VM_BUILD}/bench-${name}"
+# A scenario gets a directory of its own (bench-slo-tiers), so that its
+# run does not replace the plain bench's output.
+tag=""
+prev=""
+for a in "${bench_args[@]+"${bench_args[@]}"}"; do
+    [ "${prev}" != --scenario ] || tag="-${a}"
+    prev=${a}
+done
+BENCH_DIR="${VM_BUILD}/bench-${name}${tag}"
 mkdir -p "${BENCH_DIR}"
 BENCH_CONSOLE="${BENCH_DIR}/console-${VM_KERNEL}.log"
 bench_atoll_bin
