@@ -1,7 +1,7 @@
 # shellcheck shell=bash
-# Shared by the VM benchmark drivers (bench-pmake.sh, bench-coord.sh;
-# sourced after common.sh): their common options, the build of a
-# benchmark's own initramfs, the vCPU throttle and the run.
+# Shared by the VM benchmark drivers (bench-pmake.sh, bench-coord.sh,
+# bench-systemd.sh; sourced after common.sh): their common options, the
+# build of a benchmark's own initramfs, the vCPU throttle and the run.
 #
 # Common options (bench_option):
 #   --reps N          rounds (default 1)
@@ -77,6 +77,15 @@ bench_options_note() {
         "$([ "${BENCH_QUOTA_PCT}" -gt 0 ] && echo " --vcpu-quota ${BENCH_QUOTA_PCT}" || echo ' --no-throttle')"
 }
 
+# bench_atoll_bin: sets ATOLL_BIN to a release build of atoll (cargo
+# build), unless it is set.
+bench_atoll_bin() {
+    [ -z "${ATOLL_BIN:-}" ] || return 0
+    vm_log "cargo build --release -p atoll-cli"
+    (cd "${VM_REPO_ROOT}" && cargo build --release -p atoll-cli)
+    ATOLL_BIN="${CARGO_TARGET_DIR:-${VM_REPO_ROOT}/target}/release/atoll"
+}
+
 # bench_prepare DIR TEST [HOST_BINARY...]: prepares the host (setup.sh),
 # builds atoll unless ATOLL_BIN is set, and builds an initramfs holding only
 # the guest script TEST (and the host binaries given, with their
@@ -92,11 +101,7 @@ bench_prepare() {
     BENCH_CONSOLE="${BENCH_DIR}/console-${VM_KERNEL}.log"
     BENCH_INITRD="${BENCH_DIR}/initramfs-${VM_KERNEL}.cpio.gz"
     bash "${VM_REPO_ROOT}/scripts/vm/setup.sh"
-    if [ -z "${ATOLL_BIN:-}" ]; then
-        vm_log "cargo build --release -p atoll-cli"
-        (cd "${VM_REPO_ROOT}" && cargo build --release -p atoll-cli)
-        ATOLL_BIN="${CARGO_TARGET_DIR:-${VM_REPO_ROOT}/target}/release/atoll"
-    fi
+    bench_atoll_bin
     VM_INITRAMFS_ROOT="${BENCH_DIR}/initramfs-root" \
         bash "${VM_REPO_ROOT}/scripts/vm/build-initramfs.sh" --atoll "${ATOLL_BIN}" \
         --tests "${BENCH_TEST}" --out "${BENCH_INITRD}" "${bins[@]+"${bins[@]}"}"
@@ -196,13 +201,17 @@ bench_cleanup() {
     bench_throttle_cleanup
 }
 
-# bench_run PARAMS: boots the VM with `--test $BENCH_TEST` and PARAMS (and
-# vmtest.timeout) on the kernel command line, echoes the guest's notes and
-# VMTEST lines on stderr, throttles the vCPUs, and waits. Sets BENCH_RC
-# (run.sh's status), BENCH_CLEAN (the console without CRs),
-# BENCH_THROTTLE_NOTE, BENCH_HOST_NOTE (host CPUs, load, time).
-bench_run() {
+# bench_launch PARAMS COMMAND...: boots a guest by running COMMAND (run.sh
+# or systemd/run.sh with its options) with PARAMS (and vmtest.timeout)
+# added to VM_APPEND, the console in BENCH_CONSOLE and COMMAND's messages
+# in BENCH_DIR/run.stderr; echoes the guest's notes and VMTEST lines on
+# stderr, throttles the vCPUs, and waits. Sets BENCH_RC (COMMAND's
+# status), BENCH_CLEAN (the console without CRs), BENCH_THROTTLE_NOTE,
+# BENCH_HOST_NOTE (host CPUs, load, time). The one guest launch of every
+# VM benchmark driver (bench_run below, bench-systemd.sh).
+bench_launch() {
     local params=$1 start load_before loads=() last_load qemu=""
+    shift
     trap bench_cleanup EXIT
     trap 'exit 130' INT TERM
     bench_throttle_setup
@@ -213,9 +222,7 @@ bench_run() {
     # Progress (the guest's notes and VMTEST lines) on stderr; all of it in
     # the console log.
     VM_APPEND="${VM_APPEND:-} vmtest.timeout=${BENCH_TIMEOUT} ${params}" \
-        bash "${VM_REPO_ROOT}/scripts/vm/run.sh" --test "${BENCH_TEST}" \
-        --timeout $((BENCH_TIMEOUT + 180)) --initrd "${BENCH_INITRD}" \
-        >"${BENCH_CONSOLE}" 2>"${BENCH_DIR}/run.stderr" &
+        "$@" >"${BENCH_CONSOLE}" 2>"${BENCH_DIR}/run.stderr" &
     BENCH_RUN_PID=$!
     tail -n +1 -f "${BENCH_CONSOLE}" 2>/dev/null | sed -u "s/\r//g" |
         grep --line-buffered -E '^(VMTEST|  \| |vm-init:)' >&2 &
@@ -249,6 +256,14 @@ bench_run() {
     BENCH_TAIL_PID=""
     BENCH_HOST_NOTE="$(nproc) CPUs, load average ${load_before} before, $(cut -d' ' -f1-3 /proc/loadavg) after (1-min load each minute: ${loads[*]:-none}); $(($(date +%s) - start))s"
     BENCH_CLEAN="$(tr -d '\r' <"${BENCH_CONSOLE}")"
+}
+
+# bench_run PARAMS: boots the busybox VM (run.sh) with `--test $BENCH_TEST`,
+# the initramfs of bench_prepare and PARAMS on the kernel command line
+# (bench_launch).
+bench_run() {
+    bench_launch "$1" bash "${VM_REPO_ROOT}/scripts/vm/run.sh" --test "${BENCH_TEST}" \
+        --timeout $((BENCH_TIMEOUT + 180)) --initrd "${BENCH_INITRD}"
 }
 
 # bench_header COMMAND: the table's first lines: the command, the kernel

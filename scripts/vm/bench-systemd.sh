@@ -17,7 +17,8 @@
 # 1200 s in the guest).
 #
 # Root is required. ATOLL_BIN=PATH skips the cargo build (release).
-# Output in vm/build/bench-NAME/: NAME-<kernel>.json (the bench's report),
+# Output in vm/build/bench-NAME/ (bench-NAME-SCENARIO/ when the bench's
+# options hold `--scenario SCENARIO`): NAME-<kernel>.json (the bench's report),
 # table-<kernel>.txt (the table with the command, date, commit, kernel,
 # throttle and the host's load), console-<kernel>.log, vm/ (the run's
 # share and console); the table is printed on stdout. Exits with run.sh's
@@ -39,7 +40,7 @@ while [ $# -gt 0 ]; do
         --smp) smp="$2"; shift 2 ;;
         --nodes) nodes="$2"; shift 2 ;;
         --) shift; bench_args=("$@"); break ;;
-        -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
         --no-throttle) BENCH_QUOTA_PCT=0; shift ;;
         --vcpu-quota) BENCH_QUOTA_PCT="$2"; shift 2 ;;
         --timeout) BENCH_TIMEOUT="$2"; shift 2 ;;
@@ -58,63 +59,26 @@ for a in "${bench_args[@]+"${bench_args[@]}"}"; do
 done
 [ "$(id -u)" = 0 ] || vm_die "bench-systemd.sh needs root (qemu, the image)"
 
-BENCH_DIR="${VM_BUILD}/bench-${name}"
+# A scenario gets a directory of its own (bench-slo-tiers), so that its
+# run does not replace the plain bench's output.
+tag=""
+prev=""
+for a in "${bench_args[@]+"${bench_args[@]}"}"; do
+    [ "${prev}" != --scenario ] || tag="-${a}"
+    prev=${a}
+done
+BENCH_DIR="${VM_BUILD}/bench-${name}${tag}"
 mkdir -p "${BENCH_DIR}"
 BENCH_CONSOLE="${BENCH_DIR}/console-${VM_KERNEL}.log"
-if [ -z "${ATOLL_BIN:-}" ]; then
-    vm_log "cargo build --release -p atoll-cli"
-    (cd "${VM_REPO_ROOT}" && cargo build --release -p atoll-cli)
-    ATOLL_BIN="${CARGO_TARGET_DIR:-${VM_REPO_ROOT}/target}/release/atoll"
-fi
+bench_atoll_bin
 words="${bench_args[*]+"${bench_args[*]}"}"
 
-# The run: systemd/run.sh in the background (its share and console in
-# BENCH_DIR), the vCPU throttle and the host's load while it runs
-# (bench-lib.sh's, with systemd/run.sh in place of run.sh).
-trap bench_cleanup EXIT
-trap 'exit 130' INT TERM
-bench_throttle_setup
-load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
-start=$(date +%s)
-: >"${BENCH_CONSOLE}"
-VM_SD_RUN_DIR="${BENCH_DIR}/vm" \
-    VM_APPEND="${VM_APPEND:-} vmtest.timeout=${BENCH_TIMEOUT} atollbench.name=${name} atollbench.args=${words// /:}" \
+# The run: systemd/run.sh (its share and console in BENCH_DIR), the vCPU
+# throttle and the host's load while it runs: bench-lib.sh's bench_launch.
+export VM_SD_RUN_DIR="${BENCH_DIR}/vm"
+bench_launch "atollbench.name=${name} atollbench.args=${words// /+}" \
     bash "${VM_REPO_ROOT}/scripts/vm/systemd/run.sh" --test atollbench --atoll "${ATOLL_BIN}" \
-    --smp "${smp}" --nodes "${nodes}" --timeout $((BENCH_TIMEOUT + 300)) \
-    >"${BENCH_CONSOLE}" 2>"${BENCH_DIR}/run.stderr" &
-BENCH_RUN_PID=$!
-tail -n +1 -f "${BENCH_CONSOLE}" 2>/dev/null | sed -u "s/\r//g" |
-    grep --line-buffered -E '^(VMTEST|  \| |vm-init:)' >&2 &
-BENCH_TAIL_PID=$!
-loads=()
-last_load=${start}
-qemu=""
-while kill -0 "${BENCH_RUN_PID}" 2>/dev/null; do
-    if [ "${BENCH_QUOTA_PCT}" -gt 0 ]; then
-        [ -n "${qemu}" ] && [ -d "/proc/${qemu}" ] || qemu="$(bench_find_qemu || true)"
-        [ -z "${qemu}" ] || bench_throttle_threads "${qemu}"
-    fi
-    if [ $(($(date +%s) - last_load)) -ge 60 ]; then
-        last_load=$(date +%s)
-        loads+=("$(cut -d' ' -f1 /proc/loadavg)")
-    fi
-    sleep 2
-done
-set +e
-wait "${BENCH_RUN_PID}"
-BENCH_RC=$?
-set -e
-BENCH_RUN_PID=""
-if [ -n "${BENCH_CG_BASE}" ]; then
-    BENCH_THROTTLE_NOTE="${BENCH_THROTTLE_NOTE}; $(cat "${BENCH_CG_BASE}"/t*/cpu.stat 2>/dev/null |
-        awk '$1 == "nr_periods" { n++; p += $2 } $1 == "nr_throttled" { t += $2; if ($2 > 0) b++ }
-             END { printf "%d threads, %d of them throttled, in %d of %d periods", n, b, t, p }')"
-fi
-sleep 1
-kill "${BENCH_TAIL_PID}" 2>/dev/null || true
-BENCH_TAIL_PID=""
-BENCH_HOST_NOTE="$(nproc) CPUs, load average ${load_before} before, $(cut -d' ' -f1-3 /proc/loadavg) after (1-min load each minute: ${loads[*]:-none}); $(($(date +%s) - start))s"
-BENCH_CLEAN="$(tr -d '\r' <"${BENCH_CONSOLE}")"
+    --smp "${smp}" --nodes "${nodes}" --timeout $((BENCH_TIMEOUT + 300))
 
 json="${BENCH_DIR}/${name}-${VM_KERNEL}.json"
 if [ -s "${BENCH_DIR}/vm/share/out/${name}.json" ]; then

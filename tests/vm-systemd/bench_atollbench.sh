@@ -3,8 +3,8 @@
 # (cgroup v2, 8 vCPUs): a benchmark, not a test (never part of "all"); it
 # fails only if the bench did not run. scripts/vm/bench-systemd.sh boots
 # the guest with `atoll.test=atollbench`, `atollbench.name=NAME` and the
-# bench's options in `atollbench.args=--secs:20:...` (a colon between two
-# words, so that a word keeps its commas: `--configs:none,net`).
+# bench's options in `atollbench.args=--secs+20+--loads+10,50` (a plus
+# between words: a word may hold commas).
 #
 # The benches start their own daemons (`atoll daemon --cgroup-root
 # atoll-bench-...`), which would take the systemd driver here (systemd
@@ -23,7 +23,7 @@
 
 name=$(sed -n 's/.*atollbench\.name=\([a-z0-9]*\).*/\1/p' /proc/cmdline)
 [ -n "$name" ] || fail "no atollbench.name= on the kernel command line"
-args=$(sed -n 's/.*atollbench\.args=\([^ ]*\).*/\1/p' /proc/cmdline | tr ':' ' ')
+args=$(sed -n 's/.*atollbench\.args=\([^ ]*\).*/\1/p' /proc/cmdline | tr '+' ' ')
 for p in nft tc ip unshare; do
     command -v "$p" >/dev/null || fail "no $p in the guest image"
 done

@@ -9,7 +9,8 @@
 #              the kernel's postinst builds a small initrd;
 #   customize  the test units and script, host name, fstab, machine-id, an
 #              empty root password (console login for debugging), masks for
-#              timers that would only cost time under TCG, a volatile
+#              timers that would only cost time under TCG, redis-server and
+#              mariadb not started at boot (the benches run their own), a volatile
 #              journal; then refreshes the .deb cache and empties the
 #              image's apt archive.
 #
@@ -60,6 +61,12 @@ case "${stage}" in
             e2scrub_all.timer e2scrub_reap.service fstrim.timer logrotate.timer \
             man-db.timer systemd-tmpfiles-clean.timer; do
             chroot "${root}" systemctl mask --quiet "${u}"
+        done
+        # Debian's redis-server and mariadb services are not started at
+        # boot: `atoll bench slo` runs its own servers from its temp dirs,
+        # and under TCG these would only cost boot time and memory.
+        for u in redis-server.service mariadb.service; do
+            chroot "${root}" systemctl disable --quiet "${u}"
         done
         # The 9p modules the share needs, and the initrd's disk modules.
         kver=$(find "${root}/boot" -maxdepth 1 -name 'vmlinuz-*' | sed 's|.*/vmlinuz-||' | sort -V | tail -n 1)
