@@ -30,6 +30,7 @@ pub mod fs;
 pub mod kept;
 pub mod knobs;
 pub mod mounts;
+mod parts;
 mod rt;
 pub mod stats;
 #[cfg(any(test, feature = "testutils"))]
@@ -190,6 +191,14 @@ impl<F: CgroupFs> Actuator for CgroupBackend<F> {
         settings: &GroupSettings,
     ) -> Result<Vec<Fallback>, BackendError> {
         both!(self, b => b.apply(path, settings))
+    }
+    fn apply_changed(
+        &mut self,
+        path: &GroupPath,
+        before: &GroupSettings,
+        settings: &GroupSettings,
+    ) -> Result<Vec<Fallback>, BackendError> {
+        both!(self, b => b.apply_changed(path, before, settings))
     }
     fn remove(&mut self, path: &GroupPath) -> Result<(), BackendError> {
         both!(self, b => b.remove(path))

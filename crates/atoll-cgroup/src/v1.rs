@@ -30,7 +30,9 @@
 //!   frozen group is thawed before it is removed.
 //!
 //! As in v2, knobs are read first and written only when they differ, and
-//! `None` means the kernel's default.
+//! `None` means the kernel's default. `apply_changed` syncs only the parts
+//! whose wanted values changed since the group last took its settings (see
+//! [`crate::parts`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -52,6 +54,7 @@ use crate::fs::{CgroupFs, RealFs};
 use crate::kept::KeptFiles;
 use crate::knobs::{memory_matches, parse_blkio_device_file, parse_i64, parse_u64, v1_memory};
 use crate::mounts::V1Paths;
+use crate::parts::{Part, Parts, Reported, COUNT};
 use crate::rt::sync_rt;
 use crate::stats::read_opt;
 
@@ -75,6 +78,9 @@ pub struct Cgroup1Backend<F: CgroupFs = RealFs> {
     exclusive_root: bool,
     /// Writes by others to the groups' files, once watched.
     watch: Option<crate::watch::Watch>,
+    /// What each part of a group reported at its last sync (see
+    /// [`crate::parts`]).
+    reported: Reported,
 }
 
 fn ids(text: &str) -> Option<CpuSet> {
@@ -108,6 +114,7 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
             rmdir_delay: Duration::from_millis(20),
             exclusive_root: false,
             watch: None,
+            reported: Reported::default(),
         })
     }
 
@@ -151,6 +158,7 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
     /// Forgets remembered refusals so the next `apply` retries them.
     pub fn retry_refused(&mut self) {
         self.memo.clear();
+        self.reported.clear();
     }
 
     /// How often and how long `remove` retries an `EBUSY` rmdir.
@@ -161,6 +169,82 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
 
     fn read_set(&self, path: &Path) -> Result<Option<CpuSet>, CgroupError> {
         Ok(read_opt(&self.fs, path)?.and_then(|t| ids(&t)))
+    }
+
+    /// Syncs the parts of `settings` in `parts`, in order (the group's
+    /// directories exist); returns the group's fallbacks, those of the
+    /// other parts from their last sync (see [`Reported`]).
+    fn apply_parts(
+        &mut self,
+        path: &GroupPath,
+        settings: &GroupSettings,
+        parts: Parts,
+    ) -> Result<Vec<Fallback>, BackendError> {
+        let out = self.sync_parts(path, settings, parts);
+        if out.is_err() {
+            // Some of it may be written: the next sync is whole.
+            self.reported.forget(path);
+        }
+        out.map_err(Into::into)
+    }
+
+    fn sync_parts(
+        &mut self,
+        path: &GroupPath,
+        settings: &GroupSettings,
+        parts: Parts,
+    ) -> Result<Vec<Fallback>, CgroupError> {
+        let mut reps: [Report<'_>; COUNT] = std::array::from_fn(|_| Report::new(path));
+        if parts.has(Part::Cpuset) {
+            let cs = self.dir(path);
+            self.apply_cpuset(path, &cs, settings, &mut reps[Part::Cpuset as usize])?;
+        }
+        let cpu = self.dir_in(&self.paths.cpu, path);
+        self.apply_cpu(&cpu, settings, parts, &mut reps)?;
+        if parts.has(Part::Memory) {
+            let mem = self.paths.memory.as_ref().map(|m| self.dir_in(m, path));
+            self.apply_memory(mem.as_deref(), settings, &mut reps[Part::Memory as usize])?;
+        }
+        if parts.has(Part::Io) {
+            let blk = self.paths.blkio.as_ref().map(|m| self.dir_in(m, path));
+            self.apply_blkio(blk.as_deref(), settings, &mut reps[Part::Io as usize])?;
+        }
+        if parts.has(Part::Freezer) {
+            let fz = self.paths.freezer.as_ref().map(|m| self.dir_in(m, path));
+            let rep = &mut reps[Part::Freezer as usize];
+            crate::freezer::apply_v1(&self.fs, fz.as_deref(), settings.frozen, rep)?;
+        }
+        let mut out: [Vec<Fallback>; COUNT] = std::array::from_fn(|_| Vec::new());
+        for (o, rep) in out.iter_mut().zip(reps) {
+            *o = rep.out;
+            self.rewrites.extend(rep.rewritten);
+        }
+        Ok(self.reported.record(path, parts, out))
+    }
+
+    /// The directories of `path` that the parts in `parts` write.
+    fn part_dirs(&self, path: &GroupPath, parts: Parts) -> Vec<PathBuf> {
+        let mut dirs = Vec::new();
+        if parts.has(Part::Cpuset) {
+            dirs.push(self.dir(path));
+        }
+        if [Part::CpuWeight, Part::CpuMax, Part::Rt]
+            .into_iter()
+            .any(|p| parts.has(p))
+        {
+            dirs.push(self.dir_in(&self.paths.cpu, path));
+        }
+        let others = [
+            (Part::Memory, &self.paths.memory),
+            (Part::Io, &self.paths.blkio),
+            (Part::Freezer, &self.paths.freezer),
+        ];
+        for (p, mount) in others {
+            if let Some(m) = mount.as_ref().filter(|_| parts.has(p)) {
+                dirs.push(self.dir_in(m, path));
+            }
+        }
+        dirs
     }
 
     /// Shrinks the CPU or node lists of `dir`'s descendants to fit `new`, so
@@ -292,17 +376,22 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
         Ok(())
     }
 
+    /// The CPU parts in `parts` ([`Part::CpuWeight`], [`Part::CpuMax`],
+    /// [`Part::Rt`]), each reported in its own entry of `reps`.
     fn apply_cpu(
         &self,
         dir: &Path,
         s: &GroupSettings,
-        rep: &mut Report<'_>,
+        parts: Parts,
+        reps: &mut [Report<'_>; COUNT],
     ) -> Result<(), CgroupError> {
         let fs: &dyn CgroupFs = &self.fs;
         // As on cgroup2, an idle group refuses cpu.shares: leave idle first,
         // and write no shares while idle.
         let idle = if s.cpu_idle { "1" } else { "0" };
-        if !s.cpu_idle {
+        let weight = parts.has(Part::CpuWeight);
+        let rep = &mut reps[Part::CpuWeight as usize];
+        if weight && !s.cpu_idle {
             let o = sync(fs, dir, "cpu.idle", idle, |c| c.trim() == idle)?;
             rep.outcome("cpu.idle", idle, false, o, dir);
             let shares = weight_to_shares(s.cpu_weight.unwrap_or(100));
@@ -318,7 +407,8 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
             );
         }
 
-        match s.cpu_max {
+        let rep = &mut reps[Part::CpuMax as usize];
+        match s.cpu_max.filter(|_| parts.has(Part::CpuMax)) {
             Some(m) => {
                 let p = m.period_us.to_string();
                 let o = sync(fs, dir, "cpu.cfs_period_us", &p, |c| {
@@ -331,6 +421,7 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
                 })?;
                 rep.outcome("cpu.cfs_quota_us", &q, true, o, dir);
             }
+            None if !parts.has(Part::CpuMax) => {}
             None => {
                 let o = sync(fs, dir, "cpu.cfs_quota_us", "-1", |c| {
                     parse_i64(c).ok() == Some(-1)
@@ -338,10 +429,15 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
                 rep.outcome("cpu.cfs_quota_us", "-1", false, o, dir);
             }
         }
-        if s.cpu_idle {
+        if weight && s.cpu_idle {
+            let rep = &mut reps[Part::CpuWeight as usize];
             let o = sync(fs, dir, "cpu.idle", idle, |c| c.trim() == idle)?;
             rep.outcome("cpu.idle", idle, true, o, dir);
         }
+        if !parts.has(Part::Rt) {
+            return Ok(());
+        }
+        let rep = &mut reps[Part::Rt as usize];
         sync_rt(fs, dir, s.rt_budget, s.rt_budget_optional, rep)
     }
 
@@ -566,18 +662,7 @@ impl<F: CgroupFs> Actuator for Cgroup1Backend<F> {
         for m in &mounts {
             ensure_dir(&self.fs, &self.dir_in(m, path), path)?;
         }
-        let mut rep = Report::new(path);
-        let cs = self.dir(path);
-        self.apply_cpuset(path, &cs, settings, &mut rep)?;
-        let cpu = self.dir_in(&self.paths.cpu, path);
-        self.apply_cpu(&cpu, settings, &mut rep)?;
-        let mem = self.paths.memory.as_ref().map(|m| self.dir_in(m, path));
-        self.apply_memory(mem.as_deref(), settings, &mut rep)?;
-        let blk = self.paths.blkio.as_ref().map(|m| self.dir_in(m, path));
-        self.apply_blkio(blk.as_deref(), settings, &mut rep)?;
-        let fz = self.paths.freezer.as_ref().map(|m| self.dir_in(m, path));
-        crate::freezer::apply_v1(&self.fs, fz.as_deref(), settings.frozen, &mut rep)?;
-        self.rewrites.append(&mut rep.rewritten);
+        let out = self.apply_parts(path, settings, Parts::ALL);
         if let Some(w) = &mut self.watch {
             w.drain(false);
             if !w.watches(path) {
@@ -589,7 +674,40 @@ impl<F: CgroupFs> Actuator for Cgroup1Backend<F> {
                 }
             }
         }
-        Ok(rep.out)
+        out
+    }
+
+    /// Syncs only the parts of `settings` that differ from `before` (see
+    /// [`crate::parts`]): a weight's change reads `cpu.idle` and
+    /// `cpu.shares` and writes `cpu.shares`, nothing else. A group not
+    /// synced whole since it was made or last forgotten, a changed setting
+    /// that no part holds, or a directory of a changed part that is gone,
+    /// is synced whole ([`apply`](Self::apply)).
+    fn apply_changed(
+        &mut self,
+        path: &GroupPath,
+        before: &GroupSettings,
+        settings: &GroupSettings,
+    ) -> Result<Vec<Fallback>, BackendError> {
+        let parts = match Parts::changed(before, settings) {
+            Some(p) if self.reported.knows(path) => p,
+            _ => return self.apply(path, settings),
+        };
+        let dirs_there = self
+            .part_dirs(path, parts)
+            .iter()
+            .all(|d| self.fs.exists(d));
+        if !dirs_there {
+            return self.apply(path, settings);
+        }
+        if let Some(w) = &mut self.watch {
+            w.drain(true);
+        }
+        let out = self.apply_parts(path, settings, parts);
+        if let Some(w) = &mut self.watch {
+            w.drain(false);
+        }
+        out
     }
 
     fn take_rewrites(&mut self) -> Vec<atoll_core::backend::Rewrite> {
@@ -628,6 +746,7 @@ impl<F: CgroupFs> Actuator for Cgroup1Backend<F> {
             }
         }
         self.memo.forget_group(path);
+        self.reported.forget(path);
         if failed.is_empty() {
             return Ok(());
         }
@@ -662,3 +781,7 @@ mod monitor;
 #[cfg(test)]
 #[path = "v1_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "v1_parts_tests.rs"]
+mod parts_tests;

@@ -391,6 +391,24 @@ pub trait Actuator: Send {
         path: &GroupPath,
         settings: &GroupSettings,
     ) -> Result<Vec<Fallback>, BackendError>;
+    /// Makes the knobs of `path` match `settings` where they differ from
+    /// `before`, the settings last given to [`apply`](Self::apply) or to
+    /// this method for `path` and taken: a backend may leave the knobs whose
+    /// wanted value did not change unread and unwritten (what someone else
+    /// changed there is drift, found by a later `apply`), and reports the
+    /// fallbacks of those as its last apply did. The daemon's writes go
+    /// through here, so a one-knob change (a `trigger`'s boost) costs the
+    /// knobs of that change, not the group's every file. By default the
+    /// same as `apply`.
+    fn apply_changed(
+        &mut self,
+        path: &GroupPath,
+        before: &GroupSettings,
+        settings: &GroupSettings,
+    ) -> Result<Vec<Fallback>, BackendError> {
+        let _ = before;
+        self.apply(path, settings)
+    }
     /// Removes an empty group (and the root, when `path` is the root).
     fn remove(&mut self, path: &GroupPath) -> Result<(), BackendError>;
     /// Moves a whole process (all its threads) into a leaf group.

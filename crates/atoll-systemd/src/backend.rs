@@ -144,6 +144,20 @@ impl<B: Backend> Actuator for SystemdDriver<B> {
         }
     }
 
+    fn apply_changed(
+        &mut self,
+        path: &GroupPath,
+        before: &GroupSettings,
+        settings: &GroupSettings,
+    ) -> Result<Vec<Fallback>, BackendError> {
+        self.note_sets(path, settings);
+        if self.bound(path) {
+            self.apply_bound(path, settings)
+        } else {
+            self.inner.apply_changed(path, before, settings)
+        }
+    }
+
     fn remove(&mut self, path: &GroupPath) -> Result<(), BackendError> {
         if !self.bound(path) {
             self.forget_sets(path);

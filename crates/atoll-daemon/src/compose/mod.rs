@@ -365,7 +365,15 @@ impl Composer {
             let why = Reason::combine(causes)
                 .or_else(|| all.clone())
                 .unwrap_or(Reason::Config);
-            match backend.apply(g, &eff.settings) {
+            // What was taken last is in the kernel (drift is repair's):
+            // only what changed since is written. A group moved with its
+            // island inherits CPUs its settings do not name, so it is
+            // written whole.
+            let applied = match before.filter(|_| !forced.contains(g)) {
+                Some(b) => backend.apply_changed(g, b, &eff.settings),
+                None => backend.apply(g, &eff.settings),
+            };
+            match applied {
                 Ok(fallbacks) => {
                     self.refused.remove(g);
                     if before != Some(&eff.settings) {

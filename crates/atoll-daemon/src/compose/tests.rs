@@ -73,6 +73,9 @@ struct Fake {
     cpus: BTreeMap<GroupPath, CpuSet>,
     exclusive: BTreeMap<GroupPath, bool>,
     writes: Vec<(GroupPath, GroupSettings)>,
+    /// The writes that came through `apply_changed`, with what was taken
+    /// before.
+    changed: Vec<(GroupPath, GroupSettings)>,
     refuse: Option<GroupPath>,
 }
 
@@ -126,6 +129,15 @@ impl Actuator for Fake {
         self.exclusive.insert(path.clone(), exclusive);
         self.writes.push((path.clone(), s.clone()));
         Ok(Vec::new())
+    }
+    fn apply_changed(
+        &mut self,
+        path: &GroupPath,
+        before: &GroupSettings,
+        s: &GroupSettings,
+    ) -> Result<Vec<Fallback>, BackendError> {
+        self.changed.push((path.clone(), before.clone()));
+        self.apply(path, s)
     }
     fn remove(&mut self, path: &GroupPath) -> Result<(), BackendError> {
         self.cpus.remove(path);
@@ -430,4 +442,32 @@ fn a_cap_moved_between_islands_is_cut_before_it_is_raised() {
         .filter(|d| matches!(d.action, Action::ApplyGroup { .. }))
         .count();
     assert_eq!(decided, 2);
+}
+
+#[test]
+fn a_group_written_before_is_written_from_what_it_took_and_a_moved_unit_whole() {
+    let reg = reg();
+    let (mut c, mut b) = started(&reg, &[]);
+    let taken = c.applied(&g("a/x")).cloned().expect("written at start");
+    let mut coord = Knobs {
+        name: "coordination",
+        ..Default::default()
+    };
+    coord.weight.insert(g("a/x"), 2500);
+    c.touch(g("a/x"), Reason::Config);
+    flush(&mut c, &reg, &[&coord], &mut b);
+    assert_eq!(b.changed, [(g("a/x"), taken)]);
+    assert_eq!(b.writes.len(), 1);
+    assert_eq!(b.writes[0].1.cpu_weight, Some(2500));
+    // Island b moves: b itself from what it took, its unit (which inherits
+    // the CPUs) whole.
+    b.changed.clear();
+    b.writes.clear();
+    coord.cpus.insert(g("b"), set("3"));
+    c.touch(g("b"), Reason::Config);
+    flush(&mut c, &reg, &[&coord], &mut b);
+    let via_changed: Vec<&str> = b.changed.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(via_changed, ["b"]);
+    let order: Vec<&str> = b.writes.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(order, ["b/y", "b", "b/y"]);
 }
