@@ -64,7 +64,7 @@ ip -n "$ns" link set "$peer" up
 ip -n "$ns" link set lo up
 peer_mac=$(ip -n "$ns" -o link show dev "$peer" | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
 host_mac=$(ip -o link show dev "$host" | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
-[ -n "$peer_mac" ] && [ -n "$host_mac" ] || fail "no MAC address on $peer or $host"
+if [ -z "$peer_mac" ] || [ -z "$host_mac" ]; then fail "no MAC address on $peer or $host"; fi
 ip neigh replace 10.78.0.2 lladdr "$peer_mac" dev "$host" nud permanent || fail "ip neigh replace 10.78.0.2"
 ip -n "$ns" neigh replace 10.78.0.1 lladdr "$host_mac" dev "$peer" nud permanent ||
     fail "ip -n $ns neigh replace 10.78.0.1"
