@@ -61,6 +61,20 @@ sd_snapshot() {
 # pg_cluster: the postgresql@VERSION-main unit.
 pg_cluster() { systemctl list-units --plain --no-legend 'postgresql@*' | awk '{ print $1; exit }'; }
 
+# write_udp_sender FILE ADDR: a bash script at FILE that sends 20 UDP
+# datagrams to ADDR port 9 through bash's /dev/udp.
+write_udp_sender() {
+    # shellcheck disable=SC2016 # $i and $(seq) are the script's, not ours
+    printf 'for i in $(seq 20); do echo "datagram $i" >/dev/udp/%s/9; done\n' "$2" >"$1"
+}
+
+# class_packets IFACE CLASS: packets sent through tc class CLASS on IFACE
+# (0 if none).
+class_packets() {
+    tc -s class show dev "$1" |
+        awk -v c="$2" '$1 == "class" { cur = ($3 == c) } cur && $1 == "Sent" { n = $4; exit } END { print n + 0 }'
+}
+
 # atoll_cgroups: every cgroup directory of atoll.service (one a line).
 atoll_cgroups() {
     [ -d "$CG/system.slice/atoll.service" ] || return 0

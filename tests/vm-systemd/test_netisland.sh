@@ -36,26 +36,18 @@ qdisc_before=$(tc qdisc show dev "$host")
 note "before: $qdisc_before"
 
 island=$(timeout "$CMD_TIMEOUT" "$PKG_ATOLL" status --json | jq -r '.islands[0].name')
-[ -n "$island" ] && [ "$island" != null ] || fail "no island in atoll status"
+if [ -z "$island" ] || [ "$island" = null ]; then fail "no island in atoll status"; fi
 printf '\n[unit.netu]\nisland = "%s"\n\n[network.wire]\ninterface = "%s"\nrate_mbit = 100\n\n[network.wire.units.netu]\nshare = 300\n' \
     "$island" "$host" >>"$conf"
 out=$(timeout 120 systemctl reload atoll.service 2>&1) || fail "systemctl reload atoll: $out"
 wait_for 30 "atoll's HTB root on $host" sh -c "tc qdisc show dev $host | grep -q '^qdisc htb 1: root'"
 
-# send.sh: 20 datagrams from the running bash (its /dev/udp).
-cat >"$VMT_STATE/send.sh" <<'SEND'
-for i in $(seq 20); do echo "datagram $i" >/dev/udp/10.77.0.2/9; done
-SEND
-# class_packets CLASS: packets sent through CLASS on $host (0 if none).
-class_packets() {
-    tc -s class show dev "$host" |
-        awk -v c="$1" '$1 == "class" { cur = ($3 == c) } cur && $1 == "Sent" { n = $4; exit } END { print n + 0 }'
-}
-in_10=$(class_packets 1:10)
-in_2=$(class_packets 1:2)
+write_udp_sender "$VMT_STATE/send.sh" 10.77.0.2
+in_10=$(class_packets "$host" 1:10)
+in_2=$(class_packets "$host" 1:2)
 bash "$VMT_STATE/send.sh" || fail "bash /dev/udp outside the unit"
-assert_eq "$(($(class_packets 1:2) - in_2 >= 20))" 1 "datagrams from outside the unit in the default class 1:2"
-assert_eq "$(class_packets 1:10)" "$in_10" "datagrams from outside the unit in class 1:10"
+assert_eq "$(($(class_packets "$host" 1:2) - in_2 >= 20))" 1 "datagrams from outside the unit in the default class 1:2"
+assert_eq "$(class_packets "$host" 1:10)" "$in_10" "datagrams from outside the unit in class 1:10"
 
 # With the systemd driver the unit's group (a scope) is made when `atoll
 # run` starts its first process, and its rule is written at the epoch
@@ -68,7 +60,7 @@ wait_for 60 "a socket cgroupv2 rule in the ruleset" sh -c "nft list ruleset | gr
 nft list ruleset | grep -m 1 'socket cgroupv2' | sed 's/^[[:space:]]*/  | nft: /'
 touch "$VMT_STATE/go"
 wait "$runner" || fail "atoll run --unit netu: $(cat "$VMT_STATE/netu.log")"
-sent=$(($(class_packets 1:10) - in_10))
+sent=$(($(class_packets "$host" 1:10) - in_10))
 if [ "$sent" -lt 20 ]; then
     nft list ruleset | sed 's/^/  | nft: /'
     tc -s class show dev "$host" | sed 's/^/  | tc: /'

@@ -127,36 +127,28 @@ wait_for 30 "atoll's HTB root on $host" sh -c "tc qdisc show dev $host | grep -q
 wait_for 60 "the rule for $rel in the ruleset" sh -c "nft list ruleset | grep -qF 'socket cgroupv2 level $level \"$rel\"'"
 nft list ruleset | grep -m 1 'socket cgroupv2' | sed 's/^[[:space:]]*/  | nft: /'
 
-# send.sh: 20 datagrams from the running bash (its /dev/udp).
-cat >"$VMT_STATE/netv2-send.sh" <<'SEND'
-for i in $(seq 20); do echo "datagram $i" >/dev/udp/10.78.0.2/9; done
-SEND
-# class_packets CLASS: packets sent through CLASS on $host (0 if none).
-class_packets() {
-    tc -s class show dev "$host" |
-        awk -v c="$1" '$1 == "class" { cur = ($3 == c) } cur && $1 == "Sent" { n = $4; exit } END { print n + 0 }'
-}
-in_10=$(class_packets 1:10)
-in_2=$(class_packets 1:2)
+write_udp_sender "$VMT_STATE/netv2-send.sh" 10.78.0.2
+in_10=$(class_packets "$host" 1:10)
+in_2=$(class_packets "$host" 1:2)
 bash "$VMT_STATE/netv2-send.sh" || fail "bash /dev/udp outside the unit"
-out_2=$(($(class_packets 1:2) - in_2))
+out_2=$(($(class_packets "$host" 1:2) - in_2))
 assert_eq "$out_2" 20 "datagrams from outside the unit in the default class 1:2"
-assert_eq "$(class_packets 1:10)" "$in_10" "datagrams from outside the unit in class 1:10"
+assert_eq "$(class_packets "$host" 1:10)" "$in_10" "datagrams from outside the unit in class 1:10"
 note "20 datagrams from outside unit netu in the default class 1:2 ($out_2 packets counted), none in 1:10"
 
-in_2=$(class_packets 1:2)
+in_2=$(class_packets "$host" 1:2)
 timeout 120 "$PKG_ATOLL" run --unit netu -- bash -c \
     "cat /proc/self/cgroup >$VMT_STATE/netv2.cg; bash $VMT_STATE/netv2-send.sh" >"$VMT_STATE/netv2.log" 2>&1 ||
     fail "atoll run --unit netu: $(cat "$VMT_STATE/netv2.log")"
 assert_eq "$(cat "$VMT_STATE/netv2.cg")" "0::/$rel" "the cgroup of the process atoll run started in unit netu"
-sent=$(($(class_packets 1:10) - in_10))
+sent=$(($(class_packets "$host" 1:10) - in_10))
 if [ "$sent" -lt 20 ]; then
     nft list ruleset | sed 's/^/  | nft: /'
     tc -s class show dev "$host" | sed 's/^/  | tc: /'
     timeout "$CMD_TIMEOUT" "$PKG_ATOLL" status | grep -i -A3 classif | sed 's/^/  | status: /'
     fail "only $sent of 20 datagrams from unit netu in class 1:10"
 fi
-assert_eq "$(class_packets 1:2)" "$in_2" "datagrams from unit netu in the default class 1:2"
+assert_eq "$(class_packets "$host" 1:2)" "$in_2" "datagrams from unit netu in the default class 1:2"
 note "20 datagrams from unit netu in class 1:10 ($sent packets counted), none in 1:2"
 
 timeout 120 systemctl stop atoll.service || fail "systemctl stop atoll"

@@ -135,15 +135,7 @@ impl NetIslands {
         let (setup, coord) = &self.islands[i];
         let iface = setup.interface.as_str();
         let record = |log: &mut DecisionLog, change: String| {
-            log.record(Decision {
-                at: now,
-                action: Action::SetNetwork {
-                    island: setup.name.to_string(),
-                    interface: iface.to_string(),
-                    change,
-                },
-                why: why.clone(),
-            });
+            log.record(net_decision(now, &setup.name, iface, change, why.clone()));
         };
         let adopted = match self.saved.remove(iface) {
             None => Ok(false),
@@ -249,18 +241,35 @@ fn give_back(
             format!("restore failed: {e}")
         }
     };
-    log.record(Decision {
-        at: now,
-        action: Action::SetNetwork {
-            island: setup.name.to_string(),
-            interface: setup.interface.clone(),
-            change,
-        },
-        why: why.clone(),
-    });
+    log.record(net_decision(
+        now,
+        &setup.name,
+        &setup.interface,
+        change,
+        why.clone(),
+    ));
 }
 
-/// `HTB tree: 1:2 (default) 20000000 bit/s, 1:10 (api) ...`.
+/// The decision that a change was made on network island `island`'s
+/// interface (`why` says why): every network-island decision is one.
+fn net_decision(
+    at: Duration,
+    island: &impl std::fmt::Display,
+    interface: &str,
+    change: String,
+    why: Reason,
+) -> Decision {
+    Decision {
+        at,
+        action: Action::SetNetwork {
+            island: island.to_string(),
+            interface: interface.to_string(),
+            change,
+        },
+        why,
+    }
+}
+
 /// What a steering write did, for the decision log.
 fn steering_note(rx: Option<&CpuSet>, tx: Option<&CpuSet>, files: usize) -> String {
     let cpus = |c: Option<&CpuSet>| c.map_or("as found".to_string(), ToString::to_string);
@@ -271,6 +280,8 @@ fn steering_note(rx: Option<&CpuSet>, tx: Option<&CpuSet>, files: usize) -> Stri
     )
 }
 
+/// The tree written, for the decision log: `HTB tree: 1:2 (default)
+/// 20000000 bit/s, 1:10 (api) ...`.
 fn describe(coord: &NetCoordinator, plan: &TcPlan) -> String {
     let classes: Vec<String> = coord
         .rates()

@@ -103,6 +103,20 @@ fn busy_api_and_job(sim: &SimPlatform) {
     }
 }
 
+/// `overlay add shop` over the API: unit `api`, priority 5, a throughput
+/// floor.
+fn shop_for_api() -> Request {
+    Request::OverlayAdd {
+        overlay: "shop".into(),
+        settings: atoll_proto::runtime::OverlaySettings {
+            units: Some(vec!["api".into()]),
+            priority: Some(5),
+            throughput_floor: Some(10.0),
+            ..Default::default()
+        },
+    }
+}
+
 #[test]
 fn the_daemon_holds_a_power_budget_through_frequency_and_cpu_caps() {
     let root = rapl_and_batch_cpufreq();
@@ -436,15 +450,7 @@ fn an_overlay_added_over_the_api_changes_the_islands_tiers() {
     assert!(f.iter().all(|f| f.scaling_max_khz == 2_880_000), "{f:?}");
     let web = sim.settings(&GroupPath::island(&n("web"))).unwrap();
     assert_eq!(web.cpu_max.map(|m| m.quota_us), Some(240_000));
-    let add = Request::OverlayAdd {
-        overlay: "shop".into(),
-        settings: atoll_proto::runtime::OverlaySettings {
-            units: Some(vec!["api".into()]),
-            priority: Some(5),
-            throughput_floor: Some(10.0),
-            ..Default::default()
-        },
-    };
+    let add = shop_for_api();
     reply(ask(&mut c, ROOT, add));
     // Well under: given back (web, now the high tier, first); then over
     // again: batch alone sheds the cut.
@@ -523,15 +529,7 @@ fn a_saved_api_power_cap_without_rapl_at_restart_is_kept_but_not_enforced() {
         "{decisions:#?}"
     );
     // Other overlays are not blocked by the unenforced cap.
-    let shop = Request::OverlayAdd {
-        overlay: "shop".into(),
-        settings: atoll_proto::runtime::OverlaySettings {
-            units: Some(vec!["api".into()]),
-            priority: Some(5),
-            throughput_floor: Some(10.0),
-            ..Default::default()
-        },
-    };
+    let shop = shop_for_api();
     reply(ask(&mut c, ROOT, shop));
     // A new budget still needs RAPL.
     let set = Request::OverlaySet {

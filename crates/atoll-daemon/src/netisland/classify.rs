@@ -10,12 +10,12 @@
 
 use std::time::Duration;
 
-use atoll_core::decision::{Action, Decision, Reason};
+use atoll_core::decision::Reason;
 use atoll_core::Name;
 use atoll_net::classify::{self as netprio, SavedPrio};
 use atoll_net::nft::NftRule;
 
-use super::{GroupDir, GroupDirs, NetIslands};
+use super::{net_decision, GroupDir, GroupDirs, NetIslands};
 use crate::decisions::DecisionLog;
 
 /// A unit group atoll gave a class id on an interface.
@@ -111,20 +111,12 @@ impl NetIslands {
             }
             match netprio::set_class(&dir, &iface, classid) {
                 Ok(saved) => {
-                    log.record(Decision {
-                        at: now,
-                        action: Action::SetNetwork {
-                            island: island.to_string(),
-                            interface: iface.clone(),
-                            change: format!(
+                    log.record(net_decision(now, &island, &iface, format!(
                                 "unit {unit}: the sockets of its group get class {} on {iface} ({}, priority {} before)",
                                 class_name(classid),
                                 netprio::IFPRIOMAP,
                                 saved.prio
-                            ),
-                        },
-                        why: why.clone(),
-                    });
+                            ), why.clone()));
                     self.classified.push(Classified {
                         island,
                         unit,
@@ -174,15 +166,13 @@ impl NetIslands {
                     format!("unit {}: its group's priority not put back: {e}", c.unit)
                 }
             };
-            log.record(Decision {
-                at: now,
-                action: Action::SetNetwork {
-                    island: c.island.to_string(),
-                    interface: c.interface.clone(),
-                    change,
-                },
-                why: why.clone(),
-            });
+            log.record(net_decision(
+                now,
+                &c.island,
+                &c.interface,
+                change,
+                why.clone(),
+            ));
         }
         warnings
     }

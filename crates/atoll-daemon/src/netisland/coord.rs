@@ -6,12 +6,12 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use atoll_core::coord::{Message, NackReason, OverlaySpec, Reply as CoordReply, Resource};
-use atoll_core::decision::{Action, Decision, Reason};
+use atoll_core::decision::Reason;
 use atoll_core::netisland::{NetChange, NetReply, NetSample, NetTrigger};
 use atoll_core::Name;
 use atoll_net::TcPlan;
 
-use super::{describe, NetIslands};
+use super::{describe, net_decision, NetIslands};
 use crate::decisions::DecisionLog;
 
 /// A backlog trigger and the network island that raised it.
@@ -167,18 +167,16 @@ impl NetIslands {
         let iface = setup.interface.clone();
         for c in changes {
             let overlay = overlay_of(c).unwrap_or_default();
-            log.record(Decision {
-                at: now,
-                action: Action::SetNetwork {
-                    island: c.island.to_string(),
-                    interface: iface.clone(),
-                    change: format!("unit {} bandwidth share {}", c.unit, c.share),
-                },
-                why: Reason::Coordination {
+            log.record(net_decision(
+                now,
+                &c.island,
+                &iface,
+                format!("unit {} bandwidth share {}", c.unit, c.share),
+                Reason::Coordination {
                     overlay,
                     detail: c.why.to_string(),
                 },
-            });
+            ));
         }
         if self.ifs.snapshot(&iface).is_none() {
             return Some(format!("interface {iface} is not managed"));
@@ -202,18 +200,16 @@ impl NetIslands {
         overlay: &str,
     ) {
         let setup = &self.islands[i].0;
-        log.record(Decision {
-            at: now,
-            action: Action::SetNetwork {
-                island: setup.name.to_string(),
-                interface: setup.interface.clone(),
-                change,
-            },
-            why: Reason::Coordination {
+        log.record(net_decision(
+            now,
+            &setup.name,
+            &setup.interface,
+            change,
+            Reason::Coordination {
                 overlay: overlay.to_string(),
                 detail: "network island coordination".to_string(),
             },
-        });
+        ));
     }
 
     /// This epoch's backlog triggers: each managed interface's class

@@ -6,12 +6,11 @@
 
 use std::time::Duration;
 
-use atoll_core::decision::{Action, Decision, Reason};
+use atoll_core::decision::Reason;
 use atoll_core::netisland::NetCoordinator;
 use atoll_core::spec::PlatformSpec;
-use atoll_net::TcPlan;
 
-use super::{describe, give_back, steering_note, NetIslands};
+use super::{give_back, net_decision, steering_note, NetIslands};
 use crate::decisions::DecisionLog;
 
 impl NetIslands {
@@ -98,38 +97,26 @@ impl NetIslands {
         log: &mut DecisionLog,
         warnings: &mut Vec<String>,
     ) {
-        let (setup, coord) = &self.islands[i];
-        let iface = setup.interface.as_str();
-        if self.ifs.snapshot(iface).is_none() {
+        if self.ifs.snapshot(&self.islands[i].0.interface).is_none() {
             self.start_island(i, now, why, log, warnings);
             return;
         }
-        let record = |log: &mut DecisionLog, change: String| {
-            log.record(Decision {
-                at: now,
-                action: Action::SetNetwork {
-                    island: setup.name.to_string(),
-                    interface: iface.to_string(),
-                    change,
-                },
-                why: why.clone(),
-            });
-        };
-        let plan = TcPlan::from_rates(coord.rate_bps(), setup.leaf.into(), &coord.rates());
-        match self.ifs.apply(iface, &plan) {
-            Ok(()) => record(log, describe(coord, &plan)),
-            Err(e) => {
-                warnings.push(format!("network island {}: {e}", setup.name));
-                record(log, format!("rewrite refused: {e}"));
-            }
-        }
+        self.write_tree(i, now, why, log, warnings);
+        let setup = &self.islands[i].0;
+        let iface = setup.interface.as_str();
         let (rx, tx) = (setup.rx_cpus.as_ref(), setup.tx_cpus.as_ref());
         let steered = self
             .ifs
             .restore_steering(iface)
             .and_then(|()| self.ifs.steer(iface, rx, tx));
         match steered {
-            Ok(written) => record(log, steering_note(rx, tx, written.len())),
+            Ok(written) => log.record(net_decision(
+                now,
+                &setup.name,
+                iface,
+                steering_note(rx, tx, written.len()),
+                why.clone(),
+            )),
             Err(e) => warnings.push(format!("network island {}: {e}", setup.name)),
         }
     }

@@ -8,11 +8,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use atoll_core::decision::{Action, Decision, Reason};
+use atoll_core::decision::Reason;
 use atoll_core::Name;
 use atoll_net::nft::{NftClassifier, NftRule, NftRunner};
 
-use super::NetIslands;
+use super::{net_decision, NetIslands};
 use crate::decisions::DecisionLog;
 
 /// The runner the daemon's classifier uses.
@@ -101,36 +101,20 @@ impl NetIslands {
                 let table = classifier.table().to_string();
                 for (island, unit, iface, rule) in &want {
                     if !held.iter().any(|h| h.1 == *unit && h.3 == *rule) {
-                        log.record(Decision {
-                            at: now,
-                            action: Action::SetNetwork {
-                                island: island.to_string(),
-                                interface: iface.clone(),
-                                change: format!(
+                        log.record(net_decision(now, &island, iface, format!(
                                     "unit {unit}: the sockets of its group get class {} on {iface} (nftables table inet {table}: socket cgroupv2 level {} \"{}\")",
                                     class_name(rule.classid),
                                     rule.level,
                                     rule.path
-                                ),
-                            },
-                            why: why.clone(),
-                        });
+                                ), why.clone()));
                     }
                 }
                 for (island, unit, iface, rule) in held.iter() {
                     if !want.iter().any(|w| w.1 == *unit && w.3 == *rule) {
-                        log.record(Decision {
-                            at: now,
-                            action: Action::SetNetwork {
-                                island: island.to_string(),
-                                interface: iface.clone(),
-                                change: format!(
+                        log.record(net_decision(now, &island, iface, format!(
                                     "unit {unit}: its nftables rule for class {} dropped (table inet {table})",
                                     class_name(rule.classid)
-                                ),
-                            },
-                            why: why.clone(),
-                        });
+                                ), why.clone()));
                     }
                 }
                 *held = want;
@@ -165,17 +149,15 @@ impl NetIslands {
         match classifier.remove() {
             Ok(()) => {
                 for (island, unit, iface, _) in held.drain(..) {
-                    log.record(Decision {
-                        at: now,
-                        action: Action::SetNetwork {
-                            island: island.to_string(),
-                            interface: iface,
-                            change: format!(
-                                "unit {unit}: its nftables rule dropped (table inet {table} deleted)"
-                            ),
-                        },
-                        why: Reason::Teardown,
-                    });
+                    log.record(net_decision(
+                        now,
+                        &island,
+                        &iface,
+                        format!(
+                            "unit {unit}: its nftables rule dropped (table inet {table} deleted)"
+                        ),
+                        Reason::Teardown,
+                    ));
                 }
                 Vec::new()
             }

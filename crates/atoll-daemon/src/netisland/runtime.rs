@@ -11,14 +11,14 @@
 
 use std::time::Duration;
 
-use atoll_core::decision::{Action, Decision, Reason};
+use atoll_core::decision::Reason;
 use atoll_core::netisland::{NetCoordinator, NetIslandError, NetUnitSetup};
 use atoll_core::spec::PlatformSpec;
 use atoll_core::Name;
 use atoll_net::TcPlan;
 use serde::{Deserialize, Serialize};
 
-use super::{describe, NetIslands};
+use super::{describe, net_decision, NetIslands};
 use crate::decisions::DecisionLog;
 
 /// A run-time unit's class on a network island, as the state file keeps
@@ -267,15 +267,13 @@ impl NetIslands {
         log: &mut DecisionLog,
     ) {
         let setup = &self.islands[i].0;
-        log.record(Decision {
-            at: now,
-            action: Action::SetNetwork {
-                island: setup.name.to_string(),
-                interface: setup.interface.clone(),
-                change,
-            },
-            why: why.clone(),
-        });
+        log.record(net_decision(
+            now,
+            &setup.name,
+            &setup.interface,
+            change,
+            why.clone(),
+        ));
     }
 
     fn island_index(&self, name: &Name) -> Option<usize> {
@@ -284,7 +282,7 @@ impl NetIslands {
 
     /// Writes island `i`'s tree from its coordinator, when its interface is
     /// held (one taken later is written whole then), a decision with `why`.
-    fn write_tree(
+    pub(super) fn write_tree(
         &mut self,
         i: usize,
         now: Duration,
@@ -305,15 +303,7 @@ impl NetIslands {
                 format!("rewrite refused: {e}")
             }
         };
-        log.record(Decision {
-            at: now,
-            action: Action::SetNetwork {
-                island: setup.name.to_string(),
-                interface: iface.to_string(),
-                change,
-            },
-            why: why.clone(),
-        });
+        log.record(net_decision(now, &setup.name, iface, change, why.clone()));
     }
 }
 
