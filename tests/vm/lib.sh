@@ -42,6 +42,13 @@ assert_eq() { # assert_eq ACTUAL EXPECTED WHAT
     [ "$1" = "$2" ] || fail "$3: expected '$2', got '$1'"
 }
 
+in_list() { # in_list N LIST: whether CPU N is in the cpu list LIST (1-3,5)
+    for _r in $(echo "$2" | tr ',' ' '); do
+        [ "$1" -ge "${_r%-*}" ] && [ "$1" -le "${_r#*-}" ] && return 0
+    done
+    return 1
+}
+
 assert_file_eq() { # assert_file_eq FILE EXPECTED
     [ -r "$1" ] || fail "$1 does not exist"
     assert_eq "$(cat "$1")" "$2" "$1"

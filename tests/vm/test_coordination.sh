@@ -8,7 +8,9 @@
 # - `atoll borrow shop --from batch --into web` acks; one CPU leaves batch's
 #   cpuset and joins web's, in cpuset.cpus.effective; where the kernel has
 #   remote partitions both islands stay valid `root` partitions; `atoll
-#   overlay show shop --json` lists the loan.
+#   overlay show shop --json` lists the loan; the moved CPU serves the
+#   overlay's unit api only (front, outside it, keeps web's own CPUs).
+# - `atoll trigger shop` (no unit) boosts api and crunch together.
 # - `atoll release shop --lender batch --from web` gives it back.
 # - Every change is a decision naming the overlay (`atoll why`).
 
@@ -110,9 +112,28 @@ if [ "$remote" = yes ]; then
         [ "$p" = root ] || fail "$d cpuset.cpus.partition is '$p' after the move"
     done
 fi
+# The loan serves the overlay's unit on web only: api gets the moved CPU,
+# front (web's unit outside the overlay) does not.
+api1=$(cat "$W/api/cpuset.cpus.effective")
+front1=$(cat "$W/front/cpuset.cpus.effective")
+note "after borrow: web/api $api1, web/front $front1"
+in_list "$moved" "$api1" || fail "web/api ($api1) lacks the borrowed CPU $moved"
+! in_list "$moved" "$front1" || fail "web/front ($front1) got the borrowed CPU $moved, lent to overlay shop only"
 show=$(timeout "$CMD_TIMEOUT" "$ATOLL" overlay show shop --json --socket "$SOCK" | jflat)
 echo "$show" | grep -q '^loans\.0\.borrower=web$' || fail "overlay show lists no loan to web: $(echo "$show" | grep loans | tr '\n' ' ')"
 atoll_cli why batch 2>&1 | grep -q 'overlay shop' || fail "atoll why batch names no overlay decision"
+
+# --- trigger naming the overlay ----------------------------------------------
+# Every unit of shop (api on web, crunch on batch) is boosted together; the
+# boost lasts 30 ms, so the decision log is what is checked.
+cli "$CO_DIR/trigger" trigger shop
+expect_ack "$CO_DIR/trigger" "trigger shop"
+for u in api crunch; do
+    atoll_cli why "$u" 2>&1 | grep -q 'because overlay shop: trigger' ||
+        fail "atoll why $u names no trigger of overlay shop"
+done
+! atoll_cli why front 2>&1 | grep -q 'because overlay shop: trigger' ||
+    fail "front, outside overlay shop, was triggered"
 
 # --- release ----------------------------------------------------------------
 cli "$CO_DIR/release" release shop --lender batch --from web

@@ -102,6 +102,56 @@ fn coordination_on_the_real_cgroup1_kernel() {
     assert!(!paths.cpuset.join(&root).exists());
 }
 
+/// A trigger naming an overlay (no unit) boosts every unit of the overlay
+/// at once, across islands, in the real `cpu.shares` files; a unit outside
+/// the overlay keeps its shares; all the boosts end together.
+#[test]
+fn an_overlay_trigger_boosts_all_its_units_on_the_real_cgroup1_kernel() {
+    let real = match common::real_v1() {
+        Ok(r) => r,
+        Err(why) => {
+            println!("skipped: {why}");
+            return;
+        }
+    };
+    let (topo, root, paths) = (real.topo.clone(), real.root.clone(), real.paths().clone());
+    let spec = common::real_coord::two_islands(
+        &topo,
+        vec![OverlayConfig {
+            name: n("shop"),
+            priority: 1,
+            units: vec![n("u1"), n("u3")],
+            property: Property::LatencyPercentile {
+                percentile: 99.0,
+                bound_us: 1000,
+            },
+            slo: Default::default(),
+            react: Default::default(),
+        }],
+    );
+    let clock = ManualClock::new();
+    let mut c = real.start(spec, &clock);
+    let shares = |g: &str| read(&paths.cpu.join(&root).join(g).join("cpu.shares"));
+    let before: Vec<String> = ["a/u1", "a/u2", "b/u3"].map(shares).to_vec();
+    let boosted = weight_to_shares(10_000).to_string();
+    assert!(before.iter().all(|s| *s != boosted), "{before:?}");
+    let trigger = Message::TriggerOverlay {
+        resource: Resource::CpuTime,
+        overlay: n("shop"),
+    };
+    assert!(coordinate(&mut c, trigger));
+    // Written while the request was handled, before any epoch.
+    assert_eq!(shares("a/u1"), boosted);
+    assert_eq!(shares("b/u3"), boosted);
+    assert_eq!(shares("a/u2"), before[1], "u2 is not in the overlay");
+    clock.advance(Duration::from_millis(40));
+    c.epoch();
+    let after: Vec<String> = ["a/u1", "a/u2", "b/u3"].map(shares).to_vec();
+    assert_eq!(after, before, "the boosts end together");
+    c.teardown().unwrap();
+    assert!(!paths.cpu.join(&root).exists());
+}
+
 /// `react_pressure` with the real PSI watch on the real cgroup v1 backend:
 /// where the cpu hierarchy shows per-group pressure (`cgroup1 psi` on the
 /// kernel command line) the unit waits on a trigger on its `cpu.pressure`;
