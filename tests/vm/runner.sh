@@ -15,7 +15,7 @@ VMT_DIR=${VMT_DIR:-/tests/vm}
 VMT_STATE=${VMT_STATE:-/run/vmtest}
 # The order "all" runs in; later tests reuse the daemon the earlier ones
 # started. VMT_ORDER replaces it (the systemd rig: tests/vm-systemd/main.sh).
-ORDER=${VMT_ORDER:-"smoke default islands run adopt_all restart resize teardown isolation coordination pressure"}
+ORDER=${VMT_ORDER:-"smoke default islands run adopt_all restart resize teardown isolation coordination escalation pressure"}
 TEST_TIMEOUT=${TEST_TIMEOUT:-240}
 _t=$(sed -n 's/.*vmtest\.timeout=\([0-9][0-9]*\).*/\1/p' /proc/cmdline 2>/dev/null)
 [ -z "$_t" ] || TEST_TIMEOUT=$_t
