@@ -614,7 +614,7 @@ contended_table() {
         k = $1 SUBSEP $3; n[k]++; pr[$3] = $4
         he[k] += $5; sh[k] += $6; fi[k] += $7; rv[k] += $8; cs[k] += $9; ut[k] += $10; ch[k] += $11
         ac[k] += $12; na[k] += $13; bo[k] += $14; ew[k] += $15; el[k] += $16
-        nl[k] += $17; ni[k] += $18; nc[k] += $19; nd[k] += $20; npf[k] += $21; nb[k] += $22; nx[k] += $23
+        nl[k] += $17; ni[k] += $18; nc[k] += $19; ndm[k] += $20; npf[k] += $21; nb[k] += $22; nx[k] += $23
         if (!($3 in seen)) { seen[$3] = 1; ol[++no] = $3 }
         r[$1, $2, $3] = sprintf("{\"held_s\":%.2f,\"short_s\":%.2f,\"first\":%d,\"revoked\":%d,\"cpu_s\":%.1f,\"utilization\":%.2f,\"chunks\":%d,\"acked\":%d,\"nacked\":%d,\"borrows\":%d,\"escalations_won\":%d,\"escalations_lost\":%d,\"nacks\":{\"lost_arbitration\":%d,\"no_idle_capacity\":%d,\"last_core\":%d,\"damped\":%d,\"platform_refused\":%d,\"backing_off\":%d,\"other\":%d}}",
             $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)
@@ -636,7 +636,7 @@ contended_table() {
         for (i = 1; i <= np; i++) for (o = 1; o <= no; o++) {
             p = pl[i]; k = p SUBSEP ol[o]
             printf "COORDARB %-11s %-9s %5.1f %7.1f %8.1f %6.1f %9.1f %8.1f %6.1f\n", p, ol[o], mean(nl[k], n[k]), mean(ni[k], n[k]),
-                mean(nc[k], n[k]), mean(nd[k], n[k]), mean(npf[k], n[k]), mean(nb[k], n[k]), mean(nx[k], n[k])
+                mean(nc[k], n[k]), mean(ndm[k], n[k]), mean(npf[k], n[k]), mean(nb[k], n[k]), mean(nx[k], n[k])
         }
         printf "COORDARB the lender z, mean per round:\n"
         printf "COORDARB %-11s %6s %6s %7s %9s %8s %7s %7s %8s %6s\n", "policy", "bursts", "lent", "revoked", "rvk-ms", "rvk-max", "short", "windows", "nobody", "cpu-s"
