@@ -7,8 +7,9 @@
 #
 #   bench-coord.sh --scenario cap|arbitration|app [--reps N] [--work W]
 #                  [--jobs J] [--cap C] [--configs LIST]
-#                  [--policies round_robin,priority] [--rate R]
-#                  [--seconds S] [--lua L] [--bound US] [--percentile P]
+#                  [--policies round_robin,priority] [--contended]
+#                  [--length S] [--threads T] [--load-on S] [--load-off S]
+#                  [--rate R] [--seconds S] [--lua L] [--bound US] [--percentile P]
 #                  [--report-ms M] [--conns C] [--backends N] [--hog H]
 #                  [--react-util U] [--no-capacity]
 #                  [--vcpu-quota PCT | --no-throttle] [--epoch-ms MS]
@@ -20,6 +21,16 @@
 # --scenario arbitration  section 5.3, two overlays borrowing from a third
 #                         island (tests/vm/bench_coordarb.sh), once per
 #                         arbitration policy of the islands
+# --contended       arbitration: the simulator's contended shape
+#                   (scenarios/arbitration.toml) instead of the paper's: x
+#                   and y own 2 CPUs each and stay saturated, z lends its
+#                   second CPU only while its periodic load is away and
+#                   revokes it when the load returns, so both overlays ask
+#                   for that one CPU in the same rounds
+# --length S        contended: each run's length (default 60)
+# --threads T       contended: spinning threads per borrower (default 4)
+# --load-on S       contended: the lender's busy seconds (default 1)
+# --load-off S      contended: its idle seconds between (default 2)
 # --scenario app          Redis back ends tuned by their front end's
 #                         latency reports (tests/vm/bench_coordapp.sh):
 #                         configurations alone, static, coord, borrow; installs
@@ -64,6 +75,9 @@ jobs=""
 cap=4
 configs=""
 policies=round_robin,priority
+# arbitration --contended: name=value, in the kernel command line's words.
+contended=0
+declare -A arb=([seconds]=60 [threads]=4 [load_on]=1 [load_off]=2)
 # app: name=value, in the kernel command line's words.
 declare -A app=([rate]=30 [seconds]=30 [lua]=3000 [bound]=100000 [percentile]=95
     [report_ms]=1000 [conns]=4 [backends]=2 [hog]=2 [react_util]=0.8)
@@ -74,13 +88,21 @@ while [ $# -gt 0 ]; do
         --cap) cap="$2"; shift 2 ;;
         --configs) configs="$2"; shift 2 ;;
         --policies) policies="$2"; shift 2 ;;
+        --contended) contended=1; shift ;;
+        --length | --threads | --load-on | --load-off)
+            [ $# -ge 2 ] || vm_die "$1 needs a value"
+            k="${1#--}"
+            k="${k//-/_}"
+            arb[${k/length/seconds}]="$2"
+            shift 2
+            ;;
         --rate | --seconds | --lua | --bound | --percentile | --report-ms | --conns | --backends | --hog | --react-util)
             [ $# -ge 2 ] || vm_die "$1 needs a value"
             k="${1#--}"
             app[${k//-/_}]="$2"
             shift 2
             ;;
-        -h | --help) sed -n '2,55p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,67p' "$0"; exit 0 ;;
         *) bench_option "$@" || vm_die "unknown argument $1"; shift "${BENCH_SHIFT}" ;;
     esac
 done
@@ -91,7 +113,13 @@ case "${scenario}" in
         [[ "${configs}" =~ ^(none|single|static|coord)(,(none|single|static|coord))*$ ]] ||
             vm_die "--configs ${configs}: a comma-separated list of none, single, static, coord"
         ;;
-    arbitration) test_name=coordarb; prefix=COORDARB; jobs=${jobs:-2} ;;
+    arbitration)
+        test_name=coordarb; prefix=COORDARB; jobs=${jobs:-2}
+        for k in seconds threads load_on load_off; do
+            [[ "${arb[${k}]}" =~ ^[1-9][0-9]*$ ]] ||
+                vm_die "--${k//_/-} ${arb[${k}]}: not a whole number above 0"
+        done
+        ;;
     app)
         test_name=coordapp; prefix=COORDAPP; jobs=${jobs:-0}; configs=${configs:-static,coord,borrow}
         [[ "${configs}" =~ ^(alone|static|coord|borrow)(,(alone|static|coord|borrow))*$ ]] ||
@@ -126,7 +154,17 @@ case "${scenario}" in
         ;;
     arbitration)
         params="${params} coord.policies=${policies}"
-        opts="${opts} --jobs ${jobs} --policies ${policies}"
+        opts="${opts} --policies ${policies}"
+        if [ "${contended}" = 1 ]; then
+            params="${params} coord.contended=1"
+            opts="${opts} --contended"
+            for k in seconds threads load_on load_off; do
+                params="${params} coord.${k}=${arb[${k}]}"
+            done
+            opts="${opts} --length ${arb[seconds]} --threads ${arb[threads]} --load-on ${arb[load_on]} --load-off ${arb[load_off]}"
+        else
+            opts="${opts} --jobs ${jobs}"
+        fi
         ;;
     app)
         params="${params} coord.configs=${configs}"
