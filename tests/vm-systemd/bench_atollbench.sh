@@ -39,4 +39,8 @@ unshare --mount --propagation private sh -c \
 }
 note "guest load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 [ -s "$out" ] || fail "no JSON from atoll bench $name"
-"$bin" bench "$name" --table "$out" | sed 's/^/ATOLLBENCH /'
+# A scenario's saved report is printed by the same --scenario (`atoll
+# bench slo --scenario stream --table FILE`).
+scenario=$(printf ' %s ' "$args" | sed -n 's/.* --scenario \([a-z]*\) .*/--scenario \1/p')
+# shellcheck disable=SC2086 # $scenario: none, or the flag and its value
+"$bin" bench "$name" $scenario --table "$out" | sed 's/^/ATOLLBENCH /'

@@ -17,12 +17,11 @@ use atoll_bench::netisland::{self, NetIslandOptions};
 use atoll_bench::overhead::{self, OverheadOptions};
 use atoll_bench::progress::Progress;
 use atoll_bench::revocation::{self, Mechanism, RevocationOptions, Settings};
-use atoll_bench::slo::{self, SloOptions};
-use atoll_bench::tiers;
 use clap::Subcommand;
 use parse::*;
 
 mod parse;
+mod slo;
 
 /// Flags of `atoll bench`.
 #[derive(Debug, clap::Args)]
@@ -259,55 +258,13 @@ enum Which {
         #[arg(long, value_name = "FILE")]
         table: Option<std::path::PathBuf>,
     },
-    /// A latency-critical Redis beside a best-effort CPU hog at offered
-    /// loads of its solo maximum, under plain Linux, static weights,
-    /// `isolate` and an SLO overlay with the hog as best effort (root;
-    /// needs redis-server: scripts/bench-deps.sh).
-    Slo {
-        /// `redis` (a latency-critical Redis beside a hog) or `tiers` (a
-        /// three-tier auction, nginx -> auction-app -> MariaDB, beside hogs;
-        /// needs nginx and mariadb-server).
-        #[arg(long, default_value = "redis", value_parser = ["redis", "tiers"])]
-        scenario: String,
-        /// Print JSON instead of a table.
-        #[arg(long)]
-        json: bool,
-        /// Short phases (a smoke test; the numbers are noisier).
-        #[arg(long)]
-        quick: bool,
-        /// Offered loads, percent of the LC's solo maximum.
-        #[arg(long, default_value = "10,30,50,70,90", value_parser = parse_loads)]
-        loads: Loads,
-        /// Configurations beside the baselines.
-        #[arg(long, value_delimiter = ',', default_value = "linux,static,isolate,slo", value_parser = parse_slo_config)]
-        configs: Vec<slo::Config>,
-        /// Measured seconds per load (default 20, 3 with --quick).
-        #[arg(long, value_parser = parse_seconds)]
-        seconds: Option<f64>,
-        /// Warm-up seconds per load, not recorded (default 10, 2 with
-        /// --quick).
-        #[arg(long, value_parser = parse_warmup)]
-        warmup: Option<f64>,
-        /// The SLO: p99 of a window within this many µs (default: twice
-        /// the LC's worst p99 alone).
-        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-        slo_us: Option<u64>,
-        /// Lua loop iterations per request: the LC's CPU cost per request
-        /// (with `--scenario tiers`: hash rounds per `putbid` in the app tier).
-        #[arg(long, value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
-        work: Option<u64>,
-        /// The `slo` overlay's `be_grow_above`: slack above which the best
-        /// effort grows a step (default: the daemon's; `--scenario redis`).
-        #[arg(long, value_parser = parse_slack)]
-        be_grow_above: Option<f64>,
-        /// The `slo` overlay's `be_cut_below`: slack below which the best
-        /// effort is halved (default: the daemon's; `--scenario redis`).
-        #[arg(long, value_parser = parse_slack)]
-        be_cut_below: Option<f64>,
-        /// Run nothing: print the table of a report saved with --json.
-        #[arg(long, value_name = "FILE")]
-        table: Option<std::path::PathBuf>,
-    },
+    /// Issue 16's evidence under plain Linux, static weights, `isolate`
+    /// and the overlay policy (root). `--scenario redis`: a
+    /// latency-critical Redis beside a best-effort CPU hog at offered loads
+    /// of its solo maximum, the policy an SLO overlay with the hog as best
+    /// effort (needs redis-server: scripts/bench-deps.sh); `tiers`: a
+    /// three-tier auction; `stream`: seed 001's buffer trigger.
+    Slo(slo::SloArgs),
     /// Seed 001's stream consumer beside a UDP bulk transfer on a shaped
     /// veth link of the bench's own (a network namespace), with no atoll,
     /// CPU islands, the network island, and both coordinated by the
@@ -634,72 +591,7 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
             drop(progress);
             print_report(json, &report, api::render_table)?;
         }
-        Which::Slo {
-            scenario,
-            json,
-            quick,
-            loads,
-            configs,
-            seconds,
-            warmup,
-            slo_us,
-            work,
-            be_grow_above,
-            be_cut_below,
-            table,
-        } => {
-            let picked = slo::Picked {
-                configs,
-                seconds,
-                warmup_s: warmup,
-                work,
-                slo_us,
-            };
-            if scenario == "tiers" {
-                if be_grow_above.is_some() || be_cut_below.is_some() {
-                    anyhow::bail!(
-                        "atoll bench slo: --be-grow-above and --be-cut-below are for \
-                         --scenario redis"
-                    );
-                }
-                if let Some(file) = table {
-                    return print_saved::<tiers::TiersReport>(
-                        &file,
-                        "slo --scenario tiers",
-                        tiers::render_table,
-                    );
-                }
-                let mut settings = tiers::TiersSettings::new(quick);
-                settings.common.pick(picked);
-                let progress = Progress::new(settings.common.configs.len() * 3 + 2, true);
-                let report = tiers::run(&exe, &settings, command_line(), &progress)?;
-                drop(progress);
-                print_report(json, &report, tiers::render_table)?;
-                return Ok(ExitCode::SUCCESS);
-            }
-            if let Some(file) = table {
-                return print_saved::<slo::SloReport>(&file, "slo", slo::render_table);
-            }
-            let mut settings = slo::Settings::new(quick);
-            settings.loads = loads.0;
-            settings.common.pick(picked);
-            settings.be = slo::BeThresholds {
-                grow_above: be_grow_above,
-                cut_below: be_cut_below,
-            };
-            if let Some(why) = settings.be.problem() {
-                anyhow::bail!("atoll bench slo: the daemon would refuse {why}");
-            }
-            let opts = SloOptions {
-                exe,
-                settings,
-                command: command_line(),
-            };
-            let progress = Progress::new(opts.steps(), true);
-            let report = slo::run(&opts, &progress)?;
-            drop(progress);
-            print_report(json, &report, slo::render_table)?;
-        }
+        Which::Slo(args) => return slo::run(exe, args),
         Which::Netisland {
             json,
             scenario,

@@ -1,5 +1,6 @@
 //! `atoll bench slo` through the built binary: its command line, and
-//! (ignored: root, redis-server and about two minutes) a real short run.
+//! (ignored: root and redis-server, nginx and MariaDB, or `ip` and `tc`;
+//! up to two minutes) a real short run of each scenario.
 //! Only shapes are checked: benchmark numbers are printed, never asserted.
 
 mod common;
@@ -23,6 +24,9 @@ fn bench_slo_is_listed_with_its_options_and_refuses_bad_ones() {
             "--work",
             "--be-grow-above",
             "--be-cut-below",
+            "--reps",
+            "--backlog-bytes",
+            "--trigger",
             "--table",
         ],
     );
@@ -36,6 +40,10 @@ fn bench_slo_is_listed_with_its_options_and_refuses_bad_ones() {
             &["--slo-us", "0"],
             &["--be-grow-above", "1.5"],
             &["--be-cut-below", "1"],
+            &["--reps", "0"],
+            &["--backlog-bytes", "0"],
+            &["--trigger", "react_recv_queue"],
+            &["--scenario", "streams"],
         ],
     );
 }
@@ -116,15 +124,146 @@ fn thresholds_the_daemon_would_refuse_are_refused_before_running() {
             "--scenario redis",
         ),
     ] {
-        let out = Command::new(BIN)
-            .args(["bench", "slo"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(1), "{args:?}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(says), "{args:?}: {err}");
+        refused_before_running(args, says);
     }
+}
+
+/// `atoll bench slo ARGS` exits 1 before running anything, saying `says`.
+fn refused_before_running(args: &[&str], says: &str) {
+    let out = Command::new(BIN)
+        .args(["bench", "slo"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{args:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(says), "{args:?}: {err}");
+}
+
+/// Each scenario refuses the flags of the others (and the stream's the
+/// Redis scenario's warm-up and SLO, and a work per frame it cannot do)
+/// before making anything: no root needed.
+#[test]
+fn each_scenario_refuses_the_flags_of_the_others() {
+    for (args, says) in [
+        (&["--reps", "2"][..], "--reps is for --scenario stream"),
+        (
+            &["--scenario", "tiers", "--trigger", "recv-queue"],
+            "--trigger is for --scenario stream",
+        ),
+        (
+            &[
+                "--scenario",
+                "stream",
+                "--be-grow-above",
+                "0.5",
+                "--backlog-bytes",
+                "9",
+            ],
+            "--be-grow-above is for --scenario redis",
+        ),
+        (
+            &["--scenario", "stream", "--warmup", "5"],
+            "--warmup and --slo-us are not for --scenario stream",
+        ),
+        (&["--scenario", "stream", "--slo-us", "900"], "--slo-us"),
+        (&["--scenario", "stream", "--work", "2000"], "at most 100"),
+    ] {
+        refused_before_running(args, says);
+    }
+}
+
+fn stream_skip_reason() -> Option<&'static str> {
+    if !common::is_root() {
+        return Some("not root");
+    }
+    for prog in ["tc", "ip"] {
+        if Command::new(prog).arg("-V").output().is_err() {
+            return Some("iproute2 (`ip`, `tc`) is not installed");
+        }
+    }
+    None
+}
+
+/// Namespaces and interfaces named like the rig's (`atlb<pid>...`).
+fn rigs() -> usize {
+    let mut n = 0;
+    for args in [&["-o", "link"][..], &["netns", "list"]] {
+        let out = Command::new("ip").args(args).output().unwrap();
+        n += String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.contains("atlb"))
+            .count();
+    }
+    n
+}
+
+/// The buffer-trigger scenario, all four configurations, 3 s each, one
+/// rep: root, `ip` and `tc` (skipped, saying why, without them), about 30
+/// s. The rig is made and removed; every configuration that ran has frames
+/// sent and is what it says (`isolate` in mode isolate, `linux` without a
+/// trigger figure), its ratios are to `static`, and the saved report
+/// prints as the stream table. Run with `cargo test -p atoll-cli --test
+/// bench_slo -- --ignored`.
+#[test]
+#[ignore = "root, ip and tc, ~30 s: a real `atoll bench slo --scenario stream --quick`"]
+fn bench_slo_stream_quick_runs_every_configuration() {
+    if let Some(why) = stream_skip_reason() {
+        println!("skipped: {why}");
+        return;
+    }
+    let before = rigs();
+    let out = Command::new(BIN)
+        .args([
+            "bench",
+            "slo",
+            "--scenario",
+            "stream",
+            "--quick",
+            "--seconds",
+            "3",
+        ])
+        .args(["--work", "0", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        rigs() <= before,
+        "the rig's namespace or veth was left behind"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["settings"]["rig"]["scenario"], "stream", "{v}");
+    assert_eq!(v["settings"]["rig"]["work"], 0, "{v}");
+    let rows = v["rows"].as_array().unwrap();
+    let ran = rows.len() + v["unavailable"].as_array().unwrap().len();
+    assert_eq!(ran, 4, "linux, static, isolate, slo: {v}");
+    for r in rows {
+        let f = &r["figures"];
+        assert!(f["samples"][0]["frames_sent"].as_u64().unwrap() > 0, "{r}");
+        let linux = r["config"] == "linux";
+        assert_eq!(f["triggers"].is_null(), linux, "{r}");
+        assert_eq!(r["setup"]["isolate"], r["config"] == "isolate", "{r}");
+        if r["config"] == "static" && f["fps_mean"].as_f64().unwrap() > 0.0 {
+            assert_eq!(f["fps_ratio"], 1.0, "{r}");
+        }
+    }
+    let file = std::env::temp_dir().join(format!("atoll-slostream-{}.json", std::process::id()));
+    std::fs::write(&file, &out.stdout).unwrap();
+    let table = Command::new(BIN)
+        .args(["bench", "slo", "--scenario", "stream", "--table"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&file);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.contains("--scenario stream") && text.contains("hog chunks/s"),
+        "{text}"
+    );
 }
 
 #[test]

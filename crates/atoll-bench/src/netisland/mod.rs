@@ -35,6 +35,14 @@
 //! configurations are its own, to tell the two tunes apart: `both-bw`
 //! (`both` with the bandwidth tune alone) and `both-cpu` (the CPU-time
 //! tune alone); the stream scenario refuses them.
+//!
+//! The stream scenario is also issue 16's evidence for seed 001's buffer
+//! trigger, `atoll bench slo --scenario stream` ([`crate::slo::stream`]),
+//! which runs it through the same path ([`run_setups`]) with `bench slo`'s
+//! configurations mapped onto these ([`Setup`]: `net` also in isolation
+//! mode `isolate`). `both`'s trigger is the network island's
+//! `socket_backlog_bytes`, or the overlay's `react_recv_queue`
+//! ([`TriggerKey`]).
 
 pub mod config;
 pub mod rig;
@@ -46,7 +54,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use atoll_core::coord::Resource;
-pub use run::run;
+pub use run::{run, run_setups, Measured};
 use serde::{Deserialize, Serialize};
 pub use table::render_table;
 pub use web::WebSettings;
@@ -175,6 +183,69 @@ impl FromStr for Scenario {
     }
 }
 
+/// Which of the daemon's receive-queue triggers `both` configures (both
+/// read the same socket backlogs, `ProcRecvQueues`, and send the same
+/// `trigger(cpu time)` for the consumer; they differ in who sends it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TriggerKey {
+    /// The network island's `socket_backlog_bytes`: the network island
+    /// notices the backlog and triggers the CPU island (seed 001's IXP).
+    #[default]
+    SocketBacklog,
+    /// The overlay's `react_recv_queue`: the overlay's reactive policy on
+    /// the CPU side watches the backlog.
+    RecvQueue,
+}
+
+impl TriggerKey {
+    /// The name on the command line and in the report.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SocketBacklog => "socket-backlog",
+            Self::RecvQueue => "recv-queue",
+        }
+    }
+
+    /// The config key it sets.
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::SocketBacklog => "socket_backlog_bytes",
+            Self::RecvQueue => "react_recv_queue",
+        }
+    }
+}
+
+impl FromStr for TriggerKey {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        [Self::SocketBacklog, Self::RecvQueue]
+            .into_iter()
+            .find(|t| t.as_str() == s.trim())
+            .ok_or_else(|| format!("unknown trigger {s:?} (one of socket-backlog, recv-queue)"))
+    }
+}
+
+/// One configuration as the rig runs it: a [`Config`], and whether the
+/// daemon's CPU island is in isolation mode `isolate` (the stream scenario
+/// of `atoll bench slo` runs `net` so; `atoll bench netisland` never does).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Setup {
+    /// The configuration.
+    pub config: Config,
+    /// `[isolation] mode = "isolate"` (else the default, `smp`).
+    pub isolate: bool,
+}
+
+impl From<Config> for Setup {
+    fn from(config: Config) -> Self {
+        Self {
+            config,
+            isolate: false,
+        }
+    }
+}
+
 /// How a run is set up.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Settings {
@@ -198,6 +269,10 @@ pub struct Settings {
     pub deadline_ms: u64,
     /// The `both` trigger's socket backlog, bytes.
     pub backlog_bytes: u64,
+    /// Which key sets the `both` trigger (reports saved before it existed
+    /// are `socket-backlog`).
+    #[serde(default)]
+    pub trigger: TriggerKey,
     /// The island's CPUs (filled in by the run).
     pub island_cpus: String,
     /// Which experiment (reports saved before it existed are `stream`).
@@ -223,6 +298,7 @@ impl Settings {
             work: 2,
             deadline_ms: 100,
             backlog_bytes: 65_536,
+            trigger: TriggerKey::SocketBacklog,
             island_cpus: String::new(),
             scenario: Scenario::Stream,
             web: WebSettings::default(),
@@ -275,6 +351,10 @@ pub struct Sample {
     /// The hog's work chunks per second (seed 001's other VM, Table 3).
     #[serde(default)]
     pub hog_chunks_per_s: f64,
+    /// `/proc/loadavg` when the workers had reported (the machine's other
+    /// load besides the bench's own; empty in reports saved before).
+    #[serde(default)]
+    pub loadavg: String,
 }
 
 /// The figures of one configuration, over its reps.
@@ -388,13 +468,17 @@ pub fn row(config: Config, samples: Vec<Sample>, s: &Settings) -> Row {
 
 /// Fills every row's ratios to the `none` row.
 pub fn with_ratios(rows: &mut [Row]) {
-    let Some(base) = rows
+    if let Some(base) = rows
         .iter()
         .find(|r| r.config == Some(Config::None))
         .cloned()
-    else {
-        return;
-    };
+    {
+        ratios_to(rows.iter_mut(), &base);
+    }
+}
+
+/// Fills the ratios of `rows` to `base` (`None` where `base`'s figure is 0).
+pub fn ratios_to<'a>(rows: impl IntoIterator<Item = &'a mut Row>, base: &Row) {
     let r = |a: f64, b: f64| ratio(Some(a), Some(b)).map(|v| round(v, 3));
     for row in rows {
         row.fps_ratio = r(row.fps_mean, base.fps_mean);
@@ -435,6 +519,7 @@ mod tests {
             bulk_bytes: bulk,
             triggers: trig,
             hog_chunks_per_s: 100.0,
+            loadavg: String::new(),
         }
     }
 

@@ -1,5 +1,7 @@
 //! Running `atoll bench netisland`: the rig once, then every configuration
-//! in every rep, each with its own daemon (none for `none`).
+//! in every rep, each with its own daemon (none for `none`). The loop is
+//! [`run_setups`], which `atoll bench slo --scenario stream` runs too with
+//! its own list of setups.
 //!
 //! Processes are [`Proc`]s (their group killed on drop) made after the
 //! [`Daemon`] (stopped and its cgroup root swept on drop), which is made
@@ -12,17 +14,18 @@ use std::time::Duration;
 
 use atoll_core::CpuSet;
 
-use super::config::{daemon_config, layout, BULK, CONSUMER, HOG, LINK, STREAM};
+use super::config::{layout, setup_config, BULK, CONSUMER, HOG, LINK, STREAM};
 use super::rig::{skip_reason, Rig};
 use super::web::{web_ratios, web_row, WebSample};
 use super::{
-    parse_recv, row, with_ratios, Config, NetIslandOptions, NetIslandReport, Sample, Scenario,
+    parse_recv, row, with_ratios, NetIslandOptions, NetIslandReport, Sample, Scenario, Settings,
+    Setup,
 };
 use crate::comm::pin;
 use crate::error::BenchError;
 use crate::interrupt;
 use crate::isolation::daemon::Daemon;
-use crate::machine;
+use crate::machine::{self, Machine};
 use crate::procs::{worker_command, Proc};
 use crate::progress::Progress;
 
@@ -40,6 +43,65 @@ pub fn run(opts: &NetIslandOptions, progress: &Progress) -> Result<NetIslandRepo
     opts.settings
         .check_configs()
         .map_err(BenchError::Unusable)?;
+    let setups: Vec<(String, Setup)> = opts
+        .settings
+        .configs
+        .iter()
+        .map(|c| (c.as_str().to_string(), Setup::from(*c)))
+        .collect();
+    let m = run_setups(opts, &setups, progress)?;
+    let s = m.settings;
+    let mut web_rows: Vec<_> = setups
+        .iter()
+        .zip(m.web)
+        .filter(|(_, v)| !v.is_empty())
+        .map(|((_, setup), v)| web_row(setup.config, v, s.seconds))
+        .collect();
+    web_ratios(&mut web_rows);
+    let mut rows: Vec<_> = setups
+        .iter()
+        .zip(m.samples)
+        .filter(|(_, v)| !v.is_empty())
+        .map(|((_, setup), v)| row(setup.config, v, &s))
+        .collect();
+    with_ratios(&mut rows);
+    Ok(NetIslandReport {
+        rows,
+        web_rows,
+        unavailable: m.unavailable,
+        settings: s,
+        machine: m.machine,
+        command: opts.command.clone(),
+        loadavg: m.loadavg,
+    })
+}
+
+/// What [`run_setups`] measured, before rows are made of it.
+#[derive(Clone, Debug)]
+pub struct Measured {
+    /// Each setup's samples (the stream scenario), one per rep it ran.
+    pub samples: Vec<Vec<Sample>>,
+    /// Each setup's samples (the web scenario).
+    pub web: Vec<Vec<WebSample>>,
+    /// Setups whose daemon would not start (by name), with why.
+    pub unavailable: Vec<(String, String)>,
+    /// The settings, with the island's CPUs filled in.
+    pub settings: Settings,
+    /// The machine.
+    pub machine: Machine,
+    /// `/proc/loadavg` at the end.
+    pub loadavg: String,
+}
+
+/// Runs each of `setups` (a name for progress, the daemon's files and
+/// [`Measured::unavailable`], and what to run) in every rep, in order, on
+/// one rig: the one path of `atoll bench netisland` and of the stream
+/// scenario of `atoll bench slo`. `opts.settings.configs` is not read.
+pub fn run_setups(
+    opts: &NetIslandOptions,
+    setups: &[(String, Setup)],
+    progress: &Progress,
+) -> Result<Measured, BenchError> {
     progress.phase("", "checking the machine");
     if let Some(why) = skip_reason() {
         return Err(BenchError::Unusable(why));
@@ -58,22 +120,22 @@ pub fn run(opts: &NetIslandOptions, progress: &Progress) -> Result<NetIslandRepo
     progress.phase("", "making the namespace and the veth pair");
     let mut rig = Rig::new()?;
     let b = Bench { opts, host, island };
-    let mut samples: Vec<(Config, Vec<Sample>)> = s.configs.iter().map(|c| (*c, vec![])).collect();
-    let mut web: Vec<Vec<WebSample>> = s.configs.iter().map(|_| vec![]).collect();
+    let mut samples: Vec<Vec<Sample>> = setups.iter().map(|_| vec![]).collect();
+    let mut web: Vec<Vec<WebSample>> = setups.iter().map(|_| vec![]).collect();
     let mut unavailable = Vec::new();
     for rep in 0..s.reps {
-        for ((config, got), web_got) in samples.iter_mut().zip(&mut web) {
-            let config = *config;
+        for (((name, setup), got), web_got) in setups.iter().zip(&mut samples).zip(&mut web) {
+            let config = setup.config;
             interrupt::check()?;
-            progress.phase(config.as_str(), &format!("rep {}", rep + 1));
+            progress.phase(name, &format!("rep {}", rep + 1));
             if config.network_island() {
                 rig.unshape()?;
             } else {
                 rig.shape(s.rate_mbit)?;
             }
-            let mode = format!("{}-{rep}", config.as_str());
+            let mode = format!("{name}-{rep}");
             let text = match s.scenario {
-                Scenario::Stream => daemon_config(config, &b.host, &b.island, &rig.names.host, &s),
+                Scenario::Stream => setup_config(*setup, &b.host, &b.island, &rig.names.host, &s),
                 Scenario::Web => {
                     super::web::daemon_config(config, &b.host, &b.island, &rig.names.host, &s)
                 }
@@ -85,8 +147,8 @@ pub fn run(opts: &NetIslandOptions, progress: &Progress) -> Result<NetIslandRepo
                     Err(BenchError::Daemon { reason, log, .. }) => {
                         let last = log.lines().rev().find(|l| !l.trim().is_empty());
                         let why = format!("{reason}: {}", last.unwrap_or("").trim());
-                        progress.note(&format!("{}: unavailable: {why}", config.as_str()));
-                        unavailable.push((config.as_str().to_string(), why));
+                        progress.note(&format!("{name}: unavailable: {why}"));
+                        unavailable.push((name.clone(), why));
                         continue;
                     }
                     Err(e) => return Err(e),
@@ -103,31 +165,22 @@ pub fn run(opts: &NetIslandOptions, progress: &Progress) -> Result<NetIslandRepo
     }
     rig.unshape()?;
     drop(rig);
-    let mut web_rows: Vec<_> = samples
-        .iter()
-        .zip(web)
-        .filter(|(_, v)| !v.is_empty())
-        .map(|((c, _), v)| web_row(*c, v, s.seconds))
-        .collect();
-    web_ratios(&mut web_rows);
-    let mut rows: Vec<_> = samples
-        .into_iter()
-        .filter(|(_, v)| !v.is_empty())
-        .map(|(c, v)| row(c, v, &s))
-        .collect();
-    with_ratios(&mut rows);
-    Ok(NetIslandReport {
-        rows,
-        web_rows,
+    Ok(Measured {
+        samples,
+        web,
         unavailable,
         settings: s,
         machine,
-        command: opts.command.clone(),
-        loadavg: std::fs::read_to_string("/proc/loadavg")
-            .unwrap_or_default()
-            .trim()
-            .to_string(),
+        loadavg: loadavg(),
     })
+}
+
+/// `/proc/loadavg`, trimmed (empty where it cannot be read).
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .trim()
+        .to_string()
 }
 
 #[path = "run_web.rs"]
@@ -255,12 +308,7 @@ impl Bench<'_> {
     }
 
     /// One configuration once: receivers, hog, then senders; their reports.
-    fn once(
-        &self,
-        rig: &Rig,
-        daemon: Option<&Daemon>,
-        s: &super::Settings,
-    ) -> Result<Sample, BenchError> {
+    fn once(&self, rig: &Rig, daemon: Option<&Daemon>, s: &Settings) -> Result<Sample, BenchError> {
         let n = |v: f64| format!("{v}");
         let listen = s.seconds + 0.5 + TAIL_S;
         let recv = Proc::spawn(
@@ -335,11 +383,12 @@ impl Bench<'_> {
             bulk_bytes: sink["bytes"].as_u64().unwrap_or(0),
             triggers,
             hog_chunks_per_s: hog["chunks_per_s"].as_f64().unwrap_or(0.0),
+            loadavg: loadavg(),
         })
     }
 
-    /// The boosts the network island's triggers gave the consumer (its
-    /// decisions naming the island and the unit).
+    /// The boosts the triggers gave the consumer (its decisions naming the
+    /// network island and the unit, or the unit's receive queue).
     fn triggers(&self, d: &Daemon) -> Result<u64, BenchError> {
         let out = Command::new(&self.opts.exe)
             .arg("why")
@@ -351,10 +400,13 @@ impl Bench<'_> {
                 what: "atoll why".into(),
                 reason: e.to_string(),
             })?;
-        let needle = format!("network island {LINK}: unit {CONSUMER}:");
+        // The network island's trigger names it; the overlay's
+        // `react_recv_queue` names the receive queue (one of them is set).
+        let network = format!("network island {LINK}: unit {CONSUMER}:");
+        let overlay = format!("(receive queue of {CONSUMER} ");
         Ok(String::from_utf8_lossy(&out.stdout)
             .lines()
-            .filter(|l| l.contains(&needle))
+            .filter(|l| l.contains(&network) || l.contains(&overlay))
             .count() as u64)
     }
 }

@@ -92,6 +92,7 @@ mod tests {
             bulk_bytes: 8_000_000,
             triggers: trig,
             hog_chunks_per_s: 50.0,
+            loadavg: String::new(),
         };
         let mut rows = vec![
             row(Config::None, vec![sample(20, None)], &s),

@@ -24,12 +24,16 @@
 //! the SLO, the BE's throughput as a share of its solo throughput, and the
 //! effective machine utilization ([`emu`]). [`Goals`] are checked per row.
 //!
-//! Not here (issue 16's other scenarios): the RUBiS-like three-tier
-//! application is [`crate::tiers`] (`--scenario tiers`); seed 001's
-//! receive-buffer trigger is not done.
+//! Issue 16's other scenarios: the RUBiS-like three-tier application is
+//! [`crate::tiers`] (`--scenario tiers`); seed 001's receive-buffer trigger
+//! (a stream consumer beside a bulk transfer, the trigger off and on) is
+//! [`stream`] (`--scenario stream`), `atoll bench netisland`'s stream
+//! experiment run with these configurations (`static` the trigger off,
+//! `slo` the trigger on).
 
 pub mod config;
 mod run;
+pub mod stream;
 mod table;
 
 use std::collections::BTreeMap;

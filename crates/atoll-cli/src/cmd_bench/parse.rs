@@ -40,6 +40,10 @@ pub(super) fn parse_net_scenario(s: &str) -> Result<netisland::Scenario, String>
     s.parse()
 }
 
+pub(super) fn parse_trigger(s: &str) -> Result<netisland::TriggerKey, String> {
+    s.parse()
+}
+
 pub(super) fn parse_req_rate(s: &str) -> Result<f64, String> {
     parse_positive(s, "--req-rate")
 }
