@@ -39,4 +39,7 @@ unshare --mount --propagation private sh -c \
 }
 note "guest load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 [ -s "$out" ] || fail "no JSON from atoll bench $name"
-"$bin" bench "$name" --table "$out" | sed 's/^/ATOLLBENCH /'
+# A scenario's report is read back by the scenario (`slo --scenario tiers`).
+# shellcheck disable=SC2086 # $args: one word each
+scenario=$(printf '%s\n' $args | sed -n '/^--scenario$/{n;p;}')
+"$bin" bench "$name" ${scenario:+--scenario "$scenario"} --table "$out" | sed 's/^/ATOLLBENCH /'
