@@ -36,10 +36,10 @@ use crate::interrupt;
 use crate::isolation::daemon::Daemon;
 use crate::machine::{self, Machine};
 use crate::procs::{worker_command, Proc};
-use crate::worker::Pace;
 use crate::progress::Progress;
 use crate::slo::config::Layout;
 use crate::slo::{Common, Config};
+use crate::worker::Pace;
 
 /// How long after a measured phase http-load waits for the answers to the
 /// requests released in it; what is not answered by then is not served
@@ -646,7 +646,10 @@ mod tests {
             "{phase}"
         );
         let short = load_args("h:1", Pace::Closed, 3.0, 0.0, 1.0, &s).join(" ");
-        assert!(short.contains("--limit 3 "), "never below --seconds: {short}");
+        assert!(
+            short.contains("--limit 3 "),
+            "never below --seconds: {short}"
+        );
         // The worker takes what the bench gives it.
         for args in [sat, phase, short] {
             let mut w = vec!["http-load".to_string()];

@@ -131,7 +131,10 @@ mod tests {
     fn the_table_shows_what_was_not_served_by_the_limit() {
         let t = render_table(&report());
         assert!(t.contains("(linux, no hogs, closed loop)"), "{t}");
-        assert!(t.contains("unserved: not answered 10 s after the phase"), "{t}");
+        assert!(
+            t.contains("unserved: not answered 10 s after the phase"),
+            "{t}"
+        );
         let head = t.lines().find(|l| l.starts_with("config")).unwrap();
         let row = t.lines().find(|l| l.starts_with("linux")).unwrap();
         let words: Vec<&str> = row.split_whitespace().collect();

@@ -23,9 +23,8 @@ fn reads_content_length_chunked_and_close_delimited_bodies() {
     assert_eq!((r.status, r.body_bytes, r.keep_alive), (200, 14, true));
     let r = parse("HTTP/1.0 200 OK\r\nServer: x\r\n\r\nuntil the end").unwrap();
     assert_eq!((r.body_bytes, r.keep_alive), (13, false));
-    let r =
-        parse("HTTP/1.1 502 Bad Gateway\r\nContent-Length: 3\r\nConnection: close\r\n\r\nbad")
-            .unwrap();
+    let r = parse("HTTP/1.1 502 Bad Gateway\r\nContent-Length: 3\r\nConnection: close\r\n\r\nbad")
+        .unwrap();
     assert_eq!((r.status, r.keep_alive), (502, false));
     let r = parse("HTTP/1.0 204 No Content\r\nConnection: keep-alive\r\n\r\n").unwrap();
     assert_eq!((r.status, r.body_bytes, r.keep_alive), (204, 0, true));
@@ -37,9 +36,7 @@ fn refuses_broken_responses() {
     assert!(parse("HTTP/1.1 OK\r\n\r\n").is_err());
     assert!(parse("HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nshort").is_err());
     assert!(parse("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n").is_err());
-    assert!(
-        parse("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabX\r\n").is_err()
-    );
+    assert!(parse("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabX\r\n").is_err());
     assert!(parse("HTTP/1.1 200 OK\r\nno colon\r\n\r\n").is_err());
     assert!(parse("").is_err());
 }
@@ -146,9 +143,8 @@ fn parses_its_options() {
             heavy: None,
         })
     );
-    let w =
-        p("http-load --addr h:1 --rate 1.5 --seconds 3 --warmup=1 --path /p --connections 4")
-            .unwrap();
+    let w = p("http-load --addr h:1 --rate 1.5 --seconds 3 --warmup=1 --path /p --connections 4")
+        .unwrap();
     let super::super::Worker::HttpLoad(a) = w else {
         panic!("{w:?}")
     };
@@ -267,7 +263,10 @@ fn past_the_limit_nothing_is_sent_or_counted() {
         heavy: None,
     };
     let r = http_load(&a).unwrap();
-    assert_eq!((r["sent"].as_u64(), r["recorded"].as_u64()), (Some(5), Some(5)));
+    assert_eq!(
+        (r["sent"].as_u64(), r["recorded"].as_u64()),
+        (Some(5), Some(5))
+    );
     let completed = r["completed"].as_u64().unwrap();
     assert!(completed <= 1, "{r}");
     assert_eq!(r["errors"], 0, "a late answer is not a failure: {r}");
@@ -291,12 +290,18 @@ fn the_closed_loop_sends_only_when_a_connection_is_free() {
         heavy: Some(0.5),
     };
     let r = http_load(&a).unwrap();
-    assert_eq!((r["pace"].as_str(), r["rate"].is_null()), (Some("closed"), true));
+    assert_eq!(
+        (r["pace"].as_str(), r["rate"].is_null()),
+        (Some("closed"), true)
+    );
     let sent = r["sent"].as_u64().unwrap();
     assert!(sent >= 1, "{r}");
     assert_eq!(r["recorded"].as_u64(), Some(sent), "no warm-up: {r}");
     assert_eq!(r["completed"].as_u64(), Some(sent), "{r}");
-    assert_eq!((r["errors"].as_u64(), r["unserved"].as_u64()), (Some(0), Some(0)));
+    assert_eq!(
+        (r["errors"].as_u64(), r["unserved"].as_u64()),
+        (Some(0), Some(0))
+    );
     assert_eq!(r["heavy_rt_ms"]["count"].as_u64(), Some(sent / 2), "{r}");
     assert_eq!(r["window_s"], 1.0);
 }
