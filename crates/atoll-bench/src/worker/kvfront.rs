@@ -33,6 +33,8 @@
 //! connection is dropped; the next request on that thread connects again.
 //! A `GET` that finds no value (a restarted back end lost its data) is a
 //! miss, not an error. Failed reports are counted; the worker goes on.
+//! Preparing the keys at the start is not a request: its I/O limit is at
+//! least `START_WAIT`, and a failure there ends the worker.
 
 use std::collections::BTreeMap;
 use std::io::{self, BufRead, BufReader, ErrorKind, Write};
