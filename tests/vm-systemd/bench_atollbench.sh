@@ -39,8 +39,7 @@ unshare --mount --propagation private sh -c \
 }
 note "guest load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 [ -s "$out" ] || fail "no JSON from atoll bench $name"
-# A scenario's saved report is printed by the same --scenario (`atoll
-# bench slo --scenario stream --table FILE`).
-scenario=$(printf ' %s ' "$args" | sed -n 's/.* --scenario \([a-z]*\) .*/--scenario \1/p')
-# shellcheck disable=SC2086 # $scenario: none, or the flag and its value
-"$bin" bench "$name" $scenario --table "$out" | sed 's/^/ATOLLBENCH /'
+# A scenario's report is read back by the scenario (`slo --scenario tiers`).
+# shellcheck disable=SC2086 # $args: one word each
+scenario=$(printf '%s\n' $args | sed -n '/^--scenario$/{n;p;}')
+"$bin" bench "$name" ${scenario:+--scenario "$scenario"} --table "$out" | sed 's/^/ATOLLBENCH /'

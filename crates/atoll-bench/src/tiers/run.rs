@@ -4,6 +4,13 @@
 //! CPU. Under `linux` the tiers and the hogs are pinned to the island's
 //! CPUs and no daemon runs; the saturation is measured there first.
 //!
+//! Every load ends at a wall-time limit, so that tiers slower than their
+//! load (a TCG guest) end the run instead of working off a backlog: the
+//! saturation is a closed loop of `connections` requests in flight for
+//! `max_seconds`, its throughput the responses within that time; a
+//! measured phase is the open loop at `load` of it, and what is not
+//! answered [`DRAIN`] after its last release is counted as not served.
+//!
 //! Processes are [`Proc`]s (their group killed on drop) declared after the
 //! [`Daemon`], so an error or Ctrl-C leaves nothing behind. MariaDB runs
 //! from the run's own datadir (`mariadb-install-db`), on a unix socket in
@@ -32,11 +39,13 @@ use crate::procs::{worker_command, Proc};
 use crate::progress::Progress;
 use crate::slo::config::Layout;
 use crate::slo::{Common, Config};
+use crate::worker::Pace;
 
-/// The rate offered to find the saturation: more than the tiers serve
-/// (the requests queued meanwhile are served after the last is released;
-/// the saturation is the completed requests over the whole wall time).
-const SATURATING_RATE: f64 = 20_000.0;
+/// How long after a measured phase http-load waits for the answers to the
+/// requests released in it; what is not answered by then is not served
+/// (a bound, so that tiers behind their load end the phase: under TCG the
+/// backlog of a phase could take many minutes).
+pub const DRAIN: Duration = Duration::from_secs(10);
 /// How long a server gets to start (a bound, not an expectation: under
 /// TCG in the VM, on a busy host, mariadbd's start takes well over a
 /// minute).
@@ -57,7 +66,8 @@ pub struct TiersSettings {
     /// of `linux`'s p99).
     #[serde(flatten)]
     pub common: Common,
-    /// Seconds of the saturation measurement.
+    /// Seconds of the saturation measurement (a closed loop of
+    /// `connections`).
     pub max_seconds: f64,
     /// The offered rate as a share of the saturation (measured without the
     /// hogs, which take about half the island under `linux`).
@@ -105,6 +115,12 @@ pub struct TiersReport {
     pub offered_per_s: f64,
     /// The overlay's SLO, µs.
     pub slo_us: u64,
+    /// How long after a measured phase its answers were waited for
+    /// ([`DRAIN`]); `None` in reports from before the limit (their
+    /// saturation was an open loop whose backlog was served, and nothing
+    /// was counted as unserved).
+    #[serde(default)]
+    pub drain_s: Option<f64>,
     /// One row per configuration run.
     pub rows: Vec<TierRow>,
     /// Configurations whose daemon would not start, with why.
@@ -200,6 +216,7 @@ pub fn parse_load(config: Config, offered_per_s: f64, r: &serde_json::Value) -> 
         offered_per_s,
         throughput_per_s: r["throughput_rps"].as_f64().unwrap_or(0.0),
         errors: r["errors"].as_u64().unwrap_or(0),
+        unserved: r["unserved"].as_u64().unwrap_or(0),
         last_error: r["last_error"].as_str().map(String::from),
         all: times(&r["rt_ms"]),
         heavy: times(&r["heavy_rt_ms"]),
@@ -274,11 +291,9 @@ pub fn run(
         let sat = match saturated {
             Some(v) => v,
             None => {
-                progress.phase(name, "saturation (no hogs)");
-                let t0 = Instant::now();
-                let r = b.load(&addr, SATURATING_RATE, b.s.max_seconds, 0.0)?;
-                let wall = t0.elapsed().as_secs_f64();
-                let v = r["completed"].as_f64().unwrap_or(0.0) / wall;
+                progress.phase(name, "saturation (no hogs, closed loop)");
+                let r = b.load(&addr, Pace::Closed, b.s.max_seconds, 0.0, b.s.max_seconds)?;
+                let v = r["throughput_rps"].as_f64().unwrap_or(0.0);
                 if v <= 0.0 {
                     return Err(BenchError::Setup {
                         what: "the saturation".into(),
@@ -293,7 +308,8 @@ pub fn run(
         progress.phase(name, &format!("{rate:.0} req/s + hogs"));
         let total = b.s.common.warmup_s + b.s.common.seconds;
         let hogs = b.start_hogs(d, total)?;
-        let r = b.load(&addr, rate, total, b.s.common.warmup_s)?;
+        let limit = total + DRAIN.as_secs_f64();
+        let r = b.load(&addr, Pace::Open(rate), total, b.s.common.warmup_s, limit)?;
         let _ = hogs.wait(GRACE + Duration::from_secs_f64(total));
         let row = parse_load(config, rate, &r);
         if slo_us.is_none() && config == Config::Linux {
@@ -312,12 +328,41 @@ pub fn run(
         saturated_per_s: saturated.unwrap_or(0.0),
         offered_per_s: saturated.map_or(0.0, |v| offered(v, b.s.load)),
         slo_us: slo_us.unwrap_or(0),
+        drain_s: Some(DRAIN.as_secs_f64()),
         rows,
         unavailable,
         settings: b.s,
         machine,
         command,
     })
+}
+
+/// The arguments of `http-load`: the auction's mix over the settings'
+/// connections, `pace` for `seconds` (the first `warmup` not recorded),
+/// nothing sent or counted after `limit`.
+pub fn load_args(
+    addr: &str,
+    pace: Pace,
+    seconds: f64,
+    warmup: f64,
+    limit: f64,
+    s: &TiersSettings,
+) -> Vec<String> {
+    let mut args: Vec<String> = vec!["--addr".into(), addr.into()];
+    match pace {
+        Pace::Open(rate) => args.extend(["--rate".into(), format!("{rate:.3}")]),
+        Pace::Closed => args.push("--closed".into()),
+    }
+    for (k, v) in [
+        ("--seconds", seconds.to_string()),
+        ("--warmup", warmup.to_string()),
+        ("--limit", limit.max(seconds).to_string()),
+        ("--connections", s.connections.to_string()),
+        ("--heavy", s.heavy.to_string()),
+    ] {
+        args.extend([k.into(), v]);
+    }
+    args
 }
 
 /// Two distinct free loopback ports.
@@ -515,32 +560,21 @@ impl Bench {
         Proc::spawn("spin (hogs)", cmd)
     }
 
-    /// `http-load --heavy` from the host CPUs; its report.
+    /// `http-load --heavy` from the host CPUs, ending at `limit` s of wall
+    /// time ([`load_args`]); its report.
     fn load(
         &self,
         addr: &str,
-        rate: f64,
+        pace: Pace,
         seconds: f64,
         warmup: f64,
+        limit: f64,
     ) -> Result<serde_json::Value, BenchError> {
-        let args: Vec<String> = vec![
-            "--addr".into(),
-            addr.into(),
-            "--rate".into(),
-            format!("{rate:.3}"),
-            "--seconds".into(),
-            seconds.to_string(),
-            "--warmup".into(),
-            warmup.to_string(),
-            "--connections".into(),
-            self.s.connections.to_string(),
-            "--heavy".into(),
-            self.s.heavy.to_string(),
-        ];
+        let args = load_args(addr, pace, seconds, warmup, limit, &self.s);
         let mut cmd = worker_command(&self.exe, "http-load", &args);
         pin(&mut cmd, self.layout.load_cpus());
         Proc::spawn("http-load", cmd)?
-            .wait(GRACE + Duration::from_secs_f64(seconds))?
+            .wait(GRACE + Duration::from_secs_f64(limit))?
             .report("http-load")
     }
 }
@@ -585,17 +619,43 @@ mod tests {
     #[test]
     fn a_load_report_becomes_a_row() {
         let r = serde_json::json!({
-            "throughput_rps": 120.5, "errors": 2,
+            "throughput_rps": 120.5, "errors": 2, "unserved": 7,
             "rt_ms": {"count": 100, "mean": 3.0, "p99": 9.0, "stddev": 1.5},
             "heavy_rt_ms": {"count": 15, "mean": 6.0, "p99": 11.0, "stddev": 2.0},
         });
         let row = parse_load(Config::Slo, 130.0, &r);
         assert_eq!(row.throughput_per_s, 120.5);
-        assert_eq!(row.errors, 2);
+        assert_eq!((row.errors, row.unserved), (2, 7));
         assert_eq!(row.all.unwrap().stddev_ms, 1.5);
         assert_eq!(row.heavy.unwrap().count, 15);
         let empty = parse_load(Config::Linux, 1.0, &serde_json::json!({"rt_ms": null}));
         assert_eq!((empty.all, empty.heavy), (None, None));
+    }
+
+    #[test]
+    fn every_load_has_a_wall_time_limit() {
+        let s = TiersSettings::new(true);
+        let sat = load_args("h:1", Pace::Closed, 3.0, 0.0, 3.0, &s).join(" ");
+        assert_eq!(
+            sat,
+            "--addr h:1 --closed --seconds 3 --warmup 0 --limit 3 --connections 32 --heavy 0.15"
+        );
+        let phase = load_args("h:1", Pace::Open(12.5), 6.0, 2.0, 16.0, &s).join(" ");
+        assert!(
+            phase.starts_with("--addr h:1 --rate 12.500 --seconds 6 --warmup 2 --limit 16 "),
+            "{phase}"
+        );
+        let short = load_args("h:1", Pace::Closed, 3.0, 0.0, 1.0, &s).join(" ");
+        assert!(
+            short.contains("--limit 3 "),
+            "never below --seconds: {short}"
+        );
+        // The worker takes what the bench gives it.
+        for args in [sat, phase, short] {
+            let mut w = vec!["http-load".to_string()];
+            w.extend(args.split(' ').map(String::from));
+            crate::worker::Worker::parse(&w).unwrap_or_else(|e| panic!("{e}: {args}"));
+        }
     }
 
     #[test]

@@ -53,6 +53,10 @@ pub struct TierRow {
     pub throughput_per_s: f64,
     /// Requests that failed (connection errors, non-2xx).
     pub errors: u64,
+    /// Requests released in the measured phase but not answered by the
+    /// phase's wall-time limit (still queued, or answered later).
+    #[serde(default)]
+    pub unserved: u64,
     /// The last failure http-load saw, if any.
     #[serde(default)]
     pub last_error: Option<String>,
@@ -123,6 +127,7 @@ mod tests {
             offered_per_s: 100.0,
             throughput_per_s: tput,
             errors: 0,
+            unserved: 0,
             last_error: None,
             all: Times::of(all),
             heavy: Times::of(heavy),

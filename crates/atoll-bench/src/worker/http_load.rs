@@ -1,19 +1,45 @@
-//! `http-load`: an open-loop HTTP/1.1 load generator at a fixed rate.
+//! `http-load`: an HTTP/1.1 load generator, open loop at a fixed rate or
+//! closed loop.
 //!
-//! A dispatcher releases request `i` at `t0 + i / rate` whatever happened
-//! to the earlier ones (open loop), so the servers get the same work per
-//! second however fast they answer, and so do the CPU hogs beside them.
-//! (A closed loop, like `wrk`, sends the next request when the last one
-//! returns: faster servers would then do more work and take more CPU from
-//! the hogs, mixing the two things the comm benchmark compares.) Released
-//! requests go through a queue to a pool of keep-alive connections, one
-//! thread each; a request waits in the queue while every connection is busy.
+//! **Open loop** (`--rate R`). A dispatcher releases request `i` at `t0 +
+//! i / rate` whatever happened to the earlier ones, so the servers get the
+//! same work per second however fast they answer, and so do the CPU hogs
+//! beside them. (A closed loop, like `wrk`, sends the next request when the
+//! last one returns: faster servers would then do more work and take more
+//! CPU from the hogs, mixing the two things the comm benchmark compares.)
+//! Released requests go through a queue to a pool of keep-alive
+//! connections, one thread each; a request waits in the queue while every
+//! connection is busy.
 //!
-//! A response time runs from the request's *release* time to the last byte
-//! of its response, so time spent queued behind slow responses counts (no
-//! coordinated omission). Requests released during the warm-up are sent but
-//! not recorded. A request fails on a status other than 200, an I/O error,
-//! or no answer within [`READ_TIMEOUT`]; its connection is then reopened.
+//! **Closed loop** (`--closed`). Each connection sends its next request as
+//! soon as its last one is answered (or failed), until `--seconds`: always
+//! `--connections` requests in flight, no queue. This measures what the
+//! servers serve at most (`atoll bench slo --scenario tiers`' saturation)
+//! without building a backlog the servers would then have to work off.
+//!
+//! A response time runs from the request's *release* time (open loop) or
+//! from when it was sent (closed loop) to the last byte of its response,
+//! so time spent queued behind slow responses counts (no coordinated
+//! omission). Requests released during the warm-up are sent but not
+//! recorded. A request fails on a status other than 200, an I/O error, or
+//! no answer within [`READ_TIMEOUT`]; its connection is then reopened.
+//!
+//! **The wall-time limit** (`--limit L`, at least `--seconds`). Without
+//! it, every released request is served however long the backlog takes.
+//! With it, no request is sent after `t0 + L`, a response that ends after
+//! it does not count, and the requests still queued are dropped: all of
+//! these are `unserved` (recorded, neither completed nor failed). A
+//! connection waiting for an answer at the limit still waits for it (at
+//! most [`READ_TIMEOUT`] per read), so the worker returns a little after
+//! the limit at worst.
+//!
+//! **Throughput** is the responses (status 200) that *ended within the
+//! measurement window* over the window's length: the release times of the
+//! recorded requests (open loop: from the first recorded release for
+//! `recorded / rate` seconds; closed loop: from the end of the warm-up to
+//! `--seconds`). Responses to warm-up requests that end in the window
+//! count, those to recorded requests that end after it do not, so a server
+//! behind its load shows the rate it served, not the rate offered.
 
 use std::io::{self, BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::TcpStream;
@@ -33,16 +59,30 @@ const MIX_SEED: u64 = 16;
 /// How long a connection waits for (each part of) a response.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The options `http-load` takes (all with a value).
+/// The options `http-load` takes with a value.
 pub(super) const OPTIONS: &[&str] = &[
     "--addr",
     "--path",
     "--rate",
     "--seconds",
     "--warmup",
+    "--limit",
     "--connections",
     "--heavy",
 ];
+
+/// The flags `http-load` takes.
+pub(super) const FLAGS: &[&str] = &["--closed"];
+
+/// How requests are sent.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Pace {
+    /// Open loop: this many requests released per second.
+    Open(f64),
+    /// Closed loop: each connection sends its next request when its last
+    /// one is done.
+    Closed,
+}
 
 /// Arguments of `http-load`.
 #[derive(Clone, Debug, PartialEq)]
@@ -51,12 +91,17 @@ pub struct HttpLoadArgs {
     pub addr: String,
     /// The path requested.
     pub path: String,
-    /// Requests per second.
-    pub rate: f64,
-    /// How long requests are released, warm-up included, s.
+    /// Open loop at a rate, or closed loop.
+    pub pace: Pace,
+    /// How long requests are released (sent, in a closed loop), warm-up
+    /// included, s.
     pub seconds: f64,
     /// Requests released in the first `warmup` seconds are not recorded.
     pub warmup: f64,
+    /// The run's wall-time limit from its start, s (at least `seconds`):
+    /// nothing is sent after it and a response ending after it does not
+    /// count. `None`: every released request is served.
+    pub limit: Option<f64>,
     /// Connections (and threads) in the pool.
     pub connections: usize,
     /// With a share (0..=1): the auction's request mix instead of `path`
@@ -77,6 +122,17 @@ impl HttpLoadArgs {
                 "must be at least 0 and below --seconds",
             ));
         }
+        let pace = match (o.flag("--closed"), o.positive::<f64>("--rate")?) {
+            (true, Some(r)) => {
+                return Err(o.bad("--rate", &r.to_string(), "not with --closed"));
+            }
+            (true, None) => Pace::Closed,
+            (false, r) => Pace::Open(o.required("--rate", r)?),
+        };
+        let limit: Option<f64> = o.positive("--limit")?;
+        if let Some(l) = limit.filter(|&l| l < seconds) {
+            return Err(o.bad("--limit", &l.to_string(), "must be at least --seconds"));
+        }
         Ok(Self {
             addr: o.required("--addr", o.values.get("--addr").cloned())?,
             path: o
@@ -84,9 +140,10 @@ impl HttpLoadArgs {
                 .get("--path")
                 .cloned()
                 .unwrap_or_else(|| "/".into()),
-            rate: o.required("--rate", o.positive("--rate")?)?,
+            pace,
             seconds,
             warmup,
+            limit,
             connections: o.positive("--connections")?.unwrap_or(32),
             heavy: match o.num::<f64>("--heavy")? {
                 Some(h) if !(0.0..=1.0).contains(&h) => {
@@ -249,72 +306,195 @@ pub fn get(addr: &str, path: &str) -> io::Result<Response> {
     exchange(&mut None, addr, &request(path))
 }
 
+/// One request to send.
 struct Job {
+    /// When it was released (open loop) or taken (closed loop).
     released: Instant,
     record: bool,
     req: Arc<Vec<u8>>,
     heavy: bool,
 }
 
+/// The requests of a run in order: the same path, or the auction's mix.
+struct Requests {
+    plain: Arc<Vec<u8>>,
+    heavy: Option<f64>,
+    size: DataSize,
+    rng: Rng,
+    next: u64,
+}
+
+impl Requests {
+    fn new(a: &HttpLoadArgs) -> Self {
+        Self {
+            plain: Arc::new(request(&a.path)),
+            heavy: a.heavy,
+            size: DataSize::default(),
+            rng: Rng::new(MIX_SEED),
+            next: 0,
+        }
+    }
+
+    /// The next request and whether it is of the heavy class.
+    fn next_request(&mut self) -> (Arc<Vec<u8>>, bool) {
+        let i = self.next;
+        self.next += 1;
+        match self.heavy {
+            None => (self.plain.clone(), false),
+            Some(h) => (
+                Arc::new(request(&path_at(i, h, &self.size, &mut self.rng))),
+                kind_at(i, h) == Kind::PutBid,
+            ),
+        }
+    }
+}
+
+/// Where the connection threads get their requests.
+enum Source {
+    /// Open loop: the dispatcher's queue.
+    Queue(Mutex<mpsc::Receiver<Job>>),
+    /// Closed loop: the next request, until `end`; recorded from `warm`.
+    Closed {
+        requests: Mutex<Requests>,
+        warm: Instant,
+        end: Instant,
+    },
+}
+
+/// What the connection threads share.
+struct Shared {
+    addr: String,
+    t0: Instant,
+    source: Source,
+    /// The wall-time limit.
+    deadline: Option<Instant>,
+}
+
+impl Shared {
+    /// The next request, `None` when there is no more to send.
+    fn next_job(&self) -> Option<Job> {
+        let job = match &self.source {
+            Source::Queue(rx) => rx.lock().ok()?.recv().ok()?,
+            Source::Closed {
+                requests,
+                warm,
+                end,
+            } => {
+                let now = Instant::now();
+                if stopping() || now >= *end {
+                    return None;
+                }
+                let (req, heavy) = requests.lock().ok()?.next_request();
+                Job {
+                    released: Instant::now(),
+                    record: now >= *warm,
+                    req,
+                    heavy,
+                }
+            }
+        };
+        (!self.past_deadline(Instant::now())).then_some(job)
+    }
+
+    fn past_deadline(&self, t: Instant) -> bool {
+        self.deadline.is_some_and(|d| t > d)
+    }
+}
+
 /// What one connection thread saw.
 #[derive(Default)]
 struct Tally {
+    /// Requests taken (sent or failed), recorded ones apart.
+    taken: u64,
+    taken_recorded: u64,
     ms: Vec<f64>,
     heavy_ms: Vec<f64>,
     errors: u64,
-    completed_all: u64,
+    /// When every successful response ended, s since the start (warm-up
+    /// ones too).
+    done_s: Vec<f64>,
     last_error: Option<String>,
 }
 
-/// Runs the load; returns the report.
-pub(crate) fn http_load(a: &HttpLoadArgs) -> io::Result<serde_json::Value> {
-    tight_timer_slack();
-    let (tx, rx) = mpsc::channel::<Job>();
-    let rx = Arc::new(Mutex::new(rx));
-    let req = Arc::new(request(&a.path));
-    let threads: Vec<_> = (0..a.connections)
-        .map(|_| {
-            let (rx, addr) = (rx.clone(), a.addr.clone());
-            std::thread::spawn(move || {
-                let mut conn = None;
-                let mut t = Tally::default();
-                loop {
-                    let job = match rx.lock() {
-                        Ok(rx) => rx.recv(),
-                        Err(_) => break,
-                    };
-                    let Ok(job) = job else { break };
-                    let r = exchange(&mut conn, &addr, &job.req);
-                    let ms = job.released.elapsed().as_secs_f64() * 1000.0;
-                    let ok = matches!(&r, Ok(resp) if resp.status == 200);
-                    if ok {
-                        t.completed_all += 1;
-                    }
-                    if !job.record {
-                        continue;
-                    }
-                    if ok {
-                        t.ms.push(ms);
-                        if job.heavy {
-                            t.heavy_ms.push(ms);
-                        }
-                    } else {
-                        t.errors += 1;
-                        t.last_error = Some(match r {
-                            Ok(resp) => format!("status {}", resp.status),
-                            Err(e) => e.to_string(),
-                        });
-                    }
-                }
-                t
-            })
-        })
-        .collect();
-    let t0 = Instant::now();
-    let interval = 1.0 / a.rate;
+impl Tally {
+    /// Counts `job`'s outcome `r`, which ended at `done`.
+    fn add(&mut self, job: &Job, r: io::Result<Response>, done: Instant, t0: Instant) {
+        let ok = matches!(&r, Ok(resp) if resp.status == 200);
+        if ok {
+            self.done_s.push(done.duration_since(t0).as_secs_f64());
+        }
+        if !job.record {
+            return;
+        }
+        if ok {
+            let ms = done.duration_since(job.released).as_secs_f64() * 1000.0;
+            self.ms.push(ms);
+            if job.heavy {
+                self.heavy_ms.push(ms);
+            }
+        } else {
+            self.errors += 1;
+            self.last_error = Some(match r {
+                Ok(resp) => format!("status {}", resp.status),
+                Err(e) => e.to_string(),
+            });
+        }
+    }
+
+    fn merge(&mut self, t: Self) {
+        self.taken += t.taken;
+        self.taken_recorded += t.taken_recorded;
+        self.ms.extend(t.ms);
+        self.heavy_ms.extend(t.heavy_ms);
+        self.errors += t.errors;
+        self.done_s.extend(t.done_s);
+        if t.last_error.is_some() {
+            self.last_error = t.last_error;
+        }
+    }
+}
+
+/// One connection: requests until there are no more or the limit; a
+/// response that ends after the limit is not counted.
+fn connection(sh: &Shared) -> Tally {
+    let mut conn = None;
+    let mut t = Tally::default();
+    while let Some(job) = sh.next_job() {
+        t.taken += 1;
+        t.taken_recorded += u64::from(job.record);
+        let r = exchange(&mut conn, &sh.addr, &job.req);
+        let done = Instant::now();
+        if sh.past_deadline(done) {
+            break;
+        }
+        t.add(&job, r, done, sh.t0);
+    }
+    t
+}
+
+/// Responses per second among those that ended at `done_s` (any order),
+/// over the window `[from, to)` (s); 0 for an empty window.
+pub(crate) fn rate_within(done_s: &[f64], from: f64, to: f64) -> f64 {
+    if to <= from {
+        return 0.0;
+    }
+    let n = done_s.iter().filter(|&&d| d >= from && d < to).count();
+    n as f64 / (to - from)
+}
+
+/// The open loop's dispatcher: releases the requests on schedule until
+/// `a.seconds`; returns (sent, recorded, the window of the recorded
+/// releases in s since `t0`).
+fn dispatch(
+    a: &HttpLoadArgs,
+    rate: f64,
+    t0: Instant,
+    tx: &mpsc::Sender<Job>,
+) -> (u64, u64, (f64, f64)) {
+    let interval = 1.0 / rate;
     let (mut sent, mut recorded) = (0u64, 0u64);
-    let mut record_start = None;
-    let (size, mut rng) = (DataSize::default(), Rng::new(MIX_SEED));
+    let mut first = None;
+    let mut requests = Requests::new(a);
     loop {
         let offset = sent as f64 * interval;
         if offset >= a.seconds || stopping() {
@@ -331,41 +511,64 @@ pub(crate) fn http_load(a: &HttpLoadArgs) -> io::Result<serde_json::Value> {
         let record = offset >= a.warmup;
         if record {
             recorded += 1;
-            record_start.get_or_insert(release);
+            first.get_or_insert(offset);
         }
-        let (req, heavy) = match a.heavy {
-            None => (req.clone(), false),
-            Some(h) => (
-                Arc::new(request(&path_at(sent, h, &size, &mut rng))),
-                kind_at(sent, h) == Kind::PutBid,
-            ),
+        let (req, heavy) = requests.next_request();
+        let job = Job {
+            released: release,
+            record,
+            req,
+            heavy,
         };
-        if tx
-            .send(Job {
-                released: release,
-                record,
-                req,
-                heavy,
-            })
-            .is_err()
-        {
+        if tx.send(job).is_err() {
             break;
         }
         sent += 1;
     }
-    let window = record_start.map_or(0.0, |s| s.elapsed().as_secs_f64());
-    drop(tx);
+    let from = first.unwrap_or(0.0);
+    (sent, recorded, (from, from + recorded as f64 * interval))
+}
+
+/// Runs the load; returns the report.
+pub(crate) fn http_load(a: &HttpLoadArgs) -> io::Result<serde_json::Value> {
+    tight_timer_slack();
+    let t0 = Instant::now();
+    let at = |s: f64| t0 + Duration::from_secs_f64(s);
+    let (tx, rx) = mpsc::channel::<Job>();
+    let source = match a.pace {
+        Pace::Open(_) => Source::Queue(Mutex::new(rx)),
+        Pace::Closed => Source::Closed {
+            requests: Mutex::new(Requests::new(a)),
+            warm: at(a.warmup),
+            end: at(a.seconds),
+        },
+    };
+    let sh = Shared {
+        addr: a.addr.clone(),
+        t0,
+        source,
+        deadline: a.limit.map(at),
+    };
     let mut all = Tally::default();
-    for h in threads {
-        let t = h.join().unwrap_or_default();
-        all.ms.extend(t.ms);
-        all.heavy_ms.extend(t.heavy_ms);
-        all.errors += t.errors;
-        all.completed_all += t.completed_all;
-        if t.last_error.is_some() {
-            all.last_error = t.last_error;
+    let released = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..a.connections)
+            .map(|_| s.spawn(|| connection(&sh)))
+            .collect();
+        let released = match a.pace {
+            Pace::Open(rate) => Some(dispatch(a, rate, t0, &tx)),
+            Pace::Closed => None,
+        };
+        drop(tx);
+        for h in threads {
+            all.merge(h.join().unwrap_or_default());
         }
-    }
+        released
+    });
+    let (sent, recorded, window) = released.unwrap_or_else(|| {
+        // Closed loop: the window ends at `seconds`, or earlier if stopped.
+        let end = t0.elapsed().as_secs_f64().min(a.seconds);
+        (all.taken, all.taken_recorded, (a.warmup, end))
+    });
     Ok(report(a, sent, recorded, window, all))
 }
 
@@ -373,26 +576,34 @@ fn report(
     a: &HttpLoadArgs,
     sent: u64,
     recorded: u64,
-    window_s: f64,
+    (from, to): (f64, f64),
     t: Tally,
 ) -> serde_json::Value {
     let n = t.ms.len();
+    let throughput = rate_within(&t.done_s, from, to);
     let rt = summary(t.ms);
-    // Requests released and never answered (the run was stopped) count as
-    // errors too.
-    let unanswered = recorded.saturating_sub(n as u64 + t.errors);
+    let (pace, rate) = match a.pace {
+        Pace::Open(r) => ("open", Some(r)),
+        Pace::Closed => ("closed", None),
+    };
     json!({
         "kind": "http-load",
-        "rate": a.rate,
+        "pace": pace,
+        "rate": rate,
         "seconds": a.seconds,
         "warmup_s": a.warmup,
+        "limit_s": a.limit,
         "connections": a.connections,
         "sent": sent,
         "recorded": recorded,
         "completed": n,
-        "errors": t.errors + unanswered,
+        "errors": t.errors,
+        // Recorded requests neither answered nor failed: still queued or
+        // answered after the limit, or the run was stopped.
+        "unserved": recorded.saturating_sub(n as u64 + t.errors),
         "last_error": t.last_error,
-        "throughput_rps": if window_s > 0.0 { round(n as f64 / window_s, 2) } else { 0.0 },
+        "window_s": round(to - from, 3),
+        "throughput_rps": round(throughput, 2),
         "rt_ms": rt,
         "heavy_share": a.heavy,
         "heavy_rt_ms": a.heavy.and_then(|_| summary(t.heavy_ms)),
@@ -420,201 +631,5 @@ fn summary(mut ms: Vec<f64>) -> Option<serde_json::Value> {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::io::Cursor;
-    use std::net::TcpListener;
-
-    use super::*;
-
-    fn parse(s: &str) -> io::Result<Response> {
-        read_response(&mut Cursor::new(s.as_bytes().to_vec()))
-    }
-
-    #[test]
-    fn reads_content_length_chunked_and_close_delimited_bodies() {
-        let r = parse("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello").unwrap();
-        assert_eq!((r.status, r.body_bytes, r.keep_alive), (200, 5, true));
-        let r = parse(
-            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Encoding: gzip\r\n\r\n\
-             4\r\nabcd\r\na;ext=1\r\n0123456789\r\n0\r\nX-T: 1\r\n\r\n",
-        )
-        .unwrap();
-        assert_eq!((r.status, r.body_bytes, r.keep_alive), (200, 14, true));
-        let r = parse("HTTP/1.0 200 OK\r\nServer: x\r\n\r\nuntil the end").unwrap();
-        assert_eq!((r.body_bytes, r.keep_alive), (13, false));
-        let r =
-            parse("HTTP/1.1 502 Bad Gateway\r\nContent-Length: 3\r\nConnection: close\r\n\r\nbad")
-                .unwrap();
-        assert_eq!((r.status, r.keep_alive), (502, false));
-        let r = parse("HTTP/1.0 204 No Content\r\nConnection: keep-alive\r\n\r\n").unwrap();
-        assert_eq!((r.status, r.body_bytes, r.keep_alive), (204, 0, true));
-    }
-
-    #[test]
-    fn refuses_broken_responses() {
-        assert!(parse("SSH-2.0\r\n\r\n").is_err());
-        assert!(parse("HTTP/1.1 OK\r\n\r\n").is_err());
-        assert!(parse("HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nshort").is_err());
-        assert!(parse("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n").is_err());
-        assert!(
-            parse("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabX\r\n").is_err()
-        );
-        assert!(parse("HTTP/1.1 200 OK\r\nno colon\r\n\r\n").is_err());
-        assert!(parse("").is_err());
-    }
-
-    /// A keep-alive server answering `n` requests on one connection, the
-    /// second one with a 500.
-    fn server(n: usize) -> (String, std::thread::JoinHandle<usize>) {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = l.local_addr().unwrap().to_string();
-        let h = std::thread::spawn(move || {
-            let mut served = 0;
-            while served < n {
-                let (s, _) = l.accept().unwrap();
-                let mut r = BufReader::new(s);
-                loop {
-                    let mut head = String::new();
-                    while !head.ends_with("\r\n\r\n") {
-                        if r.read_line(&mut head).unwrap_or(0) == 0 {
-                            break;
-                        }
-                    }
-                    if head.is_empty() {
-                        break;
-                    }
-                    served += 1;
-                    let reply: &[u8] = if served == 2 {
-                        b"HTTP/1.1 500 Oops\r\nContent-Length: 0\r\n\r\n"
-                    } else {
-                        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
-                    };
-                    r.get_mut().write_all(reply).unwrap();
-                    if served >= n {
-                        break;
-                    }
-                }
-            }
-            served
-        });
-        (addr, h)
-    }
-
-    #[test]
-    fn load_records_after_warmup_and_counts_errors() {
-        let (addr, h) = server(8);
-        let a = HttpLoadArgs {
-            addr,
-            path: "/x".into(),
-            rate: 100.0,
-            seconds: 0.075,
-            warmup: 0.0,
-            connections: 1,
-            heavy: None,
-        };
-        let r = http_load(&a).unwrap();
-        assert_eq!(r["sent"], 8);
-        assert_eq!(r["recorded"], 8);
-        assert_eq!(r["completed"], 7);
-        assert_eq!(r["errors"], 1);
-        assert_eq!(r["last_error"], "status 500");
-        assert_eq!(r["rt_ms"]["count"], 7);
-        assert!(r["rt_ms"]["p95"].as_f64().unwrap() <= r["rt_ms"]["max"].as_f64().unwrap());
-        assert_eq!(h.join().unwrap(), 8);
-    }
-
-    #[test]
-    fn nothing_listening_is_an_error_per_request_not_a_crash() {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = l.local_addr().unwrap().to_string();
-        drop(l);
-        let a = HttpLoadArgs {
-            addr,
-            path: "/".into(),
-            rate: 100.0,
-            seconds: 0.045,
-            warmup: 0.025,
-            connections: 2,
-            heavy: None,
-        };
-        let r = http_load(&a).unwrap();
-        assert_eq!(r["sent"], 5);
-        assert_eq!(r["recorded"], 2);
-        assert_eq!(r["errors"], 2);
-        assert!(r["rt_ms"].is_null());
-    }
-
-    fn p(s: &str) -> Result<super::super::Worker, ArgError> {
-        super::super::Worker::parse(&s.split_whitespace().map(String::from).collect::<Vec<_>>())
-    }
-
-    #[test]
-    fn parses_its_options() {
-        assert_eq!(
-            p("http-load --addr 127.0.0.1:80 --rate 50 --seconds 3").unwrap(),
-            super::super::Worker::HttpLoad(HttpLoadArgs {
-                addr: "127.0.0.1:80".into(),
-                path: "/".into(),
-                rate: 50.0,
-                seconds: 3.0,
-                warmup: 0.0,
-                connections: 32,
-                heavy: None,
-            })
-        );
-        let w =
-            p("http-load --addr h:1 --rate 1.5 --seconds 3 --warmup=1 --path /p --connections 4")
-                .unwrap();
-        let super::super::Worker::HttpLoad(a) = w else {
-            panic!("{w:?}")
-        };
-        assert_eq!((a.rate, a.warmup, a.connections), (1.5, 1.0, 4));
-        assert_eq!(a.path, "/p");
-        let e = p("http-load --addr h:1 --rate 1 --seconds 3 --warmup 3").unwrap_err();
-        assert!(e.to_string().contains("below --seconds"), "{e}");
-        assert!(matches!(
-            p("http-load --rate 1 --seconds 1"),
-            Err(ArgError::Required {
-                option: "--addr",
-                ..
-            })
-        ));
-        assert!(p("http-load --addr h:1 --rate 0 --seconds 1").is_err());
-        let w = p("http-load --addr h:1 --rate 1 --seconds 3 --heavy 0.15").unwrap();
-        let super::super::Worker::HttpLoad(a) = w else {
-            panic!("{w:?}")
-        };
-        assert_eq!(a.heavy, Some(0.15));
-        let e = p("http-load --addr h:1 --rate 1 --seconds 3 --heavy 1.5").unwrap_err();
-        assert!(e.to_string().contains("0..=1"), "{e}");
-    }
-
-    #[test]
-    fn the_auction_mix_reports_its_heavy_class_apart() {
-        // One connection keeps the order: requests 1, 3, 5, 7 are `putbid`
-        // (a share of 0.5), and the server fails the second request.
-        let (addr, h) = server(8);
-        let a = HttpLoadArgs {
-            addr,
-            path: "/unused".into(),
-            rate: 100.0,
-            seconds: 0.075,
-            warmup: 0.0,
-            connections: 1,
-            heavy: Some(0.5),
-        };
-        let r = http_load(&a).unwrap();
-        assert_eq!(r["completed"], 7);
-        assert_eq!(r["heavy_rt_ms"]["count"], 3);
-        assert!(r["rt_ms"]["stddev"].as_f64().unwrap() >= 0.0);
-        assert_eq!(h.join().unwrap(), 8);
-    }
-
-    #[test]
-    fn the_request_asks_for_gzip_on_a_kept_connection() {
-        let t = String::from_utf8(request("/page.txt")).unwrap();
-        assert!(t.starts_with("GET /page.txt HTTP/1.1\r\n"), "{t}");
-        assert!(t.contains("Accept-Encoding: gzip\r\n") && t.ends_with("\r\n\r\n"));
-        assert!(!t.contains("close"));
-    }
-}
+#[path = "http_load_tests.rs"]
+mod tests;

@@ -165,3 +165,41 @@ fn an_unreachable_back_end_is_an_io_error() {
     let mut b = vec![Backend::new(addr, Duration::from_secs(1))];
     assert_eq!(request(&mut b, 0, 1, 0), Outcome::Io);
 }
+
+#[test]
+fn preparing_waits_longer_than_a_request_may() {
+    // A back end that answers PING at once and every later command only
+    // after 300 ms, six times the requests' limit of 50 ms: the keys are
+    // still prepared (before, the first batch of SETs failed the run with
+    // EAGAIN).
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(s) = s else { return };
+            let mut r = BufReader::new(s.try_clone().unwrap());
+            let mut w = s;
+            while let Ok(Resp::Array(Some(cmd))) = read_reply(&mut r) {
+                let reply: &[u8] = match &cmd[0] {
+                    Resp::Bulk(Some(c)) if c == b"PING" => b"+PONG\r\n",
+                    _ => {
+                        std::thread::sleep(Duration::from_millis(300));
+                        b"+OK\r\n"
+                    }
+                };
+                if w.write_all(reply).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    let args: Vec<String> = format!("kvfront --backends {addr} --rate 1 --timeout-ms 50 --keys 2")
+        .split(' ')
+        .map(String::from)
+        .collect();
+    let super::super::Worker::KvFront(a) = super::super::Worker::parse(&args).unwrap() else {
+        panic!("not kvfront")
+    };
+    assert_eq!(a.timeout_ms, 50);
+    prepare_all(&a).unwrap();
+}

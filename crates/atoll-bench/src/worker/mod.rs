@@ -16,7 +16,7 @@
 //! | `diskwriter --dir D --mib M [--rounds R]` | writes M MiB, fsyncs, repeats | MB/s |
 //! | `probe --period-us P --samples N [--burst-us B] [--jitter-us J] [--start-delay-ms D] [--raw]` | sleeps P µs N times | wakeup lateness summary, µs |
 //! | `kvfront --backends A,B --rate R [--seconds S] [--conns C] [--work W] [--keys K] [--value-bytes V] [--percentile P] [--report-ms M] [--overlay O] [--socket PATH] [--timeout-ms T]` | front end of Redis back ends: R requests/s, open loop, each a GET (and an EVAL of a W-iteration Lua loop) on every back end; reports each window's percentile to overlay O | count, throughput, latency percentiles (µs), errors, the per-window values |
-//! | `http-load --addr H:P --rate R --seconds S [--path P] [--warmup W] [--connections C] [--heavy H]` | GETs at a fixed rate (open loop) over keep-alive connections; with `--heavy` the auction's mix (`/browse`, a share H of `/putbid`) | response time summary (ms, with p95 and standard deviation), throughput, errors; with `--heavy` the heavy class's summary apart |
+//! | `http-load --addr H:P (--rate R \| --closed) --seconds S [--path P] [--warmup W] [--limit L] [--connections C] [--heavy H]` | GETs at a fixed rate (open loop) or each as soon as the last on its connection is done (closed loop) over keep-alive connections; nothing sent and nothing counted after the wall-time limit L; with `--heavy` the auction's mix (`/browse`, a share H of `/putbid`) | response time summary (ms, with p95 and standard deviation), throughput within the window, errors, requests not served by the limit; with `--heavy` the heavy class's summary apart |
 //! | `stream-server --port P --bytes-per-s R [--interval-ms T]` | sends each client R bytes/s in batches every T ms (HTTP/1.0 on loopback) | connections, bytes, late sends |
 //! | `stream-client --addr H:P --clients N --bytes-per-s R --buffer-ms B --seconds S [--path P]` | plays N streams through B ms playback buffers | buffer under-runs per client |
 //! | `awm-parallel [--cycles N] [--work U] [--ws-kib K] (--threads T \| [--socket P] [--recipe F]) [--go FILE] [--poll-ms M] [--report-ms M]` | N cycles of U units split among T threads (managed: the working mode's) meeting at a barrier | completion time, cycles, its context switches and CPU migrations |
@@ -57,7 +57,7 @@ pub use auction_app::AuctionAppArgs;
 pub use awm::{monotonic_s, AwmArgs};
 pub use cpu::cpu_work;
 pub use frames::{BulkArgs, FrameRecvArgs, FrameSendArgs, FrameTally, Header as FrameHeader};
-pub use http_load::{get as http_get, read_response, HttpLoadArgs, Response};
+pub use http_load::{get as http_get, read_response, HttpLoadArgs, Pace, Response};
 pub use kvfront::KvFrontArgs;
 pub use probe::ProbeArgs;
 pub use stream::{Playback, StreamClientArgs, StreamServerArgs};
@@ -240,7 +240,7 @@ fn spec(kind: &str) -> Option<Spec> {
             &["--raw"],
         ),
         "kvfront" => (kvfront::OPTIONS, &[]),
-        "http-load" => (http_load::OPTIONS, &[]),
+        "http-load" => (http_load::OPTIONS, http_load::FLAGS),
         "stream-server" => (stream::SERVER_OPTIONS, &[]),
         "stream-client" => (stream::CLIENT_OPTIONS, &[]),
         "awm-parallel" => (awm::COMMON_OPTIONS, &[]),
