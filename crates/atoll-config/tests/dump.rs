@@ -350,6 +350,7 @@ fn random_spec(seed: u64) -> PlatformSpec {
             priority: g.u8_in(0, 255),
             units: members,
             slo: random_slo(&mut g, &property, &mut free),
+            cap_timing: Default::default(),
             property,
             react: ReactPolicy {
                 pressure: g.coin().then(|| g.quarters(100.0)),
@@ -367,6 +368,7 @@ fn random_spec(seed: u64) -> PlatformSpec {
                 cpus: islands.len() as f64 * 0.5 + g.below(4) as f64,
             },
             slo: Default::default(),
+            cap_timing: Default::default(),
             react: ReactPolicy::default(),
         });
     }

@@ -46,6 +46,7 @@ fn coordination_on_the_real_cgroup1_kernel() {
                     bound_us: 1000,
                 },
                 slo: Default::default(),
+                cap_timing: Default::default(),
                 react: Default::default(),
             },
             OverlayConfig {
@@ -54,6 +55,7 @@ fn coordination_on_the_real_cgroup1_kernel() {
                 units: vec![],
                 property: Property::PlatformCpuCap { cpus: 1.0 },
                 slo: Default::default(),
+                cap_timing: Default::default(),
                 react: Default::default(),
             },
         ],
@@ -156,6 +158,7 @@ fn react_pressure_on_the_real_cgroup1_kernel() {
                 bound_us: 1000,
             },
             slo: Default::default(),
+            cap_timing: Default::default(),
             react: atoll_core::spec::ReactPolicy {
                 pressure: Some(20.0),
                 ..Default::default()
