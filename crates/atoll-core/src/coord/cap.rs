@@ -234,7 +234,8 @@ impl PlatformManager {
             let under = d
                 .used
                 .is_some_and(|u| !d.throttled && milli(u + headroom).max(min) < d.cap);
-            *run = under.then(|| run.unwrap_or(since));
+            let before = *run;
+            *run = under.then(|| before.unwrap_or(since));
             if run.is_some_and(|t| now.saturating_sub(t) < cfg.cap_interval) {
                 // Too short a record: it keeps its cap this time.
                 d.used = None;

@@ -541,7 +541,7 @@ mod tests {
             period: p.map(ms),
             interval: i.map(ms),
         };
-        let keys = |t: CapTiming, cap: bool| -> Vec<&str> {
+        let keys = |t: CapTiming, cap: bool| -> Vec<&'static str> {
             t.problems(cap).into_iter().map(|(k, _)| k).collect()
         };
         assert!(keys(timing(None, None), true).is_empty());
