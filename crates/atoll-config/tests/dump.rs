@@ -14,9 +14,9 @@ use atoll_core::slo::{
     AccessLogSpec, BeConfig, LatencySource, LogFormat, ProbeSpec, ProbeTarget, SloConfig, TimeUnit,
 };
 use atoll_core::spec::{
-    AdoptRule, CapTiming, DeviceId, Entitlement, HostSpec, IoEntitlement, IoLimit, IslandAccess, IslandSpec,
-    IsolationMode, IsolationSpec, MemoryEntitlement, OverlayConfig, PlatformSpec, ReactPolicy,
-    RealtimePolicy, RtClass, SchedPolicy, SharePolicy, Sharing, UnitSpec,
+    AdoptRule, CapTiming, DeviceId, Entitlement, HostSpec, IoEntitlement, IoLimit, IslandAccess,
+    IslandSpec, IsolationMode, IsolationSpec, MemoryEntitlement, OverlayConfig, PlatformSpec,
+    ReactPolicy, RealtimePolicy, RtClass, SchedPolicy, SharePolicy, Sharing, UnitSpec,
 };
 use atoll_core::topology::Topology;
 use atoll_core::{CpuSet, Name};

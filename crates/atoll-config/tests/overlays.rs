@@ -374,27 +374,54 @@ fn the_platform_caps_timing_is_set_beside_the_cap_and_dumped() {
 
 #[test]
 fn bad_cap_timings_are_refused_at_their_key() {
-    // BASE has 13 lines; the overlay's keys start at line 15.
+    // BASE has 13 lines; the overlay's keys start at line 16.
     let cases: [(&str, &str, &str); 8] = [
-        ("cap_period_ms = 5", "15:1 overlay.power.cap_period_ms", "5 ms is outside 10..=1000 ms"),
-        ("cap_period_ms = 1001", "15:1 overlay.power.cap_period_ms", "the kernel takes CFS periods of 1 ms to 1 s"),
-        ("cap_period_ms = 0", "15:1 overlay.power.cap_period_ms", "0 ms is outside"),
+        (
+            "cap_period_ms = 5",
+            "16:1 overlay.power.cap_period_ms",
+            "5 ms is outside 10..=1000 ms",
+        ),
+        (
+            "cap_period_ms = 1001",
+            "16:1 overlay.power.cap_period_ms",
+            "the kernel takes CFS periods of 1 ms to 1 s",
+        ),
+        (
+            "cap_period_ms = 0",
+            "16:1 overlay.power.cap_period_ms",
+            "0 ms is outside",
+        ),
         (
             "cap_period_ms = 150",
-            "15:1 overlay.power.cap_period_ms",
+            "16:1 overlay.power.cap_period_ms",
             "the window (the default 200 ms) is outside 300..=60000 ms",
         ),
         (
             "cap_period_ms = 40\ncap_interval_ms = 79",
-            "16:1 overlay.power.cap_interval_ms",
+            "17:1 overlay.power.cap_interval_ms",
             "79 ms) is outside 80..=60000 ms: it spans at least two cap periods",
         ),
-        ("cap_interval_ms = 60001", "15:1 overlay.power.cap_interval_ms", "outside 40..=60000 ms"),
-        ("cap_period_ms = -20", "15:17 overlay.power.cap_period_ms", "invalid value"),
-        ("cap_period = 20", "15:1 overlay.power.cap_period", "unknown field `cap_period`"),
+        (
+            "cap_interval_ms = 60001",
+            "16:1 overlay.power.cap_interval_ms",
+            "outside 40..=60000 ms",
+        ),
+        (
+            "cap_period_ms = -20",
+            "16:17 overlay.power.cap_period_ms",
+            "invalid value",
+        ),
+        (
+            "cap_period = 20",
+            "16:1 overlay.power.cap_period",
+            "unknown field `cap_period`",
+        ),
     ];
     for (keys, at, problem) in cases {
-        let e = err(&with(&format!("[overlay.power]\ncpu_cap = 4\n{keys}\n")), &vm8());
+        let e = err(
+            &with(&format!("[overlay.power]\ncpu_cap = 4\n{keys}\n")),
+            &vm8(),
+        );
         assert_eq!(where_(&e), [at], "{keys}: {e}");
         assert!(e.to_string().contains(problem), "{keys}: {e}");
     }
@@ -405,7 +432,8 @@ fn bad_cap_timings_are_refused_at_their_key() {
     );
     assert_eq!(where_(&e), ["17:1 overlay.shop.cap_interval_ms"], "{e}");
     assert!(
-        e.to_string().contains("this overlay's property is not `cpu_cap`"),
+        e.to_string()
+            .contains("this overlay's property is not `cpu_cap`"),
         "{e}"
     );
 }

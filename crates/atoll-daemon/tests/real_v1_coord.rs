@@ -14,8 +14,8 @@ use std::time::Duration;
 use atoll_core::clock::ManualClock;
 use atoll_core::coord::{CoordConfig, Direction, Message, Property, Resource};
 use atoll_core::spec::{
-    CapTiming, Entitlement, HostSpec, IslandSpec, OverlayConfig, PlatformSpec, SchedPolicy, UnitSpec,
-    DEFAULT_EPOCH,
+    CapTiming, Entitlement, HostSpec, IslandSpec, OverlayConfig, PlatformSpec, SchedPolicy,
+    UnitSpec, DEFAULT_EPOCH,
 };
 use atoll_core::weight::weight_to_shares;
 use atoll_core::CpuSet;
