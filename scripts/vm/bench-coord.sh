@@ -7,6 +7,7 @@
 #
 #   bench-coord.sh --scenario cap|arbitration|app [--reps N] [--work W]
 #                  [--jobs J] [--cap C] [--configs LIST]
+#                  [--cap-period-ms MS] [--cap-interval-ms MS]
 #                  [--policies round_robin,priority] [--contended]
 #                  [--length S] [--threads T] [--load-on S] [--load-off S]
 #                  [--rate R] [--seconds S] [--lua L] [--bound US] [--percentile P]
@@ -40,6 +41,9 @@
 # --jobs J          cap: jobs per side and phase (default 4); arbitration:
 #                   jobs per borrowing overlay (default 2)
 # --cap C           cap: the platform CPU cap (default 4 of the 8 CPUs)
+# --cap-period-ms MS, --cap-interval-ms MS
+#                   cap: the cap overlay's cap_period_ms and cap_interval_ms
+#                   (`single` and `coord`; default: the daemon's own)
 # --configs LIST    cap: the configurations, in order (default
 #                   none,single,static,coord); app: default static,coord,borrow
 # --policies LIST   arbitration: the policies, in order
@@ -73,6 +77,8 @@ set -euo pipefail
 scenario=""
 jobs=""
 cap=4
+cap_period=""
+cap_interval=""
 configs=""
 policies=round_robin,priority
 # arbitration --contended: name=value, in the kernel command line's words.
@@ -86,6 +92,8 @@ while [ $# -gt 0 ]; do
         --scenario) scenario="$2"; shift 2 ;;
         --jobs) jobs="$2"; shift 2 ;;
         --cap) cap="$2"; shift 2 ;;
+        --cap-period-ms) cap_period="$2"; shift 2 ;;
+        --cap-interval-ms) cap_interval="$2"; shift 2 ;;
         --configs) configs="$2"; shift 2 ;;
         --policies) policies="$2"; shift 2 ;;
         --contended) contended=1; shift ;;
@@ -140,6 +148,9 @@ case "${scenario}" in
 esac
 bench_check_options "${jobs}"
 [[ "${cap}" =~ ^[0-9]+(\.[0-9]+)?$ ]] || vm_die "--cap ${cap}: not a number"
+for v in "${cap_period}" "${cap_interval}"; do
+    [[ -z "${v}" || "${v}" =~ ^[1-9][0-9]*$ ]] || vm_die "--cap-period-ms/--cap-interval-ms ${v}: not a whole number above 0"
+done
 [[ "${policies}" =~ ^(round_robin|priority)(,(round_robin|priority))*$ ]] ||
     vm_die "--policies ${policies}: a comma-separated list of round_robin, priority"
 
@@ -151,6 +162,14 @@ case "${scenario}" in
     cap)
         params="${params} coord.cap=${cap} coord.configs=${configs}"
         opts="${opts} --jobs ${jobs} --cap ${cap} --configs ${configs}"
+        if [ -n "${cap_period}" ]; then
+            params="${params} coord.cap_period_ms=${cap_period}"
+            opts="${opts} --cap-period-ms ${cap_period}"
+        fi
+        if [ -n "${cap_interval}" ]; then
+            params="${params} coord.cap_interval_ms=${cap_interval}"
+            opts="${opts} --cap-interval-ms ${cap_interval}"
+        fi
         ;;
     arbitration)
         params="${params} coord.policies=${policies}"

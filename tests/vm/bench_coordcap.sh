@@ -39,6 +39,9 @@
 #   coord.configs=a,b      configurations, in this order (default
 #                          none,single,static,coord)
 #   coord.epoch_ms=N       the daemon's epoch_ms (default: its own)
+#   coord.cap_period_ms=N  the cap overlay's cap_period_ms (default: the
+#                          daemon's own)
+#   coord.cap_interval_ms=N  its cap_interval_ms (default: the daemon's own)
 #   coord.capacity=0       skip the capacity check
 #
 # Output: notes, the table (lines starting "COORDCAP "), one
@@ -53,6 +56,8 @@ bench_setup "$CC_DIR" coord
 JOBS=$(bench_param coord jobs 4)
 CAP=$(bench_param coord cap 4)
 CONFIGS=$(bench_param coord configs none,single,static,coord | tr ',' ' ')
+CAP_PERIOD_MS=$(bench_param coord cap_period_ms "")
+CAP_INTERVAL_MS=$(bench_param coord cap_interval_ms "")
 HALF=$(awk -v c="$CAP" 'BEGIN { printf "%g", c / 2 }')
 # A 1 s sample counts as above the cap when the islands used more than
 # CAP + TOL CPUs in it (the sampler's interval is measured, not exact).
@@ -84,7 +89,11 @@ write_config() {
                 ;;
         esac
         case "$1" in
-            single | coord) printf '\n[overlay.power]\ncpu_cap = %s\n' "$CAP" ;;
+            single | coord)
+                printf '\n[overlay.power]\ncpu_cap = %s\n' "$CAP"
+                [ -z "$CAP_PERIOD_MS" ] || printf 'cap_period_ms = %s\n' "$CAP_PERIOD_MS"
+                [ -z "$CAP_INTERVAL_MS" ] || printf 'cap_interval_ms = %s\n' "$CAP_INTERVAL_MS"
+                ;;
         esac
     } >"$2"
 }
@@ -317,7 +326,7 @@ bench_rounds run_config "$CONFIGS" "$REPS"
 # --- the table ----------------------------------------------------------------
 
 awk -v work="$WORK" -v jobs="$JOBS" -v cap="$CAP" -v tol="$TOL" -v reps="$REPS" -v t1="$T1" -v t8="$T8" \
-    -v confs="$CONFIGS" -v epoch="${EPOCH_MS:-default}" '
+    -v confs="$CONFIGS" -v epoch="${EPOCH_MS:-default}" -v cperiod="${CAP_PERIOD_MS:-default}" -v cinterval="${CAP_INTERVAL_MS:-default}" '
 function mean(s, n) { return (n > 0) ? s / n : 0 }
 function span(c, k,    i, lo, hi, v) {
     lo = ""; hi = ""
@@ -351,7 +360,7 @@ FILENAME ~ /usage$/ {
 }
 END {
     nc = split(confs, cl, " ")
-    printf "COORDCAP completion time, s: mean (min-max) of %d round(s); %d jobs per side and phase, work %d, cap %s CPUs, epoch_ms %s\n", reps, jobs, work, cap, epoch
+    printf "COORDCAP completion time, s: mean (min-max) of %d round(s); %d jobs per side and phase, work %d, cap %s CPUs, epoch_ms %s, cap_period_ms %s, cap_interval_ms %s\n", reps, jobs, work, cap, epoch, cperiod, cinterval
     printf "COORDCAP %-7s %16s %16s %16s %16s\n", "config", "phase1(A)", "phase2(A+B)", "phase3(B)", "whole run"
     for (i = 1; i <= nc; i++) { c = cl[i]
         printf "COORDCAP %-7s", c
@@ -383,7 +392,7 @@ END {
     for (i = 1; i <= nc; i++) { c = cl[i]; printf "%s%s", (i > 1) ? "; " : "", c
         for (k = 1; k <= 3; k++) printf " %.2f", mean(jr[c, k], en[c, k]); if (rf[c]) printf " (%d refused runs retried)", rf[c] }
     printf ")\n"
-    j = sprintf("{\"scenario\":\"cap\",\"work\":%d,\"jobs\":%d,\"cap\":%s,\"reps\":%d,\"epoch_ms\":\"%s\",\"tolerance\":%s", work, jobs, cap, reps, epoch, tol)
+    j = sprintf("{\"scenario\":\"cap\",\"work\":%d,\"jobs\":%d,\"cap\":%s,\"reps\":%d,\"epoch_ms\":\"%s\",\"cap_period_ms\":\"%s\",\"cap_interval_ms\":\"%s\",\"tolerance\":%s", work, jobs, cap, reps, epoch, cperiod, cinterval, tol)
     if (t1 != "") j = j sprintf(",\"capacity\":{\"one_alone_s\":%s,\"eight_at_once_s\":%s}", t1, t8)
     j = j ",\"configs\":{"
     for (i = 1; i <= nc; i++) { c = cl[i]

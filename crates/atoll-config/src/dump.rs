@@ -353,6 +353,20 @@ fn overlay(o: &OverlayConfig) -> Result<Table, DumpError> {
             t.insert("power_cap_watts", value(watts));
         }
     }
+    // Written wherever set (validation refuses them beside another
+    // property), so the dump loads back to the same spec.
+    if let Some(p) = o.cap_timing.period {
+        t.insert(
+            "cap_period_ms",
+            value(millis(p, &format!("{key}.cap_period_ms"))?),
+        );
+    }
+    if let Some(i) = o.cap_timing.interval {
+        t.insert(
+            "cap_interval_ms",
+            value(millis(i, &format!("{key}.cap_interval_ms"))?),
+        );
+    }
     if let Some(p) = o.react.pressure {
         t.insert("react_pressure", value(p));
     }

@@ -4,11 +4,14 @@
 //! The table has exactly one property key (`latency_us`, with an optional
 //! `percentile`; `throughput_floor`; `cpu_cap`; or `power_cap_watts`),
 //! checked here so that a
-//! second one is reported at its own key. Ranges, units and the one-cap rule
+//! second one is reported at its own key. `cap_period_ms` and
+//! `cap_interval_ms` time a `cpu_cap` (checked with the rest). Ranges, units and the one-cap rule
 //! are checked by [`PlatformSpec::validate`](atoll_core::spec::PlatformSpec::validate).
 
+use std::time::Duration;
+
 use atoll_core::coord::Property;
-use atoll_core::spec::{OverlayConfig, ReactPolicy};
+use atoll_core::spec::{CapTiming, OverlayConfig, ReactPolicy};
 use atoll_core::Name;
 
 use crate::error::Problem;
@@ -85,5 +88,9 @@ pub(crate) fn resolve(
             recv_queue: raw.react_recv_queue.map(|s| s.0),
         },
         slo,
+        cap_timing: CapTiming {
+            period: raw.cap_period_ms.map(Duration::from_millis),
+            interval: raw.cap_interval_ms.map(Duration::from_millis),
+        },
     })
 }

@@ -292,6 +292,10 @@ pub(crate) struct RawOverlay {
     pub throughput_floor: Option<f64>,
     /// Platform CPU cap, CPUs (property `cpu_cap`).
     pub cpu_cap: Option<f64>,
+    /// CFS period of the islands' caps, ms (with `cpu_cap`).
+    pub cap_period_ms: Option<u64>,
+    /// Window over which the cap's split is decided, ms (with `cpu_cap`).
+    pub cap_interval_ms: Option<u64>,
     /// Platform power cap, W (property `power_cap_watts`).
     pub power_cap_watts: Option<f64>,
     /// CPU pressure (%) of a unit that tunes it up.

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use atoll_core::coord::ArbitrationPolicy;
+use atoll_core::coord::{ArbitrationPolicy, CoordConfig, Property};
 use atoll_core::spec::{AdoptRule, Entitlement, OverlayConfig, PlatformSpec, UnitSpec};
 
 use crate::size::format_size;
@@ -108,6 +108,15 @@ fn comm(c: &atoll_core::comm::CommSpec) -> String {
 
 fn overlay(o: &OverlayConfig, spec: &PlatformSpec) -> String {
     let mut parts = vec![format!("priority {}", o.priority), o.property.to_string()];
+    if matches!(o.property, Property::PlatformCpuCap { .. }) {
+        // The timing in force, set or default.
+        let c = o.cap_timing.apply(CoordConfig::default());
+        parts.push(format!(
+            "cap period {} ms, window {} ms",
+            c.cap_period.as_millis(),
+            c.cap_interval.as_millis()
+        ));
+    }
     if !o.units.is_empty() {
         let units: Vec<String> = o
             .units

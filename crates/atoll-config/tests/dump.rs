@@ -14,9 +14,9 @@ use atoll_core::slo::{
     AccessLogSpec, BeConfig, LatencySource, LogFormat, ProbeSpec, ProbeTarget, SloConfig, TimeUnit,
 };
 use atoll_core::spec::{
-    AdoptRule, DeviceId, Entitlement, HostSpec, IoEntitlement, IoLimit, IslandAccess, IslandSpec,
-    IsolationMode, IsolationSpec, MemoryEntitlement, OverlayConfig, PlatformSpec, ReactPolicy,
-    RealtimePolicy, RtClass, SchedPolicy, SharePolicy, Sharing, UnitSpec,
+    AdoptRule, CapTiming, DeviceId, Entitlement, HostSpec, IoEntitlement, IoLimit, IslandAccess,
+    IslandSpec, IsolationMode, IsolationSpec, MemoryEntitlement, OverlayConfig, PlatformSpec,
+    ReactPolicy, RealtimePolicy, RtClass, SchedPolicy, SharePolicy, Sharing, UnitSpec,
 };
 use atoll_core::topology::Topology;
 use atoll_core::{CpuSet, Name};
@@ -350,6 +350,7 @@ fn random_spec(seed: u64) -> PlatformSpec {
             priority: g.u8_in(0, 255),
             units: members,
             slo: random_slo(&mut g, &property, &mut free),
+            cap_timing: Default::default(),
             property,
             react: ReactPolicy {
                 pressure: g.coin().then(|| g.quarters(100.0)),
@@ -367,6 +368,7 @@ fn random_spec(seed: u64) -> PlatformSpec {
                 cpus: islands.len() as f64 * 0.5 + g.below(4) as f64,
             },
             slo: Default::default(),
+            cap_timing: random_cap_timing(&mut g),
             react: ReactPolicy::default(),
         });
     }
@@ -508,5 +510,18 @@ proptest! {
         }
         let back = roundtrip(&spec, &topo);
         prop_assert_eq!(back, spec);
+    }
+}
+
+/// A valid timing of the platform cap: each key set or not, the window at
+/// least two periods.
+fn random_cap_timing(g: &mut Gen) -> CapTiming {
+    let period = g.coin().then(|| g.range(10, 1000));
+    let least = 2 * period.unwrap_or(20);
+    // The default window (200 ms) serves only periods up to 100 ms.
+    let interval = (g.coin() || least > 200).then(|| g.range(least, 60_000));
+    CapTiming {
+        period: period.map(Duration::from_millis),
+        interval: interval.map(Duration::from_millis),
     }
 }

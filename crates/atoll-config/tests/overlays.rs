@@ -3,6 +3,8 @@
 
 mod common;
 
+use std::time::Duration;
+
 use atoll_config::summary;
 use atoll_core::coord::{ArbitrationPolicy, Property};
 use common::*;
@@ -243,7 +245,7 @@ cpu_cap = 4.5
     );
     assert_eq!(
         lines[at + 2],
-        "  power   priority 0, platform CPU cap of 4.5 CPUs"
+        "  power   priority 0, platform CPU cap of 4.5 CPUs, cap period 20 ms, window 200 ms"
     );
 }
 
@@ -327,4 +329,111 @@ power_cap_watts = 70
         "{text}"
     );
     assert!(text.contains("it names no unit"), "{text}");
+}
+
+#[test]
+fn the_platform_caps_timing_is_set_beside_the_cap_and_dumped() {
+    let spec = ok(
+        &with("[overlay.power]\ncpu_cap = 4\ncap_period_ms = 50\ncap_interval_ms = 400\n"),
+        &vm8(),
+    );
+    let t = spec.overlays[0].cap_timing;
+    assert_eq!(t.period, Some(Duration::from_millis(50)));
+    assert_eq!(t.interval, Some(Duration::from_millis(400)));
+    let c = spec.coord_config();
+    assert_eq!(c.cap_period, Duration::from_millis(50));
+    assert_eq!(c.cap_interval, Duration::from_millis(400));
+    let text = summary(&spec);
+    assert!(
+        text.contains("platform CPU cap of 4 CPUs, cap period 50 ms, window 400 ms"),
+        "{text}"
+    );
+    // The dump writes them and loads back to the same spec.
+    let dumped = atoll_config::to_toml(&spec).unwrap();
+    assert!(dumped.contains("cap_period_ms = 50"), "{dumped}");
+    assert!(dumped.contains("cap_interval_ms = 400"), "{dumped}");
+    assert_eq!(ok(&dumped, &vm8()), spec);
+    // One alone: the other keeps its default.
+    let spec = ok(
+        &with("[overlay.power]\ncpu_cap = 4\ncap_period_ms = 100\n"),
+        &vm8(),
+    );
+    let c = spec.coord_config();
+    assert_eq!(c.cap_period, Duration::from_millis(100));
+    assert_eq!(c.cap_interval, Duration::from_millis(200));
+    assert!(!atoll_config::to_toml(&spec)
+        .unwrap()
+        .contains("cap_interval_ms"));
+    // No cap overlay: the defaults.
+    let spec = ok(&with(""), &vm8());
+    assert_eq!(
+        spec.coord_config(),
+        atoll_core::coord::CoordConfig::default()
+    );
+}
+
+#[test]
+fn bad_cap_timings_are_refused_at_their_key() {
+    // BASE has 13 lines; the overlay's keys start at line 16.
+    let cases: [(&str, &str, &str); 8] = [
+        (
+            "cap_period_ms = 5",
+            "16:1 overlay.power.cap_period_ms",
+            "5 ms is outside 10..=1000 ms",
+        ),
+        (
+            "cap_period_ms = 1001",
+            "16:1 overlay.power.cap_period_ms",
+            "the kernel takes CFS periods of 1 ms to 1 s",
+        ),
+        (
+            "cap_period_ms = 0",
+            "16:1 overlay.power.cap_period_ms",
+            "0 ms is outside",
+        ),
+        (
+            "cap_period_ms = 150",
+            "16:1 overlay.power.cap_period_ms",
+            "the window (the default 200 ms) is outside 300..=60000 ms",
+        ),
+        (
+            "cap_period_ms = 40\ncap_interval_ms = 79",
+            "17:1 overlay.power.cap_interval_ms",
+            "79 ms) is outside 80..=60000 ms: it spans at least two cap periods",
+        ),
+        (
+            "cap_interval_ms = 60001",
+            "16:1 overlay.power.cap_interval_ms",
+            "outside 40..=60000 ms",
+        ),
+        (
+            "cap_period_ms = -20",
+            "16:17 overlay.power.cap_period_ms",
+            "invalid value",
+        ),
+        (
+            "cap_period = 20",
+            "16:1 overlay.power.cap_period",
+            "unknown field `cap_period`",
+        ),
+    ];
+    for (keys, at, problem) in cases {
+        let e = err(
+            &with(&format!("[overlay.power]\ncpu_cap = 4\n{keys}\n")),
+            &vm8(),
+        );
+        assert_eq!(where_(&e), [at], "{keys}: {e}");
+        assert!(e.to_string().contains(problem), "{keys}: {e}");
+    }
+    // Timing belongs to a cap.
+    let e = err(
+        &with("[overlay.shop]\nunits = [\"api\"]\nlatency_us = 100\ncap_interval_ms = 400\n"),
+        &vm8(),
+    );
+    assert_eq!(where_(&e), ["17:1 overlay.shop.cap_interval_ms"], "{e}");
+    assert!(
+        e.to_string()
+            .contains("this overlay's property is not `cpu_cap`"),
+        "{e}"
+    );
 }

@@ -22,7 +22,9 @@ mod overlay;
 mod runtime;
 mod service;
 pub use apps::{is_app_unit_name, AppsSpec, APP_UNIT_PREFIX};
-pub use overlay::{OverlayConfig, ReactPolicy};
+pub use overlay::{
+    CapTiming, OverlayConfig, ReactPolicy, CAP_INTERVAL_MAX, CAP_PERIOD_MAX, CAP_PERIOD_MIN,
+};
 pub use service::{check_unit_name, CGROUP_UNIT_TYPES};
 
 /// Default control-loop period.

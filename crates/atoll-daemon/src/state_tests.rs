@@ -58,6 +58,7 @@ fn sample() -> SavedState {
                 bound_us: 800,
             },
             slo: Default::default(),
+            cap_timing: Default::default(),
             react: atoll_core::spec::ReactPolicy {
                 pressure: Some(20.0),
                 ..Default::default()

@@ -31,6 +31,7 @@ fn spec(units: &[(&str, &str)], members: &[&str]) -> PlatformSpec {
             units: members.iter().map(|u| n(u)).collect(),
             property: LATENCY,
             slo: Default::default(),
+            cap_timing: Default::default(),
             react: ReactPolicy::default(),
         }],
     )

@@ -37,6 +37,7 @@ fn spec() -> PlatformSpec {
                 bound_us: 1000,
             },
             slo: Default::default(),
+            cap_timing: Default::default(),
             react: ReactPolicy::default(),
         }],
     )

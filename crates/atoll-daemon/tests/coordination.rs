@@ -8,6 +8,7 @@ mod common;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use atoll_core::clock::ManualClock;
 use atoll_core::coord::{CoordConfig, Direction, Message, Property, Reply as CoordReply, Resource};
@@ -30,6 +31,7 @@ fn overlay(name: &str, units: &[&str], property: Property) -> OverlayConfig {
         units: units.iter().map(|u| n(u)).collect(),
         property,
         slo: Default::default(),
+        cap_timing: Default::default(),
         react: ReactPolicy::default(),
     }
 }
@@ -422,6 +424,36 @@ fn the_platform_cpu_cap_is_split_and_its_sum_kept_while_it_moves() {
             .any(|d| d.contains("because overlay power: throttled at its cap")),
         "{d:#?}"
     );
+}
+
+#[test]
+fn the_islands_caps_take_the_configured_period_and_a_reload_changes_it() {
+    let rig = Rig::new();
+    let mut s = spec();
+    let mut power = overlay("power", &[], Property::PlatformCpuCap { cpus: 3.0 });
+    power.cap_timing.period = Some(Duration::from_millis(50));
+    s.overlays.push(power);
+    let mut c = rig.start(s.clone());
+    let max = |rig: &Rig, island: &str| {
+        rig.settings(island)
+            .cpu_max
+            .map(|m| (m.quota_us, m.period_us))
+    };
+    // 1.3 and 1.7 CPUs (0.1 each, the rest by 3 and 4 CPUs) over 50 ms.
+    assert_eq!(max(&rig, "web"), Some((65_000, 50_000)));
+    assert_eq!(max(&rig, "batch"), Some((85_000, 50_000)));
+    rig.epochs(&mut c, 3);
+    assert_eq!(max(&rig, "web"), Some((65_000, 50_000)));
+    // A reload with another period writes the caps over it.
+    s.overlays[1].cap_timing.period = Some(Duration::from_millis(100));
+    c.reload(s.clone()).unwrap();
+    assert_eq!(max(&rig, "web"), Some((130_000, 100_000)));
+    assert_eq!(max(&rig, "batch"), Some((170_000, 100_000)));
+    // And one without: the default.
+    s.overlays[1].cap_timing = Default::default();
+    c.reload(s).unwrap();
+    let period = u64::try_from(CoordConfig::default().cap_period.as_micros()).unwrap();
+    assert_eq!(max(&rig, "web"), Some((13 * period / 10, period)));
 }
 
 #[test]

@@ -49,6 +49,7 @@ fn spec(best_effort: bool) -> PlatformSpec {
             bound_us: 1000,
         },
         slo: Default::default(),
+        cap_timing: Default::default(),
         react: ReactPolicy::default(),
     };
     if best_effort {

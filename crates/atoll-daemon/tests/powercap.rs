@@ -35,6 +35,7 @@ fn spec(watts: Option<f64>) -> PlatformSpec {
             property: Property::PlatformPowerCap { watts: w },
             react: Default::default(),
             slo: Default::default(),
+            cap_timing: Default::default(),
         })
         .into_iter()
         .collect();
@@ -406,6 +407,7 @@ fn the_cut_falls_on_the_low_priority_island_by_its_draw() {
         property: Property::ThroughputFloor { per_s: 10.0 },
         react: Default::default(),
         slo: Default::default(),
+        cap_timing: Default::default(),
     };
     let mut s = web_and_batch(&[("api", "web"), ("job", "batch")], vec![shop]);
     s.overlays.extend(spec(Some(100.0)).overlays);

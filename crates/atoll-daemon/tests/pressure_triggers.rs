@@ -38,6 +38,7 @@ fn spec() -> PlatformSpec {
                 bound_us: 1000,
             },
             slo: Default::default(),
+            cap_timing: Default::default(),
             react: ReactPolicy {
                 pressure: Some(THRESHOLD),
                 ..Default::default()

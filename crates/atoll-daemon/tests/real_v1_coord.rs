@@ -14,8 +14,8 @@ use std::time::Duration;
 use atoll_core::clock::ManualClock;
 use atoll_core::coord::{CoordConfig, Direction, Message, Property, Resource};
 use atoll_core::spec::{
-    Entitlement, HostSpec, IslandSpec, OverlayConfig, PlatformSpec, SchedPolicy, UnitSpec,
-    DEFAULT_EPOCH,
+    CapTiming, Entitlement, HostSpec, IslandSpec, OverlayConfig, PlatformSpec, SchedPolicy,
+    UnitSpec, DEFAULT_EPOCH,
 };
 use atoll_core::weight::weight_to_shares;
 use atoll_core::CpuSet;
@@ -46,6 +46,7 @@ fn coordination_on_the_real_cgroup1_kernel() {
                     bound_us: 1000,
                 },
                 slo: Default::default(),
+                cap_timing: Default::default(),
                 react: Default::default(),
             },
             OverlayConfig {
@@ -54,6 +55,11 @@ fn coordination_on_the_real_cgroup1_kernel() {
                 units: vec![],
                 property: Property::PlatformCpuCap { cpus: 1.0 },
                 slo: Default::default(),
+                // Not the default, so the kernel shows the configured one.
+                cap_timing: CapTiming {
+                    period: Some(Duration::from_millis(50)),
+                    interval: None,
+                },
                 react: Default::default(),
             },
         ],
@@ -63,8 +69,9 @@ fn coordination_on_the_real_cgroup1_kernel() {
     let cpu = |g: &str, f: &str| read(&paths.cpu.join(&root).join(g).join(f));
     // The platform cap: 0.1 each, the rest by CPUs.
     let b_share = 0.1 + 0.8 * b_cpus.len() as f64 / online.len() as f64;
-    // Over the period of the islands' caps (`cap_period`).
-    let period = u64::try_from(CoordConfig::default().cap_period.as_micros()).unwrap();
+    // Over the configured period of the islands' caps (`cap_period_ms`).
+    assert_ne!(CoordConfig::default().cap_period, Duration::from_millis(50));
+    let period: u64 = 50_000;
     assert_eq!(cpu("a", "cpu.cfs_period_us"), period.to_string());
     assert_eq!(cpu("b", "cpu.cfs_period_us"), period.to_string());
     let a_quota: i64 = cpu("a", "cpu.cfs_quota_us").parse().unwrap();
@@ -206,6 +213,7 @@ fn react_pressure_on_the_real_cgroup1_kernel() {
                 bound_us: 1000,
             },
             slo: Default::default(),
+            cap_timing: Default::default(),
             react: atoll_core::spec::ReactPolicy {
                 pressure: Some(20.0),
                 ..Default::default()

@@ -44,6 +44,7 @@ fn tuned_knobs_survive_a_restart_on_the_real_cgroup1_kernel() {
                 bound_us: 1000,
             },
             slo: Default::default(),
+            cap_timing: Default::default(),
             react: Default::default(),
         }],
     );

@@ -60,6 +60,7 @@ fn best_effort_knobs_follow_the_slack_in_the_real_cgroup1_kernel() {
             bound_us: 1000,
         },
         slo: Default::default(),
+        cap_timing: Default::default(),
         react: Default::default(),
     };
     shop.slo.best_effort = vec![n("u3")];

@@ -100,6 +100,7 @@ fn spec(s: &Shape) -> PlatformSpec {
                 bound_us: 1000,
             },
             slo: Default::default(),
+            cap_timing: Default::default(),
             react: ReactPolicy::default(),
         }]
     };

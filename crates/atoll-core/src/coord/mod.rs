@@ -126,7 +126,13 @@
 //!     least `cap_interval` old (so moves cannot follow each other every
 //!     epoch). The split by demand:
 //!     an island that was not throttled keeps its mean usage plus
-//!     `cap_headroom` (0.1), at least `cap_min` and at most its cap; the
+//!     `cap_headroom` (0.1), at least `cap_min` and at most its cap, but
+//!     only once it has stayed under its cap that way for `cap_interval`
+//!     (this window and the ones just before it, back to the first sample
+//!     of the first); until then it keeps its cap. An early window is as
+//!     short as two periods, and a busy island that the host did not run
+//!     in it shows little use and no throttling; so an early close cuts
+//!     only islands that were under their caps before it too. The
 //!     rest goes to the throttled islands in proportion to their CPUs, none
 //!     above its CPUs (what is left over goes back to the others). With no
 //!     island throttled, or no island's share moving by `cap_deadband` (0.1
@@ -209,7 +215,9 @@ pub struct CoordConfig {
     /// the platform manager decides (1..=1000).
     pub escalate_after: u32,
     /// Window over which the platform cap's split is decided, and so the
-    /// least time between two moves (1 ms..=60 s).
+    /// least time between two moves, and how long an island stays under its
+    /// cap before it is cut (1 ms..=60 s; the config's `cap_interval_ms`
+    /// of a `cpu_cap` overlay).
     pub cap_interval: Duration,
     /// Least change of some island's share that moves the platform cap,
     /// CPUs (0..=64).
@@ -222,7 +230,9 @@ pub struct CoordConfig {
     /// Within any span of time a group can run at most one quota above
     /// its cap (the period it started in), so a short period bounds what
     /// a 1 s window can see above the cap: 4 CPUs over 20 ms periods let
-    /// a 1 s window see at most 4.08.
+    /// a 1 s window see at most 4.08. The config's `cap_period_ms` of a
+    /// `cpu_cap` overlay (10 ms..=1 s there, see
+    /// [`crate::spec::CAP_PERIOD_MIN`]).
     pub cap_period: Duration,
 }
 

@@ -9,6 +9,8 @@
 //! [`PlatformSpec::validate`] and reports every problem with its key path
 //! (`overlay.shop.units[1]`).
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 
 use super::{PlatformSpec, SpecError};
@@ -34,6 +36,108 @@ pub struct OverlayConfig {
     /// effort ([`crate::slo`]).
     #[serde(default, skip_serializing_if = "SloConfig::is_default")]
     pub slo: SloConfig,
+    /// The platform CPU cap's timing (`cpu_cap` overlays only; unset
+    /// fields take [`CoordConfig`]'s defaults).
+    #[serde(default, skip_serializing_if = "CapTiming::is_default")]
+    pub cap_timing: CapTiming,
+}
+
+/// The timing of the platform CPU cap (rule 10 of
+/// [`crate::coord`]): `cap_period_ms` and `cap_interval_ms` of a `cpu_cap`
+/// overlay. `None`: [`CoordConfig`]'s default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CapTiming {
+    /// CFS period of the islands' caps ([`CoordConfig::cap_period`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period: Option<Duration>,
+    /// Window over which the split is decided
+    /// ([`CoordConfig::cap_interval`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<Duration>,
+}
+
+/// Least `cap_period_ms`: the kernel's least quota (1 ms) is the least cap
+/// an island keeps (`cap_min`, 0.1 CPU) over this period, so a shorter one
+/// would hand an island at its minimum more than its share.
+pub const CAP_PERIOD_MIN: Duration = Duration::from_millis(10);
+/// Longest `cap_period_ms`: the kernel's longest CFS period.
+pub const CAP_PERIOD_MAX: Duration = Duration::from_secs(1);
+/// Longest `cap_interval_ms`.
+pub const CAP_INTERVAL_MAX: Duration = Duration::from_secs(60);
+
+impl CapTiming {
+    /// Whether neither is set.
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// `base` with the fields set here.
+    pub fn apply(&self, base: CoordConfig) -> CoordConfig {
+        CoordConfig {
+            cap_period: self.period.unwrap_or(base.cap_period),
+            cap_interval: self.interval.unwrap_or(base.cap_interval),
+            ..base
+        }
+    }
+
+    /// What is wrong with it, as `(key, problem)`; `cpu_cap`: whether the
+    /// overlay's property is the platform CPU cap.
+    pub fn problems(&self, cpu_cap: bool) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        if !cpu_cap {
+            for (k, set) in [
+                ("cap_period_ms", self.period.is_some()),
+                ("cap_interval_ms", self.interval.is_some()),
+            ] {
+                if set {
+                    out.push((
+                        k,
+                        format!("`{k}` times the platform CPU cap, and this overlay's property is not `cpu_cap`"),
+                    ));
+                }
+            }
+            return out;
+        }
+        let cfg = self.apply(CoordConfig::default());
+        let ms = |d: Duration| d.as_millis();
+        if let Some(p) = self.period {
+            if !(CAP_PERIOD_MIN..=CAP_PERIOD_MAX).contains(&p) {
+                out.push((
+                    "cap_period_ms",
+                    format!(
+                        "{} ms is outside {}..={} ms: the kernel takes CFS periods of 1 ms to 1 s, and an island's least cap ({} CPU) needs a quota of at least the kernel's 1 ms",
+                        ms(p),
+                        ms(CAP_PERIOD_MIN),
+                        ms(CAP_PERIOD_MAX),
+                        cfg.cap_min
+                    ),
+                ));
+                return out;
+            }
+        }
+        let least = 2 * cfg.cap_period;
+        if cfg.cap_interval < least || cfg.cap_interval > CAP_INTERVAL_MAX {
+            let why = if self.interval.is_some() {
+                format!("{} ms", ms(cfg.cap_interval))
+            } else {
+                format!("the default {} ms", ms(cfg.cap_interval))
+            };
+            out.push((
+                if self.interval.is_some() {
+                    "cap_interval_ms"
+                } else {
+                    "cap_period_ms"
+                },
+                format!(
+                    "the window ({why}) is outside {}..={} ms: it spans at least two cap periods ({} ms each), so that a group throttled early in a period is not read as idle later in it",
+                    ms(least),
+                    ms(CAP_INTERVAL_MAX),
+                    ms(cfg.cap_period)
+                ),
+            ));
+        }
+        out
+    }
 }
 
 /// The reactive policy of an overlay: monitored thresholds that make the
@@ -60,6 +164,19 @@ impl ReactPolicy {
     /// Whether it watches anything.
     pub fn is_empty(&self) -> bool {
         self.pressure.is_none() && self.utilization.is_none() && self.recv_queue.is_none()
+    }
+}
+
+impl PlatformSpec {
+    /// The coordination constants: [`CoordConfig`]'s defaults with the
+    /// timing of the `cpu_cap` overlay, if there is one.
+    pub fn coord_config(&self) -> CoordConfig {
+        self.overlays
+            .iter()
+            .find(|o| matches!(o.property, Property::PlatformCpuCap { .. }))
+            .map_or_else(CoordConfig::default, |o| {
+                o.cap_timing.apply(CoordConfig::default())
+            })
     }
 }
 
@@ -234,6 +351,10 @@ pub(super) fn validate_overlays(spec: &PlatformSpec, errs: &mut Vec<SpecError>) 
                 "a queue threshold must be above 0 bytes",
             ));
         }
+        let cpu_cap = matches!(o.property, Property::PlatformCpuCap { .. });
+        for (k, problem) in o.cap_timing.problems(cpu_cap) {
+            errs.push(SpecError::new(format!("{key}.{k}"), problem));
+        }
         validate_slo(spec, o, &key, errs);
     }
     validate_best_effort_owners(spec, errs);
@@ -374,6 +495,7 @@ mod tests {
             units: units.iter().map(|u| n(u)).collect(),
             property,
             slo: Default::default(),
+            cap_timing: Default::default(),
             react: ReactPolicy::default(),
         }
     }
@@ -410,6 +532,48 @@ mod tests {
             vec![(n("web"), n("api")), (n("rt"), n("db"))],
             "islands come from the units"
         );
+    }
+
+    #[test]
+    fn the_cap_timing_is_checked_and_sets_the_coordination_constants() {
+        let ms = Duration::from_millis;
+        let timing = |p: Option<u64>, i: Option<u64>| CapTiming {
+            period: p.map(ms),
+            interval: i.map(ms),
+        };
+        let keys = |t: CapTiming, cap: bool| -> Vec<&'static str> {
+            t.problems(cap).into_iter().map(|(k, _)| k).collect()
+        };
+        assert!(keys(timing(None, None), true).is_empty());
+        assert!(keys(timing(None, None), false).is_empty());
+        assert!(keys(timing(Some(10), Some(20)), true).is_empty());
+        assert!(keys(timing(Some(1000), Some(2000)), true).is_empty());
+        assert!(keys(timing(None, Some(60_000)), true).is_empty());
+        assert_eq!(keys(timing(Some(9), None), true), ["cap_period_ms"]);
+        assert_eq!(keys(timing(Some(1001), None), true), ["cap_period_ms"]);
+        // 150 ms against the default window of 200 ms: named at the period.
+        assert_eq!(keys(timing(Some(150), None), true), ["cap_period_ms"]);
+        assert_eq!(keys(timing(Some(40), Some(79)), true), ["cap_interval_ms"]);
+        assert_eq!(keys(timing(None, Some(60_001)), true), ["cap_interval_ms"]);
+        assert_eq!(
+            keys(timing(Some(20), Some(200)), false),
+            ["cap_period_ms", "cap_interval_ms"]
+        );
+        // The spec's constants take the cap overlay's timing.
+        let mut s = spec();
+        assert_eq!(s.coord_config(), CoordConfig::default());
+        let mut cap = overlay("cap", &[], Property::PlatformCpuCap { cpus: 4.0 });
+        cap.cap_timing = timing(Some(50), None);
+        s.overlays.push(overlay("shop", &["api"], latency()));
+        s.overlays.push(cap);
+        s.validate(&topo16()).unwrap();
+        let c = s.coord_config();
+        assert_eq!((c.cap_period, c.cap_interval), (ms(50), ms(200)));
+        assert_eq!(c.cap_min, CoordConfig::default().cap_min);
+        c.validate().unwrap();
+        s.overlays[1].cap_timing = timing(Some(5), None);
+        let errs = s.validate(&topo16()).unwrap_err();
+        assert_eq!(errs[0].key, "overlay.cap.cap_period_ms", "{errs:#?}");
     }
 
     #[test]

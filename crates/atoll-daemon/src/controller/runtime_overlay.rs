@@ -112,6 +112,7 @@ fn overlay_config(
         property,
         react,
         slo,
+        cap_timing: Default::default(),
     })
 }
 

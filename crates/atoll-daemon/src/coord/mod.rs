@@ -211,12 +211,13 @@ impl std::fmt::Debug for Coordination {
 }
 
 impl Coordination {
-    /// The manager for `spec` (every island with its arbitration policy),
-    /// nothing registered yet. A spec the core refuses turns coordination
-    /// off with the reason.
+    /// The manager for `spec` (every island with its arbitration policy,
+    /// the constants of [`PlatformSpec::coord_config`]: the platform cap's
+    /// timing as configured), nothing registered yet. A spec the core
+    /// refuses turns coordination off with the reason.
     pub fn new(spec: &PlatformSpec, topo: &Topology) -> Self {
         let manager =
-            PlatformManager::from_spec(spec, topo, Default::default(), CoordConfig::default())
+            PlatformManager::from_spec(spec, topo, Default::default(), spec.coord_config())
                 .and_then(|mut m| {
                     for i in &spec.islands {
                         m.set_arbitration(&i.name, i.arbitration)?;

@@ -36,6 +36,7 @@ fn spec(watts: f64) -> PlatformSpec {
             property: Property::PlatformPowerCap { watts },
             react: Default::default(),
             slo: Default::default(),
+            cap_timing: Default::default(),
         }],
         comm: None,
         apps: Default::default(),
