@@ -134,6 +134,7 @@ fn an_overlay_trigger_boosts_all_its_units_on_the_real_cgroup1_kernel() {
             },
             slo: Default::default(),
             react: Default::default(),
+            cap_timing: Default::default(),
         }],
     );
     let clock = ManualClock::new();
