@@ -14,8 +14,11 @@
 
 use std::collections::BTreeMap;
 
-use atoll_core::backend::Fallback;
+use atoll_core::backend::{Fallback, Rewrite};
 use atoll_core::plan::{GroupPath, GroupSettings};
+
+use crate::common::Report;
+use crate::error::CgroupError;
 
 /// A part of a group's knobs, synced together.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,7 +111,13 @@ impl Parts {
         self.0 & (1 << p.index()) != 0
     }
 
-    fn insert(&mut self, p: Part) {
+    /// Whether any part of `of` is in the set.
+    pub(crate) fn any(self, of: &[Part]) -> bool {
+        of.iter().any(|p| self.has(*p))
+    }
+
+    /// Adds `p`.
+    pub(crate) fn insert(&mut self, p: Part) {
         self.0 |= 1 << p.index();
     }
 
@@ -129,40 +138,99 @@ impl Parts {
     }
 }
 
+/// What a group's last syncs left: the fallbacks of each part, and the
+/// parts that only a whole sync may write.
+#[derive(Debug, Default)]
+struct Known {
+    out: [Vec<Fallback>; COUNT],
+    whole: Parts,
+}
+
 /// The fallbacks each part of a group reported at its last sync, for the
 /// groups synced whole at least once since they were made or last
-/// forgotten.
+/// forgotten. Both cgroup backends decide through [`Reported::plan`] what
+/// to sync and end every sync with [`Reported::finish`].
 #[derive(Debug, Default)]
 pub(crate) struct Reported {
-    groups: BTreeMap<GroupPath, [Vec<Fallback>; COUNT]>,
+    groups: BTreeMap<GroupPath, Known>,
 }
 
 impl Reported {
     /// Whether `path` was synced whole since it was last forgotten.
+    #[cfg(test)]
     pub(crate) fn knows(&self, path: &GroupPath) -> bool {
         self.groups.contains_key(path)
+    }
+
+    /// The parts to sync for `path`, which took `before` and is asked
+    /// `after`: those whose wanted values changed. `None`, a whole sync,
+    /// when the group was not synced whole since it was last forgotten,
+    /// when a changed setting is in no part, or when a changed part is one
+    /// its last whole sync said only a whole sync may write (a cgroup2
+    /// controller that was not enabled).
+    pub(crate) fn plan(
+        &self,
+        path: &GroupPath,
+        before: &GroupSettings,
+        after: &GroupSettings,
+    ) -> Option<Parts> {
+        let known = self.groups.get(path)?;
+        let parts = Parts::changed(before, after)?;
+        (parts.0 & known.whole.0 == 0).then_some(parts)
     }
 
     /// Records what the parts in `parts` reported (`out`, by part) and
     /// returns the fallbacks of the whole group: those just reported and,
     /// for the other parts, those of their last sync. A group not known
-    /// is recorded only when `parts` is every part.
+    /// is recorded only when `parts` is every part; then `whole` are the
+    /// parts only a whole sync may write until the next whole sync.
     pub(crate) fn record(
         &mut self,
         path: &GroupPath,
         parts: Parts,
+        whole: Parts,
         out: [Vec<Fallback>; COUNT],
     ) -> Vec<Fallback> {
-        if !self.groups.contains_key(path) && parts != Parts::ALL {
+        if parts != Parts::ALL && !self.groups.contains_key(path) {
             return out.into_iter().flatten().collect();
         }
         let kept = self.groups.entry(path.clone()).or_default();
+        if parts == Parts::ALL {
+            kept.whole = whole;
+        }
         for (p, new) in Part::ALL.into_iter().zip(out) {
             if parts.has(p) {
-                kept[p.index()] = new;
+                kept.out[p.index()] = new;
             }
         }
-        kept.iter().flatten().cloned().collect()
+        kept.out.iter().flatten().cloned().collect()
+    }
+
+    /// Ends a sync of the parts in `parts` of `path` (`whole` as in
+    /// [`record`](Self::record)): what each part reported is recorded and
+    /// its rewrites go to `rewrites`. A sync that failed may have written
+    /// some of it: the group is forgotten, so its next sync is whole.
+    pub(crate) fn finish(
+        &mut self,
+        path: &GroupPath,
+        parts: Parts,
+        whole: Parts,
+        synced: Result<[Report<'_>; COUNT], CgroupError>,
+        rewrites: &mut Vec<Rewrite>,
+    ) -> Result<Vec<Fallback>, CgroupError> {
+        let reps = match synced {
+            Ok(r) => r,
+            Err(e) => {
+                self.forget(path);
+                return Err(e);
+            }
+        };
+        let mut out: [Vec<Fallback>; COUNT] = std::array::from_fn(|_| Vec::new());
+        for (o, rep) in out.iter_mut().zip(reps) {
+            *o = rep.out;
+            rewrites.extend(rep.rewritten);
+        }
+        Ok(self.record(path, parts, whole, out))
     }
 
     /// Forgets `path`: its next sync is whole.
@@ -174,6 +242,11 @@ impl Reported {
     pub(crate) fn clear(&mut self) {
         self.groups.clear();
     }
+}
+
+/// A report for each part of `path`'s knobs.
+pub(crate) fn reports(path: &GroupPath) -> [Report<'_>; COUNT] {
+    std::array::from_fn(|_| Report::new(path))
 }
 
 #[cfg(test)]
@@ -234,17 +307,62 @@ mod tests {
         weight_only.insert(Part::CpuWeight);
         // Unknown: a partial sync is not recorded.
         let out: [Vec<Fallback>; COUNT] = std::array::from_fn(|_| Vec::new());
-        assert!(r.record(&path, weight_only, out).is_empty());
+        assert!(r
+            .record(&path, weight_only, Parts::default(), out)
+            .is_empty());
         assert!(!r.knows(&path));
         let mut out: [Vec<Fallback>; COUNT] = std::array::from_fn(|_| Vec::new());
         out[Part::Memory.index()] = vec![fb("memory.min")];
         out[Part::CpuWeight.index()] = vec![fb("cpu.idle")];
-        assert_eq!(r.record(&path, Parts::ALL, out).len(), 2);
+        assert_eq!(r.record(&path, Parts::ALL, Parts::default(), out).len(), 2);
         assert!(r.knows(&path));
         // The weight part synced again, now without a fallback: memory's stays.
         let out: [Vec<Fallback>; COUNT] = std::array::from_fn(|_| Vec::new());
-        assert_eq!(r.record(&path, weight_only, out), vec![fb("memory.min")]);
+        assert_eq!(
+            r.record(&path, weight_only, Parts::default(), out),
+            vec![fb("memory.min")]
+        );
         r.forget(&path);
         assert!(!r.knows(&path));
+    }
+
+    #[test]
+    fn a_plan_is_the_changed_parts_of_a_known_group_else_whole() {
+        let path = GroupPath::unit(
+            &atoll_core::Name::new("i").unwrap(),
+            &atoll_core::Name::new("u").unwrap(),
+        );
+        let before = GroupSettings::default();
+        let weight = GroupSettings {
+            cpu_weight: Some(400),
+            ..GroupSettings::default()
+        };
+        let memory = GroupSettings {
+            memory: atoll_core::spec::MemoryEntitlement {
+                max: Some(1 << 30),
+                ..Default::default()
+            },
+            ..GroupSettings::default()
+        };
+        let mut r = Reported::default();
+        assert_eq!(r.plan(&path, &before, &weight), None, "never synced whole");
+        let none: [Vec<Fallback>; COUNT] = std::array::from_fn(|_| Vec::new());
+        // The memory part could only be written whole (say, its controller
+        // was not enabled).
+        let mut whole = Parts::default();
+        whole.insert(Part::Memory);
+        r.record(&path, Parts::ALL, whole, none);
+        let mut weight_only = Parts::default();
+        weight_only.insert(Part::CpuWeight);
+        assert_eq!(r.plan(&path, &before, &weight), Some(weight_only));
+        assert_eq!(r.plan(&path, &before, &before), Some(Parts::default()));
+        assert_eq!(r.plan(&path, &before, &memory), None);
+        // A failed sync forgets the group.
+        let failed = Err(CgroupError::parse("f", "v", "bad"));
+        let mut rewrites = Vec::new();
+        assert!(r
+            .finish(&path, weight_only, Parts::default(), failed, &mut rewrites)
+            .is_err());
+        assert_eq!(r.plan(&path, &before, &weight), None);
     }
 }

@@ -22,7 +22,8 @@
 //!   that reads back `root invalid (...)`).
 //!
 //! Every attempted write is logged so tests can check that unchanged knobs
-//! are not rewritten. Clones share the same tree and state.
+//! are not rewritten, and every read (and directory listing) so they can
+//! check what a change looked at. Clones share the same tree and state.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -110,6 +111,8 @@ struct Inner {
     mounts: Vec<FakeMount>,
     rules: Vec<Rule>,
     log: Vec<(PathBuf, String)>,
+    /// Files read and directories listed, in order.
+    reads: Vec<PathBuf>,
     dead: BTreeSet<u32>,
     delegated: BTreeSet<PathBuf>,
     affinity: BTreeMap<u32, CpuSet>,
@@ -195,6 +198,7 @@ impl FakeCgroupFs {
                 mounts: Vec::new(),
                 rules: Vec::new(),
                 log: Vec::new(),
+                reads: Vec::new(),
                 dead: BTreeSet::new(),
                 delegated: BTreeSet::new(),
                 affinity: BTreeMap::new(),
@@ -396,6 +400,11 @@ impl FakeCgroupFs {
     /// Returns and forgets the write log.
     pub fn take_writes(&self) -> Vec<(PathBuf, String)> {
         std::mem::take(&mut self.lock().log)
+    }
+
+    /// Returns and forgets the files read and directories listed so far.
+    pub fn take_reads(&self) -> Vec<PathBuf> {
+        std::mem::take(&mut self.lock().reads)
     }
 
     /// Sets a file's content directly, as the kernel would update a
@@ -710,6 +719,7 @@ impl CgroupFs for FakeCgroupFs {
     }
 
     fn read_to_string(&self, path: &Path) -> io::Result<String> {
+        self.lock().reads.push(path.to_path_buf());
         fs::read_to_string(path)
     }
 
@@ -749,6 +759,7 @@ impl CgroupFs for FakeCgroupFs {
     }
 
     fn child_dirs(&self, path: &Path) -> io::Result<Vec<String>> {
+        self.lock().reads.push(path.to_path_buf());
         if !path.is_dir() {
             return Err(errno(libc::ENOENT));
         }

@@ -54,7 +54,7 @@ use crate::fs::{CgroupFs, RealFs};
 use crate::kept::KeptFiles;
 use crate::knobs::{memory_matches, parse_blkio_device_file, parse_i64, parse_u64, v1_memory};
 use crate::mounts::V1Paths;
-use crate::parts::{Part, Parts, Reported, COUNT};
+use crate::parts::{reports, Part, Parts, Reported, COUNT};
 use crate::rt::sync_rt;
 use crate::stats::read_opt;
 
@@ -180,21 +180,21 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
         settings: &GroupSettings,
         parts: Parts,
     ) -> Result<Vec<Fallback>, BackendError> {
-        let out = self.sync_parts(path, settings, parts);
-        if out.is_err() {
-            // Some of it may be written: the next sync is whole.
-            self.reported.forget(path);
-        }
+        let synced = self.sync_parts(path, settings, parts);
+        let whole = Parts::default();
+        let out = self
+            .reported
+            .finish(path, parts, whole, synced, &mut self.rewrites);
         out.map_err(Into::into)
     }
 
-    fn sync_parts(
+    fn sync_parts<'a>(
         &mut self,
-        path: &GroupPath,
+        path: &'a GroupPath,
         settings: &GroupSettings,
         parts: Parts,
-    ) -> Result<Vec<Fallback>, CgroupError> {
-        let mut reps: [Report<'_>; COUNT] = std::array::from_fn(|_| Report::new(path));
+    ) -> Result<[Report<'a>; COUNT], CgroupError> {
+        let mut reps = reports(path);
         if parts.has(Part::Cpuset) {
             let cs = self.dir(path);
             self.apply_cpuset(path, &cs, settings, &mut reps[Part::Cpuset as usize])?;
@@ -214,12 +214,7 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
             let rep = &mut reps[Part::Freezer as usize];
             crate::freezer::apply_v1(&self.fs, fz.as_deref(), settings.frozen, rep)?;
         }
-        let mut out: [Vec<Fallback>; COUNT] = std::array::from_fn(|_| Vec::new());
-        for (o, rep) in out.iter_mut().zip(reps) {
-            *o = rep.out;
-            self.rewrites.extend(rep.rewritten);
-        }
-        Ok(self.reported.record(path, parts, out))
+        Ok(reps)
     }
 
     /// The directories of `path` that the parts in `parts` write.
@@ -228,10 +223,7 @@ impl<F: CgroupFs> Cgroup1Backend<F> {
         if parts.has(Part::Cpuset) {
             dirs.push(self.dir(path));
         }
-        if [Part::CpuWeight, Part::CpuMax, Part::Rt]
-            .into_iter()
-            .any(|p| parts.has(p))
-        {
+        if parts.any(&[Part::CpuWeight, Part::CpuMax, Part::Rt]) {
             dirs.push(self.dir_in(&self.paths.cpu, path));
         }
         let others = [
@@ -689,9 +681,8 @@ impl<F: CgroupFs> Actuator for Cgroup1Backend<F> {
         before: &GroupSettings,
         settings: &GroupSettings,
     ) -> Result<Vec<Fallback>, BackendError> {
-        let parts = match Parts::changed(before, settings) {
-            Some(p) if self.reported.knows(path) => p,
-            _ => return self.apply(path, settings),
+        let Some(parts) = self.reported.plan(path, before, settings) else {
+            return self.apply(path, settings);
         };
         let dirs_there = self
             .part_dirs(path, parts)

@@ -11,7 +11,10 @@
 //! from `cgroup.procs` when a process is restored to its origin.
 //!
 //! Every knob is read first and written only if it differs, so re-applying an
-//! unchanged plan costs reads only. `None` in the settings means the kernel's
+//! unchanged plan costs reads only; `apply_changed` syncs only the parts
+//! whose wanted values changed since the group last took its settings (see
+//! [`crate::parts`]), so a `trigger`'s boost reads `cpu.idle` and
+//! `cpu.weight` and writes `cpu.weight`. `None` in the settings means the kernel's
 //! default, so removing a setting from the spec resets it. A knob the kernel
 //! refuses, or whose controller or file is missing, becomes a [`Fallback`].
 //! A refused partition is remembered and not retried until the group's CPUs
@@ -40,7 +43,7 @@ use atoll_core::backend::{
     Actuator, BackendError, BackendKind, Capabilities, Fallback, FreezeState, GroupStats, Monitor,
     StatSelect,
 };
-use atoll_core::plan::{GroupPath, GroupSettings, Partition};
+use atoll_core::plan::{GroupPath, GroupSettings};
 use atoll_core::process::CgroupMembership;
 use atoll_core::CpuSet;
 
@@ -57,7 +60,7 @@ use crate::knobs::{
     format_cpu_max, format_io_max, format_io_weight, format_memory, io_max_updates, memory_matches,
     parse_cpu_max, parse_i64, parse_io_max, parse_io_weight, parse_memory, DEFAULT_PERIOD_US,
 };
-use crate::rt::sync_rt;
+use crate::parts::{Part, Parts, Reported, COUNT};
 use crate::stats::read_opt;
 
 /// Controllers atoll enables for its groups, in the kernel's order.
@@ -81,6 +84,9 @@ pub struct Cgroup2Backend<F: CgroupFs = RealFs> {
     rewrites: Vec<atoll_core::backend::Rewrite>,
     rmdir_attempts: u32,
     rmdir_delay: Duration,
+    /// What each part of a group reported at its last sync (see
+    /// [`crate::parts`]).
+    reported: Reported,
 }
 
 fn ids(text: &str) -> Option<CpuSet> {
@@ -103,6 +109,7 @@ impl<F: CgroupFs> Cgroup2Backend<F> {
             rewrites: Vec::new(),
             rmdir_attempts: 10,
             rmdir_delay: Duration::from_millis(20),
+            reported: Reported::default(),
         })
     }
 
@@ -185,6 +192,7 @@ impl<F: CgroupFs> Cgroup2Backend<F> {
     /// Forgets remembered refusals so the next `apply` retries them.
     pub fn retry_refused(&mut self) {
         self.memo.clear();
+        self.reported.clear();
     }
 
     /// How often and how long `remove` retries an `EBUSY` rmdir.
@@ -271,17 +279,22 @@ impl<F: CgroupFs> Cgroup2Backend<F> {
         }
     }
 
+    /// The CPU parts in `parts` ([`Part::CpuWeight`], [`Part::CpuMax`]),
+    /// each reported in its own entry of `reps`.
     fn apply_cpu(
         &self,
         dir: &Path,
         s: &GroupSettings,
-        rep: &mut Report<'_>,
+        parts: Parts,
+        reps: &mut [Report<'_>; COUNT],
     ) -> Result<(), CgroupError> {
         let fs: &dyn CgroupFs = &self.fs;
         // An idle group has weight 1 and refuses cpu.weight writes (EINVAL):
         // leave idle first, and write no weight while idle.
         let idle = if s.cpu_idle { "1" } else { "0" };
-        if !s.cpu_idle {
+        let weight = parts.has(Part::CpuWeight);
+        if weight && !s.cpu_idle {
+            let rep = &mut reps[Part::CpuWeight as usize];
             let o = sync(fs, dir, "cpu.idle", idle, |c| c.trim() == idle)?;
             rep.outcome("cpu.idle", idle, false, o, dir);
             let w = s.cpu_weight.unwrap_or(100);
@@ -291,20 +304,24 @@ impl<F: CgroupFs> Cgroup2Backend<F> {
             rep.outcome("cpu.weight", &w.to_string(), s.cpu_weight.is_some(), o, dir);
         }
 
-        let cur_period = read_opt(fs, &dir.join("cpu.max"))?
-            .and_then(|c| parse_cpu_max(&c).ok())
-            .map_or(DEFAULT_PERIOD_US, |(_, p)| p);
-        let text = format_cpu_max(s.cpu_max, cur_period);
-        let o = sync(fs, dir, "cpu.max", &text, |c| {
-            match (parse_cpu_max(c), s.cpu_max) {
-                (Ok((q, p)), Some(m)) => q == Some(m.quota_us) && p == m.period_us,
-                (Ok((q, _)), None) => q.is_none(),
-                (Err(_), _) => false,
-            }
-        })?;
-        rep.outcome("cpu.max", &text, s.cpu_max.is_some(), o, dir);
+        if parts.has(Part::CpuMax) {
+            let rep = &mut reps[Part::CpuMax as usize];
+            let cur_period = read_opt(fs, &dir.join("cpu.max"))?
+                .and_then(|c| parse_cpu_max(&c).ok())
+                .map_or(DEFAULT_PERIOD_US, |(_, p)| p);
+            let text = format_cpu_max(s.cpu_max, cur_period);
+            let o = sync(fs, dir, "cpu.max", &text, |c| {
+                match (parse_cpu_max(c), s.cpu_max) {
+                    (Ok((q, p)), Some(m)) => q == Some(m.quota_us) && p == m.period_us,
+                    (Ok((q, _)), None) => q.is_none(),
+                    (Err(_), _) => false,
+                }
+            })?;
+            rep.outcome("cpu.max", &text, s.cpu_max.is_some(), o, dir);
+        }
 
-        if s.cpu_idle {
+        if weight && s.cpu_idle {
+            let rep = &mut reps[Part::CpuWeight as usize];
             let o = sync(fs, dir, "cpu.idle", idle, |c| c.trim() == idle)?;
             rep.outcome("cpu.idle", idle, true, o, dir);
         }
@@ -423,83 +440,67 @@ impl<F: CgroupFs> Actuator for Cgroup2Backend<F> {
         ensure_dir(&self.fs, &dir, path)?;
         let failed = self.ensure_subtree(&parent, path.is_root())?;
         let ctl = self.words(&dir.join("cgroup.controllers"));
-        let mut rep = Report::new(path);
-        let s = settings;
-        let why = |c: &str| {
-            failed
-                .iter()
-                .find(|(f, _)| f == c)
-                .map(|(_, w)| w.clone())
-                .unwrap_or_else(|| {
-                    format!(
-                        "{} does not offer it",
-                        parent.join("cgroup.controllers").display()
-                    )
-                })
+        let missing = |c: &str| {
+            if ctl.iter().any(|x| x == c) {
+                return None;
+            }
+            Some(
+                failed
+                    .iter()
+                    .find(|(f, _)| f == c)
+                    .map(|(_, w)| w.clone())
+                    .unwrap_or_else(|| {
+                        format!(
+                            "{} does not offer it",
+                            parent.join("cgroup.controllers").display()
+                        )
+                    }),
+            )
         };
-        let has = |c: &str| ctl.iter().any(|x| x == c);
-        if has("cpuset") {
-            self.apply_cpuset(path, &dir, s, &mut rep)?;
-        } else {
-            let mut asked = Vec::new();
-            if let Some(c) = &s.cpus {
-                asked.push(("cpuset.cpus", c.to_string()));
+        // A part whose controller is not enabled here is written whole
+        // next time too: its controller is looked at only then.
+        let mut whole = Parts::default();
+        for p in Part::ALL {
+            if controller(p).is_some_and(|c| missing(c).is_some()) {
+                whole.insert(p);
             }
-            if let Some(m) = &s.mems {
-                asked.push(("cpuset.mems", m.to_string()));
-            }
-            if s.partition == Some(Partition::Root) {
-                asked.push(("cpuset.cpus.partition", "root".to_string()));
-            }
-            self.unavailable(&mut rep, "cpuset", &asked, &why("cpuset"));
         }
-        if has("cpu") {
-            self.apply_cpu(&dir, s, &mut rep)?;
-        } else {
-            let mut asked = Vec::new();
-            if let Some(w) = s.cpu_weight {
-                asked.push(("cpu.weight", w.to_string()));
-            }
-            if s.cpu_max.is_some() {
-                asked.push(("cpu.max", format_cpu_max(s.cpu_max, DEFAULT_PERIOD_US)));
-            }
-            if s.cpu_idle {
-                asked.push(("cpu.idle", "1".to_string()));
-            }
-            self.unavailable(&mut rep, "cpu", &asked, &why("cpu"));
+        let synced = self.sync_parts(path, &dir, settings, Parts::ALL, &missing);
+        let out = self
+            .reported
+            .finish(path, Parts::ALL, whole, synced, &mut self.rewrites);
+        Ok(out?)
+    }
+
+    /// Syncs only the parts of `settings` that differ from `before` (see
+    /// [`crate::parts`]): a weight's change reads `cpu.idle` and
+    /// `cpu.weight` and writes `cpu.weight`, nothing else (and checks
+    /// that the group's directory is there). The parents'
+    /// `cgroup.subtree_control` and the group's `cgroup.controllers` are
+    /// not read: the group is synced whole, as [`apply`](Self::apply) does,
+    /// when it was not synced whole since it was made or last forgotten,
+    /// when a changed setting is in no part, when a changed part's
+    /// controller was not enabled at its last whole sync, or when its
+    /// directory is gone.
+    fn apply_changed(
+        &mut self,
+        path: &GroupPath,
+        before: &GroupSettings,
+        settings: &GroupSettings,
+    ) -> Result<Vec<Fallback>, BackendError> {
+        let Some(parts) = self.reported.plan(path, before, settings) else {
+            return self.apply(path, settings);
+        };
+        let dir = self.dir(path);
+        if parts != Parts::default() && !self.fs.exists(&dir) {
+            return self.apply(path, settings);
         }
-        sync_rt(&self.fs, &dir, s.rt_budget, s.rt_budget_optional, &mut rep)?;
-        if has("memory") {
-            self.apply_memory(&dir, s, &mut rep)?;
-        } else {
-            let m = &s.memory;
-            let asked: Vec<(&str, String)> = [
-                ("memory.min", m.min),
-                ("memory.low", m.low),
-                ("memory.high", m.high),
-                ("memory.max", m.max),
-            ]
-            .into_iter()
-            .filter_map(|(k, v)| v.map(|v| (k, v.to_string())))
-            .collect();
-            self.unavailable(&mut rep, "memory", &asked, &why("memory"));
-        }
-        if has("io") {
-            self.apply_io(&dir, s, &mut rep)?;
-        } else {
-            let mut asked: Vec<(&str, String)> = s
-                .io_max
-                .iter()
-                .map(|l| ("io.max", format_io_max(l)))
-                .collect();
-            if let Some(w) = s.io_weight {
-                asked.insert(0, ("io.weight", format_io_weight(w)));
-            }
-            self.unavailable(&mut rep, "io", &asked, &why("io"));
-        }
-        crate::freezer::apply_v2(&self.fs, &dir, s.frozen, &mut rep)?;
-        self.rewrites.append(&mut rep.rewritten);
-        Ok(rep.out)
+        let synced = self.sync_parts(path, &dir, settings, parts, &|_| None);
+        let whole = Parts::default();
+        let out = self
+            .reported
+            .finish(path, parts, whole, synced, &mut self.rewrites);
+        Ok(out?)
     }
 
     fn take_rewrites(&mut self) -> Vec<atoll_core::backend::Rewrite> {
@@ -515,6 +516,7 @@ impl<F: CgroupFs> Actuator for Cgroup2Backend<F> {
         rmdir_retry(&self.fs, &dir, self.rmdir_attempts, self.rmdir_delay)
             .map_err(|e| thawed.err().unwrap_or(e))?;
         self.memo.forget_group(path);
+        self.reported.forget(path);
         self.release_claims(path)?;
         Ok(())
     }
@@ -587,6 +589,14 @@ impl<F: CgroupFs> Monitor for Cgroup2Backend<F> {
 #[path = "v2_cpuset.rs"]
 mod cpuset;
 
+#[path = "v2_parts.rs"]
+mod partwise;
+use partwise::controller;
+
 #[cfg(test)]
 #[path = "v2_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "v2_parts_tests.rs"]
+mod parts_tests;

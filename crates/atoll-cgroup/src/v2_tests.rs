@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use atoll_core::plan::{CpuMax, RtBudget};
+use atoll_core::plan::{CpuMax, Partition, RtBudget};
 use atoll_core::spec::{DeviceId, IoLimit, MemoryEntitlement};
 
 use super::*;

@@ -438,7 +438,10 @@ fn clip(mut s: String) -> String {
 fn answer_as(line: &[u8], caller: Caller, shared: &Shared) -> (usize, ResponseEnvelope) {
     let envelope = match decode(line) {
         Ok(e) => e,
-        Err(reply) => return (requests::op_index_of_line(line), *reply),
+        Err((op, reply)) => {
+            net::serve_urgently(false);
+            return (op, *reply);
+        }
     };
     let op = requests::op_index(&envelope.request);
     (op, answer_request(envelope, caller, shared))
@@ -451,6 +454,14 @@ fn answer_request(
     shared: &Shared,
 ) -> ResponseEnvelope {
     let id = envelope.id;
+    // A coordination message is what an application waits on (a trigger's
+    // boost): it is served at the loop's priority, everything else at
+    // SERVER_NICE (see `net::serve_urgently`), so a flood of reads or
+    // refused requests still yields to the loop.
+    let urgent = matches!(envelope.request, Request::Coordinate { .. });
+    if !urgent {
+        net::serve_urgently(false);
+    }
     if let Some(board) = &shared.board {
         let wake = || {
             let _ = shared.tx.send(Command::Refresh);
@@ -464,6 +475,7 @@ fn answer_request(
     }
     if !caller.is_root() {
         if let Err(wait) = shared.rate.take(caller.uid, Instant::now()) {
+            net::serve_urgently(false);
             return ResponseEnvelope::err(
                 id,
                 ErrorCode::Busy,
@@ -476,6 +488,9 @@ fn answer_request(
             );
         }
     }
+    if urgent {
+        net::serve_urgently(true);
+    }
     let timeout = match envelope.request {
         // Teardown may take a while (groups whose tasks are still exiting).
         Request::Stop { wait: true } => shared.opts.reply_timeout.max(STOP_TIMEOUT),
@@ -487,42 +502,51 @@ fn answer_request(
 /// How long a `stop` that waits for teardown waits.
 const STOP_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Decodes a request line, or the error reply for it.
-fn decode(line: &[u8]) -> Result<atoll_proto::RequestEnvelope, Box<ResponseEnvelope>> {
+/// A request line that was not answered: the operation it names (an index
+/// in [`requests::OPS`]) and the error reply.
+type Unanswered = (usize, Box<ResponseEnvelope>);
+
+/// Decodes a request line (read once, see [`atoll_proto::decode_request`]),
+/// or the error reply for it. A request of another protocol version is
+/// answered "unsupported version", also when it does not decode as one of
+/// this version's (a newer client's may not); a line that does not decode
+/// is read again, loosely, only to name its `id`, `v` and `op` in the
+/// error.
+fn decode(line: &[u8]) -> Result<atoll_proto::RequestEnvelope, Unanswered> {
     let Ok(text) = std::str::from_utf8(line) else {
-        return Err(Box::new(ResponseEnvelope::err(
-            0,
-            ErrorCode::BadRequest,
-            "request is not UTF-8",
-        )));
+        let reply = ResponseEnvelope::err(0, ErrorCode::BadRequest, "request is not UTF-8");
+        return Err((requests::INVALID, Box::new(reply)));
     };
-    // Look at `v` before the shape: a newer client's request may not decode
-    // as a v1 request at all, and deserves "unsupported version", not "bad
-    // request".
-    let loose: Option<serde_json::Value> = serde_json::from_str(text).ok();
-    let id = loose
-        .as_ref()
-        .and_then(|v| v.get("id"))
-        .and_then(serde_json::Value::as_u64)
-        .unwrap_or(0);
-    if let Some(v) = loose.as_ref().and_then(|v| v.get("v")) {
-        if v.as_u64() != Some(u64::from(PROTOCOL_VERSION)) {
-            return Err(Box::new(ResponseEnvelope::err(
-                id,
-                ErrorCode::UnsupportedVersion,
-                format!(
-                    "this daemon speaks protocol version {PROTOCOL_VERSION}; the request has v={v}"
-                ),
-            )));
-        }
-    }
-    atoll_proto::decode_request(text).map_err(|e| {
+    let unsupported = |id: u64, v: &str| {
         Box::new(ResponseEnvelope::err(
             id,
-            ErrorCode::BadRequest,
-            clip(e.to_string()),
+            ErrorCode::UnsupportedVersion,
+            format!(
+                "this daemon speaks protocol version {PROTOCOL_VERSION}; the request has v={v}"
+            ),
         ))
-    })
+    };
+    let e = match atoll_proto::decode_request(text) {
+        Ok(env) if env.v == PROTOCOL_VERSION => return Ok(env),
+        Ok(env) => {
+            let op = requests::op_index(&env.request);
+            return Err((op, unsupported(env.id, &env.v.to_string())));
+        }
+        Err(e) => e,
+    };
+    let loose: Option<serde_json::Value> = serde_json::from_str(text).ok();
+    let get = |k: &str| loose.as_ref().and_then(|v| v.get(k));
+    let id = get("id").and_then(serde_json::Value::as_u64).unwrap_or(0);
+    let op = requests::op_index_of_name(get("op").and_then(serde_json::Value::as_str));
+    match get("v") {
+        Some(v) if v.as_u64() != Some(u64::from(PROTOCOL_VERSION)) => {
+            Err((op, unsupported(id, &v.to_string())))
+        }
+        _ => {
+            let reply = ResponseEnvelope::err(id, ErrorCode::BadRequest, clip(e.to_string()));
+            Err((op, Box::new(reply)))
+        }
+    }
 }
 
 /// Answers one request line through the control loop (every request).
@@ -535,7 +559,7 @@ pub(crate) fn answer(
 ) -> ResponseEnvelope {
     match decode(line) {
         Ok(envelope) => ask_loop(envelope, caller, tx, reply_timeout),
-        Err(reply) => *reply,
+        Err((_, reply)) => *reply,
     }
 }
 

@@ -187,3 +187,17 @@ fn run_time_changes_decode_strictly() {
     let r = decode_request(r#"{"v":1,"id":6,"op":"config_dump"}"#).unwrap();
     assert_eq!(r.request, Request::ConfigDump {});
 }
+
+#[test]
+fn a_request_is_one_object_with_v_and_id_and_nothing_after_it() {
+    let t = refused(r#"{"v":1,"id":1,"op":"status"} {}"#);
+    assert!(t.contains("trailing characters"), "{t}");
+    assert!(refused(r#"{"id":1,"op":"status"}"#).contains("missing field `v`"));
+    assert!(refused(r#"{"v":1,"op":"status"}"#).contains("missing field `id`"));
+    assert!(refused("[1,2]").contains("invalid type"));
+    assert!(refused(r#"{"v":-1,"id":1,"op":"status"}"#).contains("expected u32"));
+    assert!(refused(r#"{"v":1,"id":1,"op":"status","x":1}"#).contains("unknown field"));
+    assert!(refused("hello").contains("expected value at line 1 column 1"));
+    let r = decode_request("{\"v\":1,\"id\":1,\"op\":\"status\"}\r\n").unwrap();
+    assert_eq!((r.v, r.id, r.request), (1, 1, Request::Status {}));
+}

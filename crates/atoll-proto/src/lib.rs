@@ -557,58 +557,43 @@ pub enum DecodeError {
 
 /// Decodes a reply: no key twice.
 fn decode<T: for<'de> Deserialize<'de>>(line: &str) -> Result<T, DecodeError> {
-    strict_check(line, false)?;
-    parse(line)
+    strict::check(line.trim_end(), false)
+        .map_err(|(violation, column)| DecodeError::Strict { violation, column })?;
+    serde_json::from_str(line.trim_end()).map_err(|source| json_error(line, source))
 }
 
-/// Decodes a request: at most [`MAX_LINE`] bytes, no key twice, no field
-/// over its limit.
-fn decode_limited<T: for<'de> Deserialize<'de>>(line: &str) -> Result<T, DecodeError> {
-    if line.len() > MAX_LINE {
-        return Err(DecodeError::TooLong { len: line.len() });
-    }
-    strict_check(line, true)?;
-    parse(line)
-}
-
-fn strict_check(line: &str, limits: bool) -> Result<(), DecodeError> {
-    strict::check(line.trim_end(), limits)
-        .map_err(|(violation, column)| DecodeError::Strict { violation, column })
-}
-
-fn parse<T: for<'de> Deserialize<'de>>(line: &str) -> Result<T, DecodeError> {
-    serde_json::from_str(line.trim_end()).map_err(|source| DecodeError::Json {
+fn json_error(line: &str, source: serde_json::Error) -> DecodeError {
+    DecodeError::Json {
         line: line.chars().take(200).collect(),
         source,
-    })
-}
-
-#[derive(Deserialize)]
-struct RawRequest {
-    v: u32,
-    id: u64,
-    #[serde(flatten)]
-    rest: serde_json::Map<String, serde_json::Value>,
+    }
 }
 
 /// Decodes a request line: `v` and `id` are required, the rest must be
 /// exactly one [`Request`] with no unknown fields, no key written twice
 /// (at any depth) and no field over its limit ([`MAX_NAME`], [`MAX_TEXT`],
-/// [`MAX_ITEMS`]; see [`strict`]).
+/// [`MAX_ITEMS`]; see [`strict`]). The line is read once: one pass checks
+/// it and builds its JSON value, from which `v`, `id` and then the request
+/// are taken.
 pub fn decode_request(line: &str) -> Result<RequestEnvelope, DecodeError> {
-    let raw: RawRequest = decode_limited(line)?;
-    let request =
-        serde_json::from_value(serde_json::Value::Object(raw.rest)).map_err(|source| {
-            DecodeError::Json {
-                line: line.chars().take(200).collect(),
-                source,
-            }
-        })?;
-    Ok(RequestEnvelope {
-        v: raw.v,
-        id: raw.id,
-        request,
-    })
+    if line.len() > MAX_LINE {
+        return Err(DecodeError::TooLong { len: line.len() });
+    }
+    let value = strict::parse(line.trim_end(), true).map_err(|r| match r {
+        strict::Refused::Strict(violation, column) => DecodeError::Strict { violation, column },
+        strict::Refused::Json(source) => json_error(line, source),
+    })?;
+    let json = |source| json_error(line, source);
+    let mut rest: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_value(value).map_err(json)?;
+    let mut field = |name: &'static str| {
+        rest.remove(name)
+            .ok_or_else(|| json(serde::de::Error::missing_field(name)))
+    };
+    let v = serde_json::from_value(field("v")?).map_err(json)?;
+    let id = serde_json::from_value(field("id")?).map_err(json)?;
+    let request = serde_json::from_value(serde_json::Value::Object(rest)).map_err(json)?;
+    Ok(RequestEnvelope { v, id, request })
 }
 
 /// Decodes a reply line. A key written twice is refused as in requests;

@@ -5,7 +5,9 @@
 //! [`check`] walks a line once, before it is decoded, with a visitor that
 //! builds nothing: it remembers the keys of each object it is in and stops
 //! at the first key seen twice, at any depth. For requests it also stops at
-//! the first string, key or array over its limit:
+//! the first string, key or array over its limit. A request line is walked
+//! once: the same visitor builds its JSON value (`parse`), which is then
+//! decoded into the typed request.
 //!
 //! | what | limit |
 //! |------|-------|
@@ -22,6 +24,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Number, Value};
 
 /// Longest string in a request (names, subjects, enum tags) and longest
 /// key, bytes. Names are at most 64 bytes; a group path is two names.
@@ -108,20 +111,45 @@ impl fmt::Display for Violation {
 /// fields. `Ok` also when the line is not JSON at all: the decoder reports
 /// that. On a violation, also the 1-based column where the parser stopped.
 pub fn check(line: &str, limits: bool) -> Result<(), (Violation, usize)> {
+    match walk(line, limits, false) {
+        Err(Refused::Strict(v, column)) => Err((v, column)),
+        _ => Ok(()),
+    }
+}
+
+/// What [`parse`] refused.
+#[derive(Debug)]
+pub(crate) enum Refused {
+    /// A rule of this module, and the 1-based column where the parser
+    /// stopped.
+    Strict(Violation, usize),
+    /// Not JSON, or more after it: the parser's error, with its place.
+    Json(serde_json::Error),
+}
+
+/// `line` as a JSON value, built in the same pass that checks it as
+/// [`check`] does (a request is read once: this value is then taken
+/// apart into the envelope and the typed request).
+pub(crate) fn parse(line: &str, limits: bool) -> Result<Value, Refused> {
+    walk(line, limits, true)
+}
+
+/// One pass over `line`; the value is built only with `build` (else
+/// `Null`).
+fn walk(line: &str, limits: bool, build: bool) -> Result<Value, Refused> {
     let found = RefCell::new(None);
     let mut de = serde_json::Deserializer::from_str(line);
     let seed = Node {
         at: &At::Top,
         limits,
+        build,
         found: &found,
     };
-    match seed.deserialize(&mut de) {
-        Ok(()) => Ok(()),
-        Err(e) => match found.into_inner() {
-            Some(v) => Err((v, e.column())),
-            None => Ok(()),
-        },
-    }
+    let walked = seed.deserialize(&mut de).and_then(|v| de.end().map(|()| v));
+    walked.map_err(|e| match found.into_inner() {
+        Some(v) => Refused::Strict(v, e.column()),
+        None => Refused::Json(e),
+    })
 }
 
 /// Where the visitor is: a path kept on the stack, turned into text only
@@ -179,6 +207,8 @@ fn clip(s: &str) -> String {
 struct Node<'a> {
     at: &'a At<'a>,
     limits: bool,
+    /// Whether to build the value (else every node is `Null`).
+    build: bool,
     found: &'a RefCell<Option<Violation>>,
 }
 
@@ -188,44 +218,53 @@ impl Node<'_> {
         *self.found.borrow_mut() = Some(v);
         E::custom(text)
     }
+
+    fn child<'b>(&'b self, at: &'b At<'b>) -> Node<'b> {
+        Node {
+            at,
+            limits: self.limits,
+            build: self.build,
+            found: self.found,
+        }
+    }
 }
 
 impl<'de> DeserializeSeed<'de> for Node<'_> {
-    type Value = ();
+    type Value = Value;
 
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
         d.deserialize_any(self)
     }
 }
 
 impl<'de> Visitor<'de> for Node<'_> {
-    type Value = ();
+    type Value = Value;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("any JSON value")
     }
 
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
-        Ok(())
+    fn visit_bool<E: de::Error>(self, b: bool) -> Result<Value, E> {
+        Ok(Value::Bool(b))
     }
 
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
-        Ok(())
+    fn visit_i64<E: de::Error>(self, n: i64) -> Result<Value, E> {
+        Ok(Value::from(n))
     }
 
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
-        Ok(())
+    fn visit_u64<E: de::Error>(self, n: u64) -> Result<Value, E> {
+        Ok(Value::from(n))
     }
 
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
-        Ok(())
+    fn visit_f64<E: de::Error>(self, n: f64) -> Result<Value, E> {
+        Ok(Number::from_f64(n).map_or(Value::Null, Value::Number))
     }
 
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        Ok(())
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
     }
 
-    fn visit_str<E: de::Error>(self, s: &str) -> Result<(), E> {
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<Value, E> {
         let limit = self.at.string_limit();
         if self.limits && s.len() > limit {
             return Err(self.refuse(Violation::TooLong {
@@ -234,20 +273,23 @@ impl<'de> Visitor<'de> for Node<'_> {
                 limit,
             }));
         }
-        Ok(())
+        Ok(if self.build {
+            Value::String(s.to_owned())
+        } else {
+            Value::Null
+        })
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
         let mut i = 0;
         loop {
             let at = At::Index(self.at, i);
-            let node = Node {
-                at: &at,
-                limits: self.limits,
-                found: self.found,
+            let Some(item) = seq.next_element_seed(self.child(&at))? else {
+                break;
             };
-            if seq.next_element_seed(node)?.is_none() {
-                return Ok(());
+            if self.build {
+                items.push(item);
             }
             i += 1;
             if self.limits && i > MAX_ITEMS {
@@ -257,9 +299,16 @@ impl<'de> Visitor<'de> for Node<'_> {
                 }));
             }
         }
+        Ok(if self.build {
+            Value::Array(items)
+        } else {
+            Value::Null
+        })
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        // Built, the object itself knows its keys; else a set of them.
+        let mut object = Map::new();
         let mut keys = BTreeSet::new();
         while let Some(key) = map.next_key::<String>()? {
             if self.limits && key.len() > MAX_NAME {
@@ -269,21 +318,30 @@ impl<'de> Visitor<'de> for Node<'_> {
                     limit: MAX_NAME,
                 }));
             }
-            if keys.contains(&key) {
+            let seen = if self.build {
+                object.contains_key(&key)
+            } else {
+                keys.contains(&key)
+            };
+            if seen {
                 return Err(self.refuse(Violation::DuplicateKey {
                     object: self.at.path(),
                     key: clip(&key),
                 }));
             }
             let at = At::Key(self.at, &key);
-            map.next_value_seed(Node {
-                at: &at,
-                limits: self.limits,
-                found: self.found,
-            })?;
-            keys.insert(key);
+            let value = map.next_value_seed(self.child(&at))?;
+            if self.build {
+                object.insert(key, value);
+            } else {
+                keys.insert(key);
+            }
         }
-        Ok(())
+        Ok(if self.build {
+            Value::Object(object)
+        } else {
+            Value::Null
+        })
     }
 }
 
@@ -396,6 +454,24 @@ mod tests {
         assert!(text.len() < 250, "{text}");
         assert!(!text.contains(&"k".repeat(QUOTE + 1)), "{text}");
         assert!(text.contains('…'), "{text}");
+    }
+
+    #[test]
+    fn the_value_built_is_serde_jsons() {
+        for line in [
+            r#"{"a":[1,-2,3.5,1e3,null,true,false,"x\u00e9\n"],"b":{"c":{}},"d":[]}"#,
+            r#"[18446744073709551615,-9223372036854775808,0.1]"#,
+            r#""just a string""#,
+            "12",
+        ] {
+            let want: Value = serde_json::from_str(line).unwrap();
+            assert_eq!(parse(line, true).unwrap(), want, "{line}");
+        }
+        assert!(matches!(parse("[1] 2", true), Err(Refused::Json(_))));
+        assert!(matches!(
+            parse(r#"{"k":1,"k":2}"#, false),
+            Err(Refused::Strict(Violation::DuplicateKey { .. }, _))
+        ));
     }
 
     #[test]

@@ -423,10 +423,15 @@ impl<B: Backend> SystemdDriver<B> {
         let Some(b) = self.bindings.get(path) else {
             return Err(BackendError::NoGroup(path.clone()));
         };
+        // The wrapped backend's capabilities read files; only an optional
+        // RT budget needs one of them.
+        let rt_groups = settings.rt_budget.is_some()
+            && settings.rt_budget_optional
+            && self.inner.capabilities().rt_groups;
         let cx = Context {
             unit: b.unit(),
             version: self.version,
-            rt_groups: self.inner.capabilities().rt_groups,
+            rt_groups,
         };
         let Wanted {
             props,

@@ -127,11 +127,43 @@ pub(crate) fn accept_loop<L, G, A, R, S>(
 pub(crate) const IDLE_TICKS: u32 = 16;
 
 /// Nice value of the threads serving connections: the control loop (nice
-/// 0) runs first when both want a CPU.
+/// 0) runs first when both want a CPU, so a flood of reads (answered by
+/// the connection threads themselves, from what the loop publishes) cannot
+/// starve the loop's epochs.
 pub(crate) const SERVER_NICE: libc::c_int = 10;
+
+thread_local! {
+    /// Whether this connection thread asked to run at nice 0.
+    static URGENT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
 
 /// Lowers the calling thread's priority to [`SERVER_NICE`].
 fn lower_priority() {
+    set_nice(SERVER_NICE);
+}
+
+/// Runs the calling connection thread at nice 0 (`urgent`) or at
+/// [`SERVER_NICE`], from now until told otherwise: also while it waits
+/// for the loop's reply and for the connection's next line. The API asks
+/// for nice 0 for a coordination message that passed the pacing (an
+/// application waits on a trigger's boost; at nice 10 the thread that
+/// reads the request and the one that writes the reply wait behind every
+/// nice-0 task, and share a CPU equally with `nice -n 10` builds) and for
+/// [`SERVER_NICE`] on every other line, so what a connection gets at
+/// nice 0 is one line after each such message. A system call only on a
+/// change; a thread without the privilege to raise its priority (a daemon
+/// not run as root) stays at [`SERVER_NICE`].
+pub(crate) fn serve_urgently(urgent: bool) {
+    URGENT.with(|u| {
+        if u.get() != urgent {
+            u.set(urgent);
+            set_nice(if urgent { 0 } else { SERVER_NICE });
+        }
+    });
+}
+
+/// Sets the calling thread's nice value (best effort).
+fn set_nice(nice: libc::c_int) {
     // SAFETY: gettid(2) has no preconditions.
     let tid = unsafe { libc::gettid() };
     let Ok(tid) = libc::id_t::try_from(tid) else {
@@ -139,7 +171,7 @@ fn lower_priority() {
     };
     // SAFETY: setpriority(2) on our own thread id with a valid `which`;
     // a failure only leaves the priority as it was.
-    let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, SERVER_NICE) };
+    let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, nice) };
 }
 
 /// Waits until `fd` is readable (a listener: a connection is pending) or
@@ -346,5 +378,44 @@ mod tests {
         assert!(matches!(r.next(), Next::TooLong(12)));
         let mut r = LineReader::new(Script(vec![Some(b"0123456789\n")]), 10);
         assert_eq!(line(r.next()), b"0123456789");
+    }
+
+    /// Whether this process may raise a thread's priority
+    /// (`CAP_SYS_NICE` in its effective set).
+    fn may_raise() -> bool {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let caps = status
+            .lines()
+            .find_map(|l| l.strip_prefix("CapEff:"))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .unwrap();
+        // CAP_SYS_NICE, linux/capability.h.
+        caps & (1 << 23) != 0
+    }
+
+    fn own_nice() -> libc::c_int {
+        // SAFETY: gettid(2) has no preconditions; getpriority(2) reads
+        // our own thread's nice value.
+        unsafe {
+            let tid = libc::id_t::try_from(libc::gettid()).unwrap();
+            libc::getpriority(libc::PRIO_PROCESS, tid)
+        }
+    }
+
+    #[test]
+    fn a_connection_thread_runs_at_nice_zero_only_while_asked() {
+        std::thread::spawn(|| {
+            lower_priority();
+            assert_eq!(own_nice(), SERVER_NICE);
+            serve_urgently(true);
+            let want = if may_raise() { 0 } else { SERVER_NICE };
+            assert_eq!(own_nice(), want);
+            serve_urgently(true);
+            assert_eq!(own_nice(), want);
+            serve_urgently(false);
+            assert_eq!(own_nice(), SERVER_NICE);
+        })
+        .join()
+        .unwrap();
     }
 }

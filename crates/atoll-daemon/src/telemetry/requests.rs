@@ -77,9 +77,13 @@ pub fn op_index(request: &Request) -> usize {
 /// The index in [`OPS`] of the `op` a line names, when it names a known
 /// one (for lines answered before they are decoded).
 pub fn op_index_of_line(line: &[u8]) -> usize {
-    let op = serde_json::from_slice::<serde_json::Value>(line)
-        .ok()
-        .and_then(|v| v.get("op").and_then(|o| o.as_str().map(str::to_owned)));
+    let v = serde_json::from_slice::<serde_json::Value>(line).ok();
+    op_index_of_name(v.as_ref().and_then(|v| v.get("op")?.as_str()))
+}
+
+/// The index in [`OPS`] of the operation named `op`, when it is a known
+/// one.
+pub fn op_index_of_name(op: Option<&str>) -> usize {
     op.and_then(|op| OPS[..INVALID].iter().position(|o| *o == op))
         .unwrap_or(INVALID)
 }
