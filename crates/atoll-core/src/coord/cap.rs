@@ -26,11 +26,6 @@ pub(crate) struct CapState {
     pub window: Window,
     /// When the cap last moved (set or rebalanced).
     pub last_move: Option<Duration>,
-    /// Per island (in the manager's order): since when it has under-used
-    /// its cap, window after window (the first sample of the first such
-    /// window); `None` when the last window that closed did not show it
-    /// under its cap.
-    pub under_since: Vec<Option<Duration>>,
 }
 
 /// Each island's samples since the window began.
@@ -149,7 +144,6 @@ impl PlatformManager {
             set_by: overlay,
             window: Window::default(),
             last_move: Some(self.last_now),
-            under_since: Vec::new(),
         });
         out
     }
@@ -159,8 +153,7 @@ impl PlatformManager {
     /// writes, cuts first. Samples gather over `cap_interval`; at its end
     /// the cap is split again by demand (rule 10 of the
     /// [module docs](super)). Islands without a sample in the window keep
-    /// their cap, and so do islands that have been under their cap for
-    /// less than `cap_interval`. Without a cap there is nothing to do.
+    /// their cap. Without a cap there is nothing to do.
     pub fn rebalance(
         &mut self,
         now: Duration,
@@ -213,7 +206,7 @@ impl PlatformManager {
             return Ok(Vec::new());
         }
         let window = std::mem::take(w);
-        let mut demand: Vec<Demand> = self
+        let demand: Vec<Demand> = self
             .islands
             .iter()
             .zip(&window.acc)
@@ -224,23 +217,6 @@ impl PlatformManager {
                 throttled: *throttled,
             })
             .collect();
-        // An island is cut only once it has used less than its cap for
-        // `cap_interval`, in this window and those just before: an early
-        // window is as short as two periods, and an island the host did
-        // not run in it looks idle.
-        cap.under_since.resize(n, None);
-        let (min, headroom) = (milli(cfg.cap_min), cfg.cap_headroom);
-        for (d, run) in demand.iter_mut().zip(cap.under_since.iter_mut()) {
-            let under = d
-                .used
-                .is_some_and(|u| !d.throttled && milli(u + headroom).max(min) < d.cap);
-            let before = *run;
-            *run = under.then(|| before.unwrap_or(since));
-            if run.is_some_and(|t| now.saturating_sub(t) < cfg.cap_interval) {
-                // Too short a record: it keeps its cap this time.
-                d.used = None;
-            }
-        }
         let Some(caps) = split_by_demand(&demand, milli(cfg.cap_min), cfg.cap_headroom) else {
             return Ok(Vec::new());
         };

@@ -8,8 +8,8 @@ pub(crate) struct Demand {
     pub cap: u64,
     /// Its CPUs, thousandths (the most it can use).
     pub cpus: u64,
-    /// Mean usage over the window, CPUs; `None`: no sample, or under its
-    /// cap for less than `cap_interval` (rule 10), so it keeps its cap.
+    /// Mean usage over the window, CPUs; `None`: no sample, so it keeps
+    /// its cap.
     pub used: Option<f64>,
     /// Whether it was throttled at its cap in the window.
     pub throttled: bool,

@@ -126,13 +126,7 @@
 //!     least `cap_interval` old (so moves cannot follow each other every
 //!     epoch). The split by demand:
 //!     an island that was not throttled keeps its mean usage plus
-//!     `cap_headroom` (0.1), at least `cap_min` and at most its cap, but
-//!     only once it has stayed under its cap that way for `cap_interval`
-//!     (this window and the ones just before it, back to the first sample
-//!     of the first); until then it keeps its cap. An early window is as
-//!     short as two periods, and a busy island that the host did not run
-//!     in it shows little use and no throttling; so an early close cuts
-//!     only islands that were under their caps before it too. The
+//!     `cap_headroom` (0.1), at least `cap_min` and at most its cap; the
 //!     rest goes to the throttled islands in proportion to their CPUs, none
 //!     above its CPUs (what is left over goes back to the others). With no
 //!     island throttled, or no island's share moving by `cap_deadband` (0.1
@@ -215,9 +209,8 @@ pub struct CoordConfig {
     /// the platform manager decides (1..=1000).
     pub escalate_after: u32,
     /// Window over which the platform cap's split is decided, and so the
-    /// least time between two moves, and how long an island stays under its
-    /// cap before it is cut (1 ms..=60 s; the config's `cap_interval_ms`
-    /// of a `cpu_cap` overlay).
+    /// least time between two moves (1 ms..=60 s; the config's
+    /// `cap_interval_ms` of a `cpu_cap` overlay).
     pub cap_interval: Duration,
     /// Least change of some island's share that moves the platform cap,
     /// CPUs (0..=64).
