@@ -179,6 +179,14 @@ EOF
 
 daemon_pid() { cat "$VMT_STATE/daemon.pid" 2>/dev/null; }
 daemon_alive() { _p=$(daemon_pid) && [ -n "$_p" ] && alive "$_p"; }
+
+# stop_earlier_daemon: for a test that runs a daemon of its own, stops the
+# one the tests before it left running (by the API, else by a signal).
+stop_earlier_daemon() {
+    daemon_alive || return 0
+    atoll_cli stop >/dev/null 2>&1 || kill "$(daemon_pid)"
+    wait_for 60 "the earlier daemon to stop" dead "$(daemon_pid)"
+}
 # status_ok: the daemon answers `status --json` with a status report.
 status_ok() { atoll_cli status --json 2>/dev/null | grep -q '"backend"'; }
 

@@ -22,10 +22,7 @@ DAEMON_LOG=$VMT_STATE/coord-daemon.log
 CO_DIR=$VMT_STATE/coord
 mkdir -p "$CO_DIR"
 
-if daemon_alive; then
-    atoll_cli stop >/dev/null 2>&1 || kill "$(daemon_pid)"
-    wait_for 60 "the earlier daemon to stop" dead "$(daemon_pid)"
-fi
+stop_earlier_daemon
 
 cfg=$CO_DIR/coord.toml
 cat >"$cfg" <<'EOF'

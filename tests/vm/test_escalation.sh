@@ -15,10 +15,7 @@ DAEMON_LOG=$VMT_STATE/esc-daemon.log
 ES_DIR=$VMT_STATE/esc
 mkdir -p "$ES_DIR"
 
-if daemon_alive; then
-    atoll_cli stop >/dev/null 2>&1 || kill "$(daemon_pid)"
-    wait_for 60 "the earlier daemon to stop" dead "$(daemon_pid)"
-fi
+stop_earlier_daemon
 
 cfg=$ES_DIR/esc.toml
 cat >"$cfg" <<'TOML'

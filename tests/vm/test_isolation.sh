@@ -25,11 +25,8 @@ DAEMON_LOG=$VMT_STATE/iso-daemon.log
 ISO_DIR=$VMT_STATE/iso
 mkdir -p "$ISO_DIR"
 
-if daemon_alive; then
-    # Run alone after other tests: stop their daemon first.
-    atoll_cli stop >/dev/null 2>&1 || kill "$(daemon_pid)"
-    wait_for 60 "the earlier daemon to stop" dead "$(daemon_pid)"
-fi
+# Run alone after other tests: stop their daemon first.
+stop_earlier_daemon
 
 [ -b /dev/nullb0 ] || fail "no /dev/nullb0: null_blk was not loaded by the guest init"
 read -r NULLB_DEV </sys/block/nullb0/dev

@@ -22,10 +22,7 @@ DAEMON_LOG=$VMT_STATE/psi-daemon.log
 PS_DIR=$VMT_STATE/psi
 mkdir -p "$PS_DIR"
 
-if daemon_alive; then
-    atoll_cli stop >/dev/null 2>&1 || kill "$(daemon_pid)"
-    wait_for 60 "the earlier daemon to stop" dead "$(daemon_pid)"
-fi
+stop_earlier_daemon
 
 cfg=$PS_DIR/psi.toml
 cat >"$cfg" <<'EOF'

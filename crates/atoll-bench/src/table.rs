@@ -1,5 +1,6 @@
 //! What the text tables of the benchmark reports share: numbers with a
-//! dash for none, the load average's three figures, and aligned columns.
+//! dash for none, the load average's three figures, the machine's line,
+//! and aligned columns.
 
 use std::fmt::Write as _;
 
@@ -11,6 +12,19 @@ pub(crate) fn num(v: Option<f64>, digits: usize) -> String {
 /// The first three figures of a `/proc/loadavg` line.
 pub(crate) fn load3(s: &str) -> String {
     s.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+}
+
+/// The `machine:` line of a report measured on `m`, which ended at load
+/// average `end` (a `/proc/loadavg` line).
+pub(crate) fn machine_line(m: &crate::machine::Machine, end: &str) -> String {
+    format!(
+        "machine: {} CPUs, {} backend, kernel {}, load average at start {}, at end {}",
+        m.cpus,
+        m.backend,
+        m.kernel,
+        load3(&m.loadavg),
+        load3(end)
+    )
 }
 
 /// `head` and `rows` in columns as wide as their widest cell (in

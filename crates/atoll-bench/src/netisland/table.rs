@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::NetIslandReport;
-use crate::table::{aligned, load3, num};
+use crate::table::{aligned, machine_line, num};
 
 /// The report as text.
 pub fn render_table(r: &NetIslandReport) -> String {
@@ -28,15 +28,7 @@ pub fn render_table(r: &NetIslandReport) -> String {
         s.seconds,
         s.reps
     );
-    let _ = writeln!(
-        t,
-        "machine: {} CPUs, {} backend, kernel {}, load average at start {}, at end {}",
-        r.machine.cpus,
-        r.machine.backend,
-        r.machine.kernel,
-        load3(&r.machine.loadavg),
-        load3(&r.loadavg)
-    );
+    let _ = writeln!(t, "{}", machine_line(&r.machine, &r.loadavg));
     let head = [
         "config",
         "fps",

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use super::config::{cpu_part, BULK, HOG, LINK};
 use super::{Config, NetIslandReport, Settings};
 use crate::stats::{ratio, round};
-use crate::table::{aligned, load3, num};
+use crate::table::{aligned, machine_line, num};
 
 /// The front end's unit.
 pub const FRONT: &str = "front";
@@ -382,15 +382,7 @@ pub fn render_web(r: &NetIslandReport) -> String {
         s.seconds,
         s.reps
     );
-    let _ = writeln!(
-        t,
-        "machine: {} CPUs, {} backend, kernel {}, load average at start {}, at end {}",
-        r.machine.cpus,
-        r.machine.backend,
-        r.machine.kernel,
-        load3(&r.machine.loadavg),
-        load3(&r.loadavg)
-    );
+    let _ = writeln!(t, "{}", machine_line(&r.machine, &r.loadavg));
     let head = [
         "config",
         "light avg",

@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 use super::{trigger_effect, trigger_line, StreamReport, StreamRow, TRIGGER_OFF};
-use crate::table::{aligned, load3, num};
+use crate::table::{aligned, machine_line, num};
 
 /// `v` (a fraction) as a signed percentage, `-` for none.
 fn pct(v: Option<f64>) -> String {
@@ -46,15 +46,7 @@ pub fn render_table(r: &StreamReport) -> String {
         s.seconds,
         s.reps
     );
-    let _ = writeln!(
-        t,
-        "machine: {} CPUs, {} backend, kernel {}, load average at start {}, at end {}",
-        r.machine.cpus,
-        r.machine.backend,
-        r.machine.kernel,
-        load3(&r.machine.loadavg),
-        load3(&r.loadavg)
-    );
+    let _ = writeln!(t, "{}", machine_line(&r.machine, &r.loadavg));
     let _ = writeln!(
         t,
         "\nStream beside bulk and hog (x: ratio to {}, the trigger off; loadavg: 1-min load \
