@@ -180,6 +180,19 @@ EOF
 daemon_pid() { cat "$VMT_STATE/daemon.pid" 2>/dev/null; }
 daemon_alive() { _p=$(daemon_pid) && [ -n "$_p" ] && alive "$_p"; }
 
+# own_daemon NAME: for a test that runs a daemon of its own: root group
+# atoll-NAME, socket, state dir and log NAME.* under $VMT_STATE, and the
+# directory $VMT_STATE/NAME for the test's files; stops the daemon the
+# tests before it left running.
+own_daemon() {
+    ROOT=atoll-$1
+    SOCK=$VMT_STATE/$1.sock
+    STATE_DIR=$VMT_STATE/$1-state
+    DAEMON_LOG=$VMT_STATE/$1-daemon.log
+    mkdir -p "$VMT_STATE/$1"
+    stop_earlier_daemon
+}
+
 # stop_earlier_daemon: for a test that runs a daemon of its own, stops the
 # one the tests before it left running (by the API, else by a signal).
 stop_earlier_daemon() {

@@ -14,15 +14,9 @@
 # - `atoll release shop --lender batch --from web` gives it back.
 # - Every change is a decision naming the overlay (`atoll why`).
 
-CO_ROOT=atoll-coord
-ROOT=$CO_ROOT
-SOCK=$VMT_STATE/coord.sock
-STATE_DIR=$VMT_STATE/coord-state
-DAEMON_LOG=$VMT_STATE/coord-daemon.log
+own_daemon coord
+CO_ROOT=$ROOT
 CO_DIR=$VMT_STATE/coord
-mkdir -p "$CO_DIR"
-
-stop_earlier_daemon
 
 cfg=$CO_DIR/coord.toml
 cat >"$cfg" <<'EOF'

@@ -7,15 +7,9 @@
 # atoll-esc) with islands web (1-3, unit api alone) and batch (4-7, unit
 # crunch alone) and overlay shop over api and crunch; stops it at the end.
 
-ES_ROOT=atoll-esc
-ROOT=$ES_ROOT
-SOCK=$VMT_STATE/esc.sock
-STATE_DIR=$VMT_STATE/esc-state
-DAEMON_LOG=$VMT_STATE/esc-daemon.log
+own_daemon esc
+ES_ROOT=$ROOT
 ES_DIR=$VMT_STATE/esc
-mkdir -p "$ES_DIR"
-
-stop_earlier_daemon
 
 cfg=$ES_DIR/esc.toml
 cat >"$cfg" <<'TOML'

@@ -17,16 +17,9 @@
 # trickle limit on nullb0's device number, and the kernel enforces it (its
 # read rate while held is far below its rate alone).
 
-ISO_ROOT=atoll-iso
-ROOT=$ISO_ROOT
-SOCK=$VMT_STATE/iso.sock
-STATE_DIR=$VMT_STATE/iso-state
-DAEMON_LOG=$VMT_STATE/iso-daemon.log
+own_daemon iso
+ISO_ROOT=$ROOT
 ISO_DIR=$VMT_STATE/iso
-mkdir -p "$ISO_DIR"
-
-# Run alone after other tests: stop their daemon first.
-stop_earlier_daemon
 
 [ -b /dev/nullb0 ] || fail "no /dev/nullb0: null_blk was not loaded by the guest init"
 read -r NULLB_DEV </sys/block/nullb0/dev

@@ -14,15 +14,9 @@
 # - The loops end: api is tuned back down (to its weight before, or one
 #   step below it) and waits on its trigger again (armed=1).
 
-PS_ROOT=atoll-psi
-ROOT=$PS_ROOT
-SOCK=$VMT_STATE/psi.sock
-STATE_DIR=$VMT_STATE/psi-state
-DAEMON_LOG=$VMT_STATE/psi-daemon.log
+own_daemon psi
+PS_ROOT=$ROOT
 PS_DIR=$VMT_STATE/psi
-mkdir -p "$PS_DIR"
-
-stop_earlier_daemon
 
 cfg=$PS_DIR/psi.toml
 cat >"$cfg" <<'EOF'
